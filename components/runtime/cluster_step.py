@@ -1,0 +1,86 @@
+"""Entry points of the ``create_cluster`` and ``delete_cluster`` components.
+
+The KFP components are thin declarations; they call these functions with their parameters.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from components.runtime import cluster_builder, cluster_ops, cluster_resource, cluster_rules, rest
+from components.runtime import step as step_lib
+
+log = logging.getLogger(__name__)
+
+
+def resolve_spec(cluster_spec: dict[str, Any] | None, spec_params: dict[str, Any]):
+    """The desired cluster: the full ``cluster_spec`` when given, else built from flat params."""
+    if cluster_spec:
+        log.info("using the cluster_spec parameter; the flat cluster parameters are ignored")
+        return cluster_rules.parse_cluster_spec(cluster_spec)
+    return cluster_builder.build_cluster_spec(**spec_params)
+
+
+def managed_labels(pipeline_run: str, now: datetime.datetime | None = None) -> dict[str, str]:
+    """Labels this tool puts on a cluster it creates."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    labels = {"vsp-managed": "true", "vsp-created-at": step_lib.timestamp_label(now)}
+    run = step_lib.label_value(pipeline_run)
+    if run:
+        labels[cluster_ops.RUN_LABEL] = run
+    return labels
+
+
+def create_cluster(
+    *,
+    project: str,
+    location: str,
+    cluster_id: str,
+    cluster_spec: dict[str, Any] | None,
+    spec_params: dict[str, Any],
+    update_policy: str = "apply",
+    timeout_seconds: float = 7200.0,
+    pipeline_run: str = "",
+    gcp_resources_path: str = "",
+    options: cluster_resource.ClusterOptions | None = None,
+) -> cluster_ops.EnsureResult:
+    """Creates the cluster or reuses a matching one; see ``cluster_ops``.
+
+    The spec is validated before any request is sent.
+    """
+    spec = resolve_spec(cluster_spec, spec_params)
+    ref = cluster_resource.ClusterRef(project, location, cluster_id)
+    options = options or cluster_resource.ClusterOptions()
+    options.timeout = timeout_seconds
+    options.update_policy = update_policy
+    manager = cluster_ops.ClusterManager(
+        rest.VertexRestClient(location), ref, gcp_resources_path=gcp_resources_path, options=options
+    )
+    result = manager.ensure(spec, managed_labels(pipeline_run))
+    log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
+    return result
+
+
+def delete_cluster(
+    *,
+    project: str,
+    location: str,
+    cluster_id: str,
+    timeout_seconds: float = 3600.0,
+    gcp_resources_path: str = "",
+    options: cluster_resource.ClusterOptions | None = None,
+) -> bool:
+    """Deletes the cluster and waits until it is gone; a missing cluster is success.
+
+    Returns:
+        True when the cluster existed and was deleted.
+    """
+    options = options or cluster_resource.ClusterOptions()
+    options.timeout = timeout_seconds
+    ref = cluster_resource.ClusterRef(project, location, cluster_id)
+    resource = cluster_resource.ClusterResource(
+        rest.VertexRestClient(location), ref, gcp_resources_path=gcp_resources_path, options=options
+    )
+    return resource.delete()

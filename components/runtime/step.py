@@ -1,0 +1,72 @@
+"""What every component step does around its work: logging, labels, exit codes.
+
+``run_step`` configures logging once, runs the step's function and turns errors into the exit
+codes of the taxonomy (user 2, transient 75, internal 70), logging the message without a stack
+trace for user errors so the cause is the last thing a user reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import re
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from components.runtime import errors
+
+T = TypeVar("T")
+log = logging.getLogger("vsp.step")
+
+_LABEL_VALUE_BAD = re.compile(r"[^a-z0-9_-]+")
+
+
+def configure_logging() -> None:
+    """Sends INFO logs of the runtime to stderr with timestamps (once per process)."""
+    root = logging.getLogger("components")
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("components", "vsp"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def run_step(name: str, func: Callable[[], T]) -> T:
+    """Runs a step body; exits with the taxonomy's code on failure.
+
+    Args:
+        name: Step name for the log.
+        func: The body, without arguments.
+    """
+    configure_logging()
+    try:
+        return func()
+    except errors.UserError as exc:
+        log.error("%s failed: %s", name, exc)
+        raise SystemExit(exc.exit_code) from exc
+    except errors.VspError as exc:
+        log.error("%s failed: %s", name, exc, exc_info=True)
+        raise SystemExit(exc.exit_code) from exc
+    except Exception as exc:
+        log.exception("%s failed with an internal error", name)
+        raise SystemExit(errors.EXIT_INTERNAL_ERROR) from exc
+
+
+def label_value(text: str) -> str:
+    """``text`` made into a valid GCP label value (lowercase, [a-z0-9_-], at most 63 chars)."""
+    return _LABEL_VALUE_BAD.sub("-", text.lower()).strip("-")[:63]
+
+
+def timestamp_label(moment: datetime.datetime) -> str:
+    """A UTC time as a label value, e.g. ``20261202t181600z``."""
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y%m%dt%H%M%Sz")
+
+
+def parse_timestamp_label(value: str) -> datetime.datetime:
+    """Inverse of ``timestamp_label``."""
+    return datetime.datetime.strptime(value, "%Y%m%dt%H%M%Sz").replace(tzinfo=datetime.timezone.utc)

@@ -1,0 +1,1 @@
+"""Example trainers shipped with the project."""

@@ -1,0 +1,191 @@
+"""Command line of the example trainer (``python -m examples.trainer``).
+
+Exit codes:
+
+* 0: training finished; the model dir is written and verifies.
+* 143 (``checkpoint_policy.EXIT_PREEMPTED``): a preemption notice (SIGTERM/SIGUSR1 by default)
+  arrived; the step in flight was finished, checkpointed (nothing is saved without a checkpoint
+  dir) and the run stopped early. Rerun the same command to resume. A signal that arrives before
+  the handlers are installed (interpreter start-up) kills the process the default way (-15).
+* 2: bad arguments or settings (``UserError``), e.g. a checkpoint dir written by a run with other
+  settings, or no model dir.
+* 70: internal error (a bug).
+* 75: transient error (``TransientError``), worth retrying.
+
+Directories: ``--checkpoint-dir`` defaults to ``$VSP_CHECKPOINT_DIR``, else
+``$AIP_CHECKPOINT_DIR``; ``--model-dir`` to ``$VSP_MODEL_DIR``, else ``$AIP_MODEL_DIR``. A
+``gs://bucket/path`` value is read as the GCS FUSE path ``/gcs/bucket/path`` (mount root from
+``$VSP_GCS_FUSE_ROOT``). Progress goes to stdout, one line per logged step:
+``<time> step <n>/<steps> loss <loss>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from components.runtime import checkpoint, checkpoint_policy, errors
+from examples.trainer import loop
+
+log = logging.getLogger("examples.trainer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.trainer",
+        description="Train a small numpy MLP on synthetic data; resumes from checkpoints.",
+    )
+    add = parser.add_argument
+    add("--steps", type=int, default=200, help="total training steps (default 200)")
+    add("--seed", type=int, default=0, help="seed of data, init and shuffling (default 0)")
+    add("--batch-size", type=int, default=32, help="minibatch size (default 32)")
+    add("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
+    add("--hidden", type=int, default=32, help="hidden units (default 32)")
+    add("--samples", type=int, default=1024, help="synthetic dataset size (default 1024)")
+    add("--checkpoint-dir", help="default $VSP_CHECKPOINT_DIR, else $AIP_CHECKPOINT_DIR")
+    add("--model-dir", help="default $VSP_MODEL_DIR, else $AIP_MODEL_DIR")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--checkpoint-every-steps", type=int, help="save every N steps")
+    when.add_argument(
+        "--checkpoint-interval",
+        help="'auto' (default: Daly interval from the measured save cost and --mtbf-seconds) "
+        "or seconds",
+    )
+    add(
+        "--mtbf-seconds",
+        type=float,
+        default=None,
+        help="prior mean time between preemptions for 'auto' ($VSP_MTBF_SECONDS, default 3600)",
+    )
+    add("--keep", type=int, default=3, help="checkpoints to keep (default 3)")
+    add("--step-seconds", type=float, default=0.0, help="artificial sleep per step (default 0)")
+    add("--log-every", type=int, default=10, help="log every N steps (default 10)")
+    add(
+        "--notice-signals",
+        default="SIGTERM,SIGUSR1",
+        help="signals that mean 'preemption coming' (default SIGTERM,SIGUSR1)",
+    )
+    return parser
+
+
+def resolve_dir(
+    value: str | None, env_names: Sequence[str], environ: Mapping[str, str]
+) -> Path | None:
+    """The flag value, else the first non-empty env var; ``gs://`` mapped to GCS FUSE."""
+    for candidate in (value, *(environ.get(name) for name in env_names)):
+        if candidate:
+            return checkpoint.to_local_path(candidate, gcs_root=environ.get("VSP_GCS_FUSE_ROOT"))
+    return None
+
+
+def parse_signals(text: str) -> list[signal.Signals]:
+    """``"SIGTERM,USR1"`` -> signals; UserError for unknown names."""
+    found = []
+    for raw in filter(None, (part.strip().upper() for part in text.split(","))):
+        name = raw if raw.startswith("SIG") else f"SIG{raw}"
+        try:
+            found.append(signal.Signals[name])
+        except KeyError:
+            raise errors.UserError(f"unknown signal {raw!r} in --notice-signals") from None
+    if not found:
+        raise errors.UserError("--notice-signals names no signal")
+    return found
+
+
+def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> loop.TrainConfig:
+    """Validates the arguments and builds the run configuration."""
+    model_dir = resolve_dir(args.model_dir, ("VSP_MODEL_DIR", "AIP_MODEL_DIR"), environ)
+    if model_dir is None:
+        raise errors.UserError("no model dir. Fix: pass --model-dir or set VSP_MODEL_DIR.")
+    ckpt_names = ("VSP_CHECKPOINT_DIR", "AIP_CHECKPOINT_DIR")
+    positive = {"--steps": args.steps, "--keep": args.keep, "--log-every": args.log_every}
+    positive |= {"--hidden": args.hidden, "--samples": args.samples}
+    for flag, value in positive.items():
+        if value < 1:
+            raise errors.UserError(f"{flag} must be >= 1, got {value}")
+    if args.step_seconds < 0:
+        raise errors.UserError(f"--step-seconds must be >= 0, got {args.step_seconds}")
+    return loop.TrainConfig(
+        steps=args.steps,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        model_dir=model_dir,
+        checkpoint_dir=resolve_dir(args.checkpoint_dir, ckpt_names, environ),
+        keep=args.keep,
+        step_seconds=args.step_seconds,
+        log_every=args.log_every,
+        samples=args.samples,
+        hidden=args.hidden,
+    )
+
+
+def policy_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str]
+) -> checkpoint_policy.CheckpointPolicy:
+    """The checkpoint policy the flags ask for."""
+    mtbf = args.mtbf_seconds
+    if mtbf is None:
+        text = environ.get("VSP_MTBF_SECONDS") or str(checkpoint_policy.DEFAULT_MTBF_S)
+        try:
+            mtbf = float(text)
+        except ValueError:
+            raise errors.UserError(f"VSP_MTBF_SECONDS={text!r} is not a number") from None
+    if args.checkpoint_every_steps is not None:
+        return checkpoint_policy.CheckpointPolicy(
+            every_steps=args.checkpoint_every_steps, mtbf_s=mtbf
+        )
+    interval = args.checkpoint_interval or "auto"
+    return checkpoint_policy.CheckpointPolicy.parse(interval, mtbf_s=mtbf)
+
+
+def _log_to_stdout() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    for name in ("examples.trainer", "components.runtime"):
+        logging.getLogger(name).addHandler(handler)
+        logging.getLogger(name).setLevel(logging.INFO)
+    return handler
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Runs the trainer; returns the process exit code (see the module docstring)."""
+    environ = os.environ if environ is None else environ
+    args = build_parser().parse_args(argv)
+    handler = _log_to_stdout()
+    try:
+        cfg = config_from_args(args, environ)
+        policy = policy_from_args(args, environ)
+        restarts = loop.slurm_restart_count(environ)
+        if restarts is not None:
+            log.info("SLURM_RESTART_COUNT=%d", restarts)
+        log.info("checkpoints: %s (%s), model: %s", cfg.checkpoint_dir, policy.mode, cfg.model_dir)
+        if cfg.checkpoint_dir is None:
+            log.warning("no checkpoint dir: a preempted run will start over")
+        with checkpoint_policy.PreemptionNotice(parse_signals(args.notice_signals)) as notice:
+            trainer = loop.Trainer(cfg, policy, notice, slurm_restart_count=restarts)
+            trainer.run()
+            trainer.write_model()
+        return 0
+    except loop.Preempted as stop:
+        code = checkpoint_policy.EXIT_PREEMPTED
+        saved = "checkpoint saved" if stop.saved else "nothing saved"
+        log.info(
+            "preemption notice (%s) after step %d: %s; exit %d", stop.reason, stop.step, saved, code
+        )
+        return code
+    except errors.VspError as exc:
+        log.error("error: %s", exc)
+        return exc.exit_code
+    except Exception:
+        log.exception("internal error")
+        return errors.EXIT_INTERNAL_ERROR
+    finally:
+        for name in ("examples.trainer", "components.runtime"):
+            logging.getLogger(name).removeHandler(handler)

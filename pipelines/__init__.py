@@ -1,0 +1,1 @@
+"""Pipeline definitions, compilation and the ``vsp`` command line."""

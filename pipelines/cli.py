@@ -1,0 +1,128 @@
+"""The ``vsp`` command line: compile, run-local, emulator and clusters.
+
+Errors follow the runtime's taxonomy: a user error prints its message and exits 2, a transient
+error exits 75, anything unexpected exits 70 with a traceback in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import click
+import yaml
+
+from components.runtime import errors
+from pipelines import cli_common
+
+log = logging.getLogger("vsp")
+
+
+def _parse_params(values: tuple[str, ...]) -> dict:
+    params = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise errors.UserError(
+                f"--param {item!r} is not KEY=VALUE. Fix: write --param name=value."
+            )
+        try:
+            params[key] = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            params[key] = raw
+    return params
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log debug details.")
+def main(verbose: bool) -> None:
+    """vertex-slurm-pipelines: Slurm training clusters and Spot training on Vertex AI."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+
+
+@main.command("compile")
+@click.option("--out", "out_dir", default="compiled", show_default=True, help="Output folder.")
+@click.option(
+    "--base-image",
+    default=None,
+    help="A prebuilt image with kfp and the runtime requirements; default: a stock Python image "
+    "with pip installs at step start.",
+)
+@cli_common.handle_errors
+def compile_command(out_dir: str, base_image: str | None) -> None:
+    """Compile every pipeline and component into YAML templates."""
+    from components import packaging  # noqa: PLC0415 - kfp import is slow
+    from pipelines import compile as compile_module  # noqa: PLC0415
+
+    options = packaging.STOCK_IMAGE
+    if base_image:
+        options = packaging.ImageOptions(base_image=base_image, install_packages=False)
+    for path in compile_module.compile_all(out_dir, options):
+        click.echo(f"wrote {path}")
+
+
+@main.command("run-local")
+@click.argument("pipeline", default="cluster-lifecycle")
+@click.option("--param", "params", multiple=True, help="Pipeline parameter NAME=VALUE (repeat).")
+@click.option("--state-dir", default=".vsp/emulator", show_default=True, help="Emulator state.")
+@click.option("--outputs", default=".vsp/local_outputs", show_default=True, help="Task outputs.")
+@click.option(
+    "--provisioning-seconds", default=3.0, show_default=True, help="Emulated provisioning time."
+)
+@cli_common.handle_errors
+def run_local_command(
+    pipeline: str,
+    params: tuple[str, ...],
+    state_dir: str,
+    outputs: str,
+    provisioning_seconds: float,
+) -> None:
+    """Run PIPELINE locally with kfp.local on the Vertex emulator."""
+    from pipelines import local_run, registry  # noqa: PLC0415
+    from vertex_emulator import server  # noqa: PLC0415
+
+    arguments = {**registry.LOCAL_DEFAULTS.get(pipeline, {}), **_parse_params(params)}
+    settings = server.EmulatorSettings(provisioning_seconds=provisioning_seconds)
+    result = local_run.run_local(
+        pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings
+    )
+    click.echo("")
+    click.echo(f"pipeline {result.pipeline}: {'SUCCEEDED' if result.succeeded else 'FAILED'}")
+    click.echo(f"  wall time: {result.seconds:.1f} s")
+    click.echo(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
+    for call, count in sorted(result.calls.items()):
+        click.echo(f"  {call}: {count}")
+    if result.state_dir:
+        click.echo(f"  emulator journal: {result.state_dir}/journal.jsonl")
+    if not result.succeeded:
+        click.echo(f"  error: {result.error}", err=True)
+        sys.exit(1)
+
+
+@main.group()
+def emulator() -> None:
+    """The local Vertex emulator."""
+
+
+@emulator.command("start")
+@click.option("--state-dir", required=True, help="Folder holding the emulator's state.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8618, show_default=True, type=int)
+@click.option("--provisioning-seconds", default=3.0, show_default=True)
+def emulator_start(state_dir: str, host: str, port: int, provisioning_seconds: float) -> None:
+    """Serve the emulator in the foreground until interrupted."""
+    from vertex_emulator import server  # noqa: PLC0415
+
+    server.serve(
+        state_dir, host, port, server.EmulatorSettings(provisioning_seconds=provisioning_seconds)
+    )
+
+
+from pipelines import cli_clusters  # noqa: E402  (registers the `clusters` group)
+
+main.add_command(cli_clusters.clusters)

@@ -1,0 +1,65 @@
+"""``vsp clusters``: list, inspect and delete training clusters (real Vertex or the emulator)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from components.runtime import cluster_ops, cluster_resource, rest
+from pipelines import cli_common
+
+
+@click.group()
+def clusters() -> None:
+    """Training clusters (modelDevelopmentClusters)."""
+
+
+def _location_options(func):
+    func = click.option("--location", required=True, help="Vertex region, e.g. us-central1.")(func)
+    return click.option("--project", required=True, help="Google Cloud project id.")(func)
+
+
+@clusters.command("list")
+@_location_options
+@cli_common.handle_errors
+def list_clusters(project: str, location: str) -> None:
+    """List clusters with their state."""
+    client = rest.VertexRestClient(location)
+    ref = cluster_resource.ClusterRef(project, location, "-")
+    for cluster in cluster_resource.list_clusters(client, ref.parent):
+        labels = cluster.get("labels") or {}
+        expiry = labels.get("vsp-expires-at", "")
+        name = cluster.get("name", "").rsplit("/", 1)[-1]
+        state = cluster_resource.cluster_state(cluster)
+        click.echo(f"{name}\t{state}\t{cluster.get('createTime', '')}\t{expiry}".rstrip())
+
+
+@clusters.command("get")
+@_location_options
+@click.argument("cluster_id")
+@cli_common.handle_errors
+def get_cluster(project: str, location: str, cluster_id: str) -> None:
+    """Print one cluster as JSON."""
+    client = rest.VertexRestClient(location)
+    manager = cluster_ops.ClusterManager(
+        client, cluster_resource.ClusterRef(project, location, cluster_id)
+    )
+    cluster = manager.get()
+    if cluster is None:
+        raise click.ClickException(f"cluster {manager.ref.name} does not exist")
+    click.echo(json.dumps(cluster, indent=2, sort_keys=True))
+
+
+@clusters.command("delete")
+@_location_options
+@click.argument("cluster_id")
+@cli_common.handle_errors
+def delete_cluster(project: str, location: str, cluster_id: str) -> None:
+    """Delete a cluster and wait until it is gone (missing is fine)."""
+    client = rest.VertexRestClient(location)
+    manager = cluster_ops.ClusterManager(
+        client, cluster_resource.ClusterRef(project, location, cluster_id)
+    )
+    deleted = manager.delete()
+    click.echo(f"{'deleted' if deleted else 'already absent'}: {manager.ref.name}")

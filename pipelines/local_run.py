@@ -1,0 +1,133 @@
+"""Runs a pipeline on this machine with ``kfp.local`` against the Vertex emulator.
+
+Unless ``VERTEX_EMULATOR_HOST`` is already set, an emulator is started in-process on a free
+port with its state in ``state_dir``; every step runs as a subprocess of the current Python
+(``SubprocessRunner(use_venv=False)``), inherits ``VERTEX_EMULATOR_HOST`` and so talks to the
+emulator through the same client code as on Vertex AI.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import os
+import pathlib
+import time
+from typing import Any
+
+from kfp import local
+
+from components import catalog, packaging
+from components.runtime import errors, rest
+from pipelines import registry
+from vertex_emulator import journal as emulator_journal
+from vertex_emulator import server as emulator_server
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class LocalRunResult:
+    """What a local run did.
+
+    Attributes:
+        pipeline: Pipeline name.
+        succeeded: Whether every task succeeded.
+        seconds: Wall time of the run.
+        calls: Count of journal entries by ``METHOD kind`` (e.g. ``POST create-cluster``).
+        journal: The journal entries written during the run.
+        state_dir: The emulator's state directory (None when an external emulator was used).
+        error: The failure message when the run failed.
+    """
+
+    pipeline: str
+    succeeded: bool
+    seconds: float
+    calls: dict[str, int]
+    journal: list[dict[str, Any]]
+    state_dir: str | None
+    error: str = ""
+
+
+def classify_call(entry: dict[str, Any]) -> str:
+    """A short label of a journaled request, e.g. ``create cluster`` or ``get operation``."""
+    method, path = entry.get("method", ""), entry.get("path", "")
+    tail = path.rsplit("/", 2)
+    if "/operations/" in path:
+        return f"{method} operation"
+    if path.endswith("/modelDevelopmentClusters"):
+        return "create cluster" if method == "POST" else "list clusters"
+    if "/modelDevelopmentClusters/" in path:
+        verb = {"GET": "get", "DELETE": "delete", "PATCH": "update"}.get(method, method)
+        return f"{verb} cluster" if ":" not in tail[-1] else f"{method} {tail[-1].split(':')[-1]}"
+    return f"{method} {path}"
+
+
+@contextlib.contextmanager
+def emulator_for_run(state_dir: str | None, settings: emulator_server.EmulatorSettings | None):
+    """Yields the emulator state dir in use (None for an external emulator set by env)."""
+    if rest.emulator_host():
+        log.info("using the emulator at %s", rest.emulator_host())
+        yield None
+        return
+    state = pathlib.Path(state_dir or ".vsp/emulator").resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    server = emulator_server.EmulatorServer(str(state), settings=settings)
+    server.start()
+    previous = os.environ.get(rest.EMULATOR_ENV)
+    os.environ[rest.EMULATOR_ENV] = server.address
+    log.info("started the Vertex emulator at %s (state in %s)", server.address, state)
+    try:
+        yield str(state)
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop(rest.EMULATOR_ENV, None)
+        else:
+            os.environ[rest.EMULATOR_ENV] = previous
+
+
+def run_local(
+    pipeline: str,
+    arguments: dict[str, Any],
+    *,
+    state_dir: str | None = None,
+    pipeline_root: str = ".vsp/local_outputs",
+    settings: emulator_server.EmulatorSettings | None = None,
+) -> LocalRunResult:
+    """Runs a registered pipeline locally.
+
+    Args:
+        pipeline: Registered pipeline name (see ``registry.PIPELINES``).
+        arguments: Pipeline parameter values.
+        state_dir: Emulator state directory (default ``.vsp/emulator``).
+        pipeline_root: Where kfp.local writes task outputs.
+        settings: Emulator timings for an in-process emulator.
+
+    Returns:
+        The outcome, with the emulator journal of the run.
+    """
+    if pipeline not in registry.PIPELINES:
+        known = ", ".join(sorted(registry.PIPELINES))
+        raise errors.UserError(f"unknown pipeline {pipeline!r}. Fix: use one of {known}.")
+    build = registry.PIPELINES[pipeline]
+    pipeline_func = build(catalog.component_set(packaging.PREINSTALLED))
+    with emulator_for_run(state_dir, settings) as state:
+        before = len(emulator_journal.read_journal(state)) if state else 0
+        local.init(
+            local.SubprocessRunner(use_venv=False),
+            pipeline_root=str(pathlib.Path(pipeline_root).resolve()),
+            raise_on_error=True,
+        )
+        start = time.monotonic()
+        error = ""
+        try:
+            pipeline_func(**arguments)
+        except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
+            error = str(exc)
+        seconds = time.monotonic() - start
+        entries = emulator_journal.read_journal(state)[before:] if state else []
+    calls = collections.Counter(classify_call(e) for e in entries)
+    return LocalRunResult(pipeline, not error, seconds, dict(calls), entries, state, error)

@@ -1,0 +1,199 @@
+"""Shared fixtures: an in-process Vertex emulator on a free port with fast settings.
+
+* ``emulator``: a started ``EmulatorServer`` (tmp state dir, ``FAST_SETTINGS``) with
+  ``VERTEX_EMULATOR_HOST`` set to its address; stopped afterwards.
+* ``emulator_factory``: ``make(state_dir=None, *, port=0, settings=None, **overrides)`` starts
+  more servers (e.g. a restart on the same state dir); each one repoints ``VERTEX_EMULATOR_HOST``
+  and all are stopped afterwards.
+* ``emulator_api``: small ``requests`` helpers bound to ``emulator`` (URLs, create, wait for LRO);
+  ``emulator_api_for(server)`` builds the same helpers for any server.
+* ``emulator_clock``: freezes the ``emulator`` clock; ``advance(seconds)`` moves it, so state
+  checks between transitions do not race the (real-time) delays.
+* ``cluster_body``: a fresh minimal valid cluster request body (snake_case).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from vertex_emulator import config, server
+
+FAST_SETTINGS = config.EmulatorSettings(
+    provisioning_delay_seconds=0.2,
+    update_delay_seconds=0.1,
+    delete_delay_seconds=0.1,
+    tick_interval_seconds=0.05,
+)
+
+PROJECT = "test-project"
+LOCATION = "us-central1"
+
+_CLUSTER_BODY = {
+    "display_name": "test",
+    "labels": {"team": "ml"},
+    "network": {
+        "network": f"projects/{PROJECT}/global/networks/default",
+        "subnetwork": f"projects/{PROJECT}/regions/{LOCATION}/subnetworks/default",
+    },
+    "node_pools": [
+        {
+            "id": "login",
+            "machine_spec": {"machine_type": "n2-standard-8"},
+            "scaling_spec": {"min_node_count": 1, "max_node_count": 1},
+            "zone": f"{LOCATION}-b",
+        },
+        {
+            "id": "a4",
+            "machine_spec": {
+                "machine_type": "a4-highgpu-8g",
+                "accelerator_type": "NVIDIA_B200",
+                "accelerator_count": 8,
+            },
+            "provisioning_model": "SPOT",
+            "scaling_spec": {"min_node_count": 0, "max_node_count": 2},
+            "zone": f"{LOCATION}-b",
+        },
+    ],
+    "orchestrator_spec": {
+        "slurm_spec": {
+            "home_directory_storage": f"projects/{PROJECT}/locations/{LOCATION}-b/instances/home",
+            "login_node_pool_id": "login",
+            "partitions": [{"id": "a4", "node_pool_ids": ["a4"], "config": {"MaxTime": "1:00:00"}}],
+            "config": {"PreemptMode": "REQUEUE"},
+        }
+    },
+}
+
+
+class ManualClock:
+    """A clock for ``EmulatorApp.clock`` that moves only when told to (starts at real time)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Moves the emulator's time forward."""
+        self.now += seconds
+
+
+class EmulatorApi:
+    """Plain-``requests`` helpers for one emulator (no dependency on the project's client)."""
+
+    def __init__(self, emulator: server.EmulatorServer):
+        self.emulator = emulator
+
+    @property
+    def parent(self) -> str:
+        """``projects/{PROJECT}/locations/{LOCATION}``."""
+        return f"projects/{PROJECT}/locations/{LOCATION}"
+
+    def url(self, path: str, version: str = "v1beta1") -> str:
+        """Absolute URL of ``/{version}/{path}``."""
+        return f"{self.emulator.base_url}/{version}/{path.lstrip('/')}"
+
+    def clusters_url(self, cluster_id: str = "", version: str = "v1beta1") -> str:
+        """URL of the cluster collection, or of one cluster."""
+        suffix = f"/{cluster_id}" if cluster_id else ""
+        return self.url(f"{self.parent}/modelDevelopmentClusters{suffix}", version)
+
+    def create_cluster(self, cluster_id: str, body: dict[str, Any]) -> requests.Response:
+        """POSTs a create request."""
+        return requests.post(
+            self.clusters_url(), params={"model_development_cluster_id": cluster_id}, json=body
+        )
+
+    def wait_operation(self, name: str, timeout: float = 5.0) -> dict[str, Any]:
+        """Polls an operation until ``done`` and returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = requests.get(self.url(name))
+            response.raise_for_status()
+            operation = response.json()
+            if operation.get("done"):
+                return operation
+            if time.monotonic() > deadline:
+                raise AssertionError(f"operation {name} not done after {timeout} s")
+            time.sleep(0.02)
+
+    def create_running(
+        self, cluster_id: str, body: dict[str, Any], clock: ManualClock | None = None
+    ) -> dict[str, Any]:
+        """Creates a cluster and waits until its create operation is done; returns the cluster.
+
+        With a frozen ``clock``, moves it past the provisioning delay instead of waiting.
+        """
+        response = self.create_cluster(cluster_id, body)
+        assert response.status_code == 200, response.text
+        if clock is not None:
+            clock.advance(self.emulator.settings.scaled(3600))
+        operation = self.wait_operation(response.json()["name"])
+        assert "error" not in operation, operation
+        return requests.get(self.clusters_url(cluster_id)).json()
+
+
+@pytest.fixture
+def emulator_factory(tmp_path, monkeypatch):
+    """Starts emulators on demand; all are stopped at teardown."""
+    started: list[server.EmulatorServer] = []
+
+    def make(
+        state_dir=None,
+        *,
+        port: int = 0,
+        settings: config.EmulatorSettings | None = None,
+        **overrides: Any,
+    ) -> server.EmulatorServer:
+        chosen = settings or FAST_SETTINGS
+        if overrides:
+            chosen = chosen.replace(**overrides)
+        emulator = server.EmulatorServer(
+            state_dir or tmp_path / "emulator", port=port, settings=chosen
+        )
+        emulator.start()
+        started.append(emulator)
+        monkeypatch.setenv("VERTEX_EMULATOR_HOST", emulator.address)
+        return emulator
+
+    yield make
+    for emulator in reversed(started):
+        emulator.stop()
+
+
+@pytest.fixture
+def emulator(emulator_factory) -> server.EmulatorServer:
+    """A started in-process emulator with fast settings; ``VERTEX_EMULATOR_HOST`` points at it."""
+    return emulator_factory()
+
+
+@pytest.fixture
+def emulator_clock(emulator) -> ManualClock:
+    """Freezes the ``emulator`` fixture's clock; ``advance(seconds)`` moves it (no sleeping)."""
+    manual = ManualClock()
+    emulator.app.clock = manual
+    return manual
+
+
+@pytest.fixture
+def emulator_api(emulator) -> EmulatorApi:
+    """``requests`` helpers bound to the ``emulator`` fixture."""
+    return EmulatorApi(emulator)
+
+
+@pytest.fixture
+def emulator_api_for():
+    """Builds ``EmulatorApi`` helpers for servers made with ``emulator_factory``."""
+    return EmulatorApi
+
+
+@pytest.fixture
+def cluster_body() -> dict[str, Any]:
+    """A fresh minimal valid cluster create body (snake_case keys)."""
+    return copy.deepcopy(_CLUSTER_BODY)

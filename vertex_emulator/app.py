@@ -1,0 +1,226 @@
+"""The emulator application: state, routing, faults, journal and ticks, without the HTTP layer.
+
+``EmulatorApp.handle`` takes a method, a request target and a raw body and returns a
+``router.Response`` (or None for "drop the connection"); ``server.py`` wraps it in HTTP.
+
+Resource modules plug in without editing this file: every module of the ``vertex_emulator``
+package that defines ``register(app)`` is imported and registered at start-up (alphabetical
+order). ``register`` adds routes (``app.router.add_api``), operation completers
+(``app.operations.register_kind``) and time-driven work (``app.add_tick``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import pathlib
+import pkgutil
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from vertex_emulator import clock, config, control, errors, faults, journal, operations, router
+from vertex_emulator import store as store_module
+
+Tick = Callable[[Any, float], None]
+Extension = Callable[[Any], None]
+
+log = logging.getLogger(__name__)
+
+
+def discover_extensions() -> list[Extension]:
+    """The ``register`` functions of the package's modules, by module name."""
+    package = importlib.import_module("vertex_emulator")
+    found = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.ispkg:
+            continue
+        module = importlib.import_module(f"vertex_emulator.{info.name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            found.append(register)
+    return found
+
+
+class EmulatorApp:
+    """Everything the emulator knows and does, bound to one state directory.
+
+    Attributes:
+        state_dir: The state directory.
+        settings: Current settings (replace through ``update_settings``).
+        store: Persistent resource state.
+        journal: The request journal.
+        faults: Fault-injection rules.
+        router: API routes (journaled, subject to faults and ticks).
+        control_router: ``/emulator/...`` control routes (none of the above).
+        operations: Long-running operations.
+        clock: Epoch-seconds time source (``time.time``; replaceable in tests).
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        settings: config.EmulatorSettings | None = None,
+        *,
+        extensions: Iterable[Extension] | None = None,
+    ):
+        """Opens a state directory and registers the resource modules.
+
+        Args:
+            state_dir: Where all state lives (created if missing).
+            settings: Settings to use and save; None = the saved ones, else defaults.
+            extensions: ``register`` functions to use instead of the discovered ones.
+        """
+        self.state_dir = pathlib.Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Import resource modules first: they may declare fault actions the faults file uses.
+        registers = discover_extensions() if extensions is None else list(extensions)
+        self.settings = config.resolve_settings(self.state_dir, settings)
+        self.store = store_module.StateStore(self.state_dir)
+        self.journal = journal.Journal(self.state_dir)
+        self.faults = faults.FaultBook(self.state_dir)
+        self.router = router.Router()
+        self.control_router = router.Router()
+        self.clock: Callable[[], float] = time.time
+        self._ticks: list[tuple[str, Tick]] = []
+        self.operations = operations.OperationManager(self)
+        self.operations.install()
+        control.install(self)
+        for register in registers:
+            register(self)
+
+    def now(self) -> float:
+        """Current epoch seconds."""
+        return self.clock()
+
+    def add_tick(self, tick: Tick, *, name: str = "") -> None:
+        """Registers time-driven work, called as ``tick(app, now)``.
+
+        Ticks run before every API request and every ``tick_interval_seconds`` in the background,
+        under the store lock. They must be idempotent and derive state from stored timestamps.
+        """
+        self._ticks.append((name or getattr(tick, "__name__", "tick"), tick))
+
+    def run_ticks(self, now: float | None = None) -> None:
+        """Runs every tick once (errors are logged, not raised)."""
+        now = self.now() if now is None else now
+        with self.store.lock:
+            for name, tick in self._ticks:
+                try:
+                    with self.store.transaction():
+                        tick(self, now)
+                except Exception:
+                    log.exception("emulator tick %s failed", name)
+
+    def update_settings(self, **changes: Any) -> config.EmulatorSettings:
+        """Changes settings (validated) and saves them in the state directory."""
+        self.settings = self.settings.replace(**changes)
+        config.save_settings(self.state_dir, self.settings)
+        return self.settings
+
+    def handle(self, method: str, target: str, raw_body: bytes) -> router.Response | None:
+        """Serves one HTTP request.
+
+        Args:
+            method: HTTP method.
+            target: Request target (path and query string).
+            raw_body: Request body bytes.
+
+        Returns:
+            The response, or None when the connection must be dropped without one.
+        """
+        method = method.upper()
+        split = urllib.parse.urlsplit(target)
+        path = urllib.parse.unquote(split.path)
+        query: dict[str, Any] = {}
+        for key, values in urllib.parse.parse_qs(split.query, keep_blank_values=True).items():
+            query[key] = values[0] if len(values) == 1 else values
+        text = raw_body.decode("utf-8", errors="replace")
+        body, body_error = _parse_body(text)
+        request = router.Request(self, method, path, query, body, text)
+        control_match = self.control_router.match(method, path)
+        if control_match is not None:
+            request.params = control_match[1]
+            return self._call(control_match[0].handler, request)
+        if path.startswith(control.PREFIX + "/"):
+            message = f"No control endpoint {method} {path}."
+            return _error_response(errors.not_found(message))
+        arrived = self.now()
+        plan = self.faults.plan(request.fault_info())
+        if plan.delay_before:
+            time.sleep(plan.delay_before)
+        rule = plan.terminal
+        if rule is not None and rule.when == "before":
+            response = None if rule.action == "reset" else _fault_response(rule)
+        else:
+            response = self._dispatch(request, body_error)
+            if rule is not None:
+                response = None if rule.action == "reset" else _fault_response(rule)
+        fired = plan.fired + request.fired_faults
+        self.journal.append(
+            {
+                "time": clock.rfc3339(arrived),
+                "method": method,
+                "path": path,
+                "query": query,
+                "body": body,
+                "status": "reset" if response is None else response.status,
+                "fault": ",".join(fired) or None,
+            }
+        )
+        if plan.delay_after:
+            time.sleep(plan.delay_after)
+        return response
+
+    def _dispatch(self, request: router.Request, body_error: str | None) -> router.Response:
+        found = self.router.match(request.method, request.path)
+        if found is None:
+            return _error_response(
+                errors.not_found(f"The requested URL {request.path} was not found on this server.")
+            )
+        if body_error is not None:
+            violation = errors.FieldViolation("", body_error)
+            return _error_response(errors.invalid_argument(body_error, [violation]))
+        route, request.params = found
+        self.run_ticks()
+        return self._call(route.handler, request)
+
+    def _call(self, handler: router.Handler, request: router.Request) -> router.Response:
+        try:
+            with self.store.transaction():
+                return handler(request)
+        except errors.ApiException as exc:
+            return _error_response(exc)
+        except Exception as exc:
+            log.exception("emulator handler failed: %s %s", request.method, request.path)
+            return _error_response(errors.ApiException("INTERNAL", f"Emulator bug: {exc!r}"))
+
+
+def _parse_body(text: str) -> tuple[Any, str | None]:
+    if not text.strip():
+        return None, None
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return (
+            None,
+            f"Invalid JSON payload received. {exc.msg} at line {exc.lineno} col {exc.colno}.",
+        )
+
+
+def _error_response(exc: errors.ApiException) -> router.Response:
+    return router.Response(exc.to_body(), status=exc.http_status)
+
+
+def _fault_response(rule: faults.FaultRule) -> router.Response:
+    status = rule.error_status or errors.STATUS_BY_HTTP.get(rule.http_status, "UNKNOWN")
+    message = rule.message or f"Injected fault {rule.id}: {status}."
+    response = router.Response(
+        errors.error_body(rule.http_status, status, message), rule.http_status
+    )
+    if rule.retry_after is not None:
+        response.headers["Retry-After"] = f"{rule.retry_after:g}"
+    return response

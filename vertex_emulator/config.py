@@ -1,0 +1,128 @@
+"""Emulator settings, persisted as ``{state_dir}/settings.json``.
+
+Delays are in emulated seconds; ``time_scale`` multiplies them all (0.1 runs ten times faster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any
+
+from vertex_emulator import store
+
+SETTINGS_FILENAME = "settings.json"
+
+_COERCE = {"float": float, "int": int, "bool": bool}
+
+
+@dataclasses.dataclass(frozen=True)
+class EmulatorSettings:
+    """Tunable behaviour of the emulator.
+
+    Attributes:
+        provisioning_delay_seconds: Time a new cluster stays PROVISIONING.
+        update_delay_seconds: Time a cluster stays UPDATING after a PATCH.
+        delete_delay_seconds: Time a cluster stays STOPPING before it disappears.
+        time_scale: Multiplier applied to every delay above (and to later resources' delays).
+        tick_interval_seconds: Period of the background tick (time-driven work).
+        default_page_size: Page size of list calls that give no ``pageSize``.
+        max_page_size: Largest page a list call returns.
+        reject_unknown_fields: Answer 400 to unknown request fields, as the real service does.
+    """
+
+    provisioning_delay_seconds: float = 3.0
+    update_delay_seconds: float = 1.0
+    delete_delay_seconds: float = 1.0
+    time_scale: float = 1.0
+    tick_interval_seconds: float = 0.2
+    default_page_size: int = 50
+    max_page_size: int = 1000
+    reject_unknown_fields: bool = True
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            kind = _COERCE[str(field.type)]
+            if kind is bool:
+                if not isinstance(value, bool):
+                    raise ValueError(f"setting {field.name} must be true or false, not {value!r}")
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"setting {field.name} must be a number, not {value!r}")
+            object.__setattr__(self, field.name, kind(value))
+            if value < 0:
+                raise ValueError(f"setting {field.name} must not be negative, got {value!r}")
+        if self.time_scale <= 0 or self.tick_interval_seconds <= 0:
+            raise ValueError("time_scale and tick_interval_seconds must be positive")
+        if self.default_page_size < 1 or self.max_page_size < 1:
+            raise ValueError("default_page_size and max_page_size must be at least 1")
+
+    def scaled(self, seconds: float) -> float:
+        """Wall-clock seconds for an emulated delay (``seconds * time_scale``)."""
+        return max(0.0, float(seconds) * self.time_scale)
+
+    def replace(self, **changes: Any) -> EmulatorSettings:
+        """A copy with some fields changed.
+
+        Raises:
+            ValueError: An unknown field name or an invalid value.
+        """
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"unknown settings {unknown}; known: {sorted(known)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, strict: bool = True) -> EmulatorSettings:
+        """Builds settings from a dict; missing fields take their defaults.
+
+        Args:
+            data: Field name -> value.
+            strict: Reject unknown names (else ignore them, e.g. from a newer version's file).
+
+        Raises:
+            ValueError: Unknown names (when strict) or invalid values.
+        """
+        known = {f.name for f in dataclasses.fields(cls)}
+        if strict:
+            return cls().replace(**data)
+        return cls().replace(**{k: v for k, v in data.items() if k in known})
+
+
+def settings_path(state_dir: str | os.PathLike[str]) -> pathlib.Path:
+    """Where the settings of a state directory live."""
+    return pathlib.Path(state_dir) / SETTINGS_FILENAME
+
+
+def load_settings(state_dir: str | os.PathLike[str]) -> EmulatorSettings | None:
+    """The settings saved in a state directory, or None when there are none."""
+    data = store.read_json(settings_path(state_dir))
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ValueError(f"{settings_path(state_dir)} must hold a JSON object")
+    return EmulatorSettings.from_dict(data, strict=False)
+
+
+def save_settings(state_dir: str | os.PathLike[str], settings: EmulatorSettings) -> None:
+    """Saves settings into a state directory (atomically)."""
+    store.write_json_atomic(settings_path(state_dir), settings.to_dict())
+
+
+def resolve_settings(
+    state_dir: str | os.PathLike[str], settings: EmulatorSettings | None = None
+) -> EmulatorSettings:
+    """The settings to run with: ``settings`` if given, else the saved ones, else defaults.
+
+    The result is saved back so that a restart on the same directory keeps it.
+    """
+    chosen = settings or load_settings(state_dir) or EmulatorSettings()
+    save_settings(state_dir, chosen)
+    return chosen

@@ -1,0 +1,176 @@
+"""Long-running operations (``google.longrunning.Operation``) shared by every resource.
+
+A resource starts an operation with a ``kind`` and a due time; when the due time has passed, the
+manager calls the completer registered for that kind, which applies the resource's state change
+(as of the due time) and returns the operation's ``response`` or ``error``. Completion is driven
+by stored timestamps from the app's tick (before every API request and in the background), so a
+restarted emulator finishes overdue operations at once, stamped with their due times.
+
+Stored in the ``operations`` collection as ``{"operation": <public JSON>, "kind", "target",
+"due", "payload"}``; operations never expire.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from vertex_emulator import clock, errors, router
+
+COLLECTION = "operations"
+TYPE_URL_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1beta1."
+EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
+
+# (record, completion time) -> (response, error); exactly one of them should be non-None.
+Completer = Callable[[dict[str, Any], float], tuple[Any, Any]]
+
+_NAME_PATTERN = (
+    r"(?P<name>projects/[^/]+/locations/[^/]+/(?:[^:]+/)?operations/(?P<operation>[^/:]+))"
+)
+
+
+def type_url(message: str) -> str:
+    """``type.googleapis.com/google.cloud.aiplatform.v1beta1.{message}``."""
+    return TYPE_URL_PREFIX + message
+
+
+def empty_response() -> dict[str, str]:
+    """The ``response`` of an operation returning ``google.protobuf.Empty``."""
+    return {"@type": EMPTY_TYPE}
+
+
+class OperationManager:
+    """Creates, completes and serves long-running operations."""
+
+    def __init__(self, app: Any):
+        """Binds the manager to an app (its store and clock).
+
+        Args:
+            app: The ``EmulatorApp``.
+        """
+        self._app = app
+        self._completers: dict[str, Completer] = {}
+
+    def install(self) -> None:
+        """Registers the operation GET route and the settling tick on the app."""
+        self._app.router.add_api("GET", _NAME_PATTERN, self._get_handler, name="operations.get")
+        self._app.add_tick(self.settle, name="operations.settle")
+
+    def register_kind(self, kind: str, completer: Completer) -> None:
+        """Registers how operations of a kind complete (e.g. ``cluster.create``)."""
+        self._completers[kind] = completer
+
+    def create(
+        self,
+        *,
+        parent: str,
+        kind: str,
+        metadata: dict[str, Any],
+        due: float | None,
+        target: str = "",
+        payload: dict[str, Any] | None = None,
+        now: float | None = None,
+    ) -> dict[str, Any]:
+        """Starts an operation.
+
+        Args:
+            parent: ``projects/{p}/locations/{l}`` (or a resource name) the operation lives under.
+            kind: Completer kind.
+            metadata: Operation metadata with its ``@type``; ``genericMetadata`` is added.
+            due: Epoch seconds when it completes; None = only through ``finish``.
+            target: Name of the resource it acts on (for the completer).
+            payload: Extra data for the completer (e.g. an injected failure).
+            now: Creation time; the app's clock when None.
+
+        Returns:
+            The public operation JSON.
+        """
+        now = self._app.now() if now is None else now
+        with self._app.store.transaction() as store:
+            while True:
+                name = f"{parent}/operations/{secrets.randbelow(9 * 10**18) + 10**18}"
+                if not store.contains(COLLECTION, name):
+                    break
+            stamp = clock.rfc3339(now)
+            public = {
+                "name": name,
+                "metadata": {
+                    **metadata,
+                    "genericMetadata": {"createTime": stamp, "updateTime": stamp},
+                },
+                "done": False,
+            }
+            record = {
+                "operation": public,
+                "kind": kind,
+                "target": target,
+                "due": due,
+                "payload": payload or {},
+            }
+            store.put(COLLECTION, name, record)
+        return public
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """The public JSON of an operation, or None."""
+        record = self._app.store.get(COLLECTION, name)
+        return None if record is None else record["operation"]
+
+    def record(self, name: str) -> dict[str, Any] | None:
+        """The stored record of an operation (public JSON plus kind, target, due, payload)."""
+        return self._app.store.get(COLLECTION, name)
+
+    def finish(
+        self, name: str, *, at: float, response: Any = None, error: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """Marks a pending operation done now, with a response or an error.
+
+        Returns:
+            The public operation JSON, or None if there is no such pending operation.
+        """
+        with self._app.store.transaction() as store:
+            record = store.get(COLLECTION, name)
+            if record is None or record["operation"]["done"]:
+                return None
+            _mark_done(record, at, response, error)
+            store.put(COLLECTION, name, record)
+            return record["operation"]
+
+    def settle(self, app: Any, now: float) -> None:
+        """Completes every pending operation whose due time has passed, oldest due first."""
+        with app.store.transaction() as store:
+            due = store.select(
+                COLLECTION,
+                lambda r: not r["operation"]["done"] and r["due"] is not None and r["due"] <= now,
+            )
+            for _, record in sorted(due, key=lambda item: item[1]["due"]):
+                completer = self._completers.get(record["kind"])
+                at = record["due"]
+                if completer is None:
+                    error = errors.rpc_status("INTERNAL", f"no completer for {record['kind']}")
+                    response = None
+                else:
+                    response, error = completer(record, at)
+                current = store.get(COLLECTION, record["operation"]["name"])
+                if current is None or current["operation"]["done"]:
+                    continue
+                _mark_done(current, at, response, error)
+                store.put(COLLECTION, current["operation"]["name"], current)
+
+    def _get_handler(self, request: router.Request) -> router.Response:
+        operation = self.get(request.params["name"])
+        if operation is None:
+            raise errors.not_found(f'Operation "{request.params["name"]}" not found.')
+        return router.Response(operation)
+
+
+def _mark_done(record: dict[str, Any], at: float, response: Any, error: Any) -> None:
+    public = record["operation"]
+    public["done"] = True
+    public["metadata"].setdefault("genericMetadata", {})["updateTime"] = clock.rfc3339(at)
+    public.pop("response", None)
+    public.pop("error", None)
+    if error is not None:
+        public["error"] = error
+    else:
+        public["response"] = response if response is not None else empty_response()
