@@ -89,6 +89,7 @@ def create_cluster(
     from components.runtime import cluster_step, step
 
     spec_params = dict(
+        project=project,
         cluster_id=cluster_id,
         display_name=display_name,
         network=network,

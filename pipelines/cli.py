@@ -83,11 +83,11 @@ def run_local_command(
     provisioning_seconds: float,
 ) -> None:
     """Run PIPELINE locally with kfp.local on the Vertex emulator."""
+    import vertex_emulator as server  # noqa: PLC0415
     from pipelines import local_run, registry  # noqa: PLC0415
-    from vertex_emulator import server  # noqa: PLC0415
 
     arguments = {**registry.LOCAL_DEFAULTS.get(pipeline, {}), **_parse_params(params)}
-    settings = server.EmulatorSettings(provisioning_seconds=provisioning_seconds)
+    settings = server.EmulatorSettings(provisioning_delay_seconds=provisioning_seconds)
     result = local_run.run_local(
         pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings
     )
@@ -116,10 +116,13 @@ def emulator() -> None:
 @click.option("--provisioning-seconds", default=3.0, show_default=True)
 def emulator_start(state_dir: str, host: str, port: int, provisioning_seconds: float) -> None:
     """Serve the emulator in the foreground until interrupted."""
-    from vertex_emulator import server  # noqa: PLC0415
+    import vertex_emulator as server  # noqa: PLC0415
 
     server.serve(
-        state_dir, host, port, server.EmulatorSettings(provisioning_seconds=provisioning_seconds)
+        state_dir,
+        host,
+        port,
+        server.EmulatorSettings(provisioning_delay_seconds=provisioning_seconds),
     )
 
 

@@ -6,10 +6,10 @@ succeed, fail or are cancelled. An exit task may not consume another task's outp
 both tasks receive.
 """
 
-from __future__ import annotations
 
 from kfp import dsl
 
+# No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "cluster-lifecycle"
 
 
@@ -27,6 +27,15 @@ def build(components: dict):
         project: str,
         location: str = "us-central1",
         cluster_id: str = "vspcluster",
+        network: str = "",
+        subnetwork: str = "",
+        zone: str = "",
+        home_directory_storage: str = "",
+        machine_type: str = "a3-highgpu-8g",
+        accelerator_type: str = "NVIDIA_H100_80GB",
+        accelerator_count: int = 8,
+        spot_max_nodes: int = 2,
+        ondemand_max_nodes: int = 0,
         cluster_spec: dict = {},  # noqa: B006 - a KFP default, never mutated
         timeout_seconds: float = 7200.0,
     ):
@@ -36,7 +45,17 @@ def build(components: dict):
             project: Google Cloud project id.
             location: Vertex AI region.
             cluster_id: Cluster id (1-10 lowercase letters and digits).
-            cluster_spec: Full cluster body (see docs/cluster-spec.md); empty for the defaults.
+            network: VPC network, ``projects/P/global/networks/N`` (or a bare name).
+            subnetwork: Subnetwork, ``projects/P/regions/R/subnetworks/S`` (or a bare name).
+            zone: Zone of the node pools, e.g. ``us-central1-b``.
+            home_directory_storage: Filestore/Lustre instance mounted as /home,
+                ``projects/P/locations/ZONE/instances/NAME``.
+            machine_type: GPU machine type of the training pools.
+            accelerator_type: Accelerator type of the training pools.
+            accelerator_count: Accelerators per training node.
+            spot_max_nodes: Maximum nodes of the Spot pool (0: none).
+            ondemand_max_nodes: Maximum nodes of the on-demand fallback pool (0: none).
+            cluster_spec: Full cluster body; when non-empty it replaces the flat parameters.
             timeout_seconds: Seconds to wait for the cluster to be RUNNING.
         """
         delete = delete_cluster(project=project, location=location, cluster_id=cluster_id)
@@ -46,6 +65,15 @@ def build(components: dict):
                 project=project,
                 location=location,
                 cluster_id=cluster_id,
+                network=network,
+                subnetwork=subnetwork,
+                zone=zone,
+                home_directory_storage=home_directory_storage,
+                machine_type=machine_type,
+                accelerator_type=accelerator_type,
+                accelerator_count=accelerator_count,
+                spot_max_nodes=spot_max_nodes,
+                ondemand_max_nodes=ondemand_max_nodes,
                 cluster_spec=cluster_spec,
                 timeout_seconds=timeout_seconds,
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,

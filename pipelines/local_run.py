@@ -19,11 +19,10 @@ from typing import Any
 
 from kfp import local
 
+import vertex_emulator
 from components import catalog, packaging
 from components.runtime import errors, rest
 from pipelines import registry
-from vertex_emulator import journal as emulator_journal
-from vertex_emulator import server as emulator_server
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ def classify_call(entry: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def emulator_for_run(state_dir: str | None, settings: emulator_server.EmulatorSettings | None):
+def emulator_for_run(state_dir: str | None, settings: vertex_emulator.EmulatorSettings | None):
     """Yields the emulator state dir in use (None for an external emulator set by env)."""
     if rest.emulator_host():
         log.info("using the emulator at %s", rest.emulator_host())
@@ -74,7 +73,7 @@ def emulator_for_run(state_dir: str | None, settings: emulator_server.EmulatorSe
         return
     state = pathlib.Path(state_dir or ".vsp/emulator").resolve()
     state.mkdir(parents=True, exist_ok=True)
-    server = emulator_server.EmulatorServer(str(state), settings=settings)
+    server = vertex_emulator.EmulatorServer(str(state), settings=settings)
     server.start()
     previous = os.environ.get(rest.EMULATOR_ENV)
     os.environ[rest.EMULATOR_ENV] = server.address
@@ -95,7 +94,7 @@ def run_local(
     *,
     state_dir: str | None = None,
     pipeline_root: str = ".vsp/local_outputs",
-    settings: emulator_server.EmulatorSettings | None = None,
+    settings: vertex_emulator.EmulatorSettings | None = None,
 ) -> LocalRunResult:
     """Runs a registered pipeline locally.
 
@@ -115,7 +114,7 @@ def run_local(
     build = registry.PIPELINES[pipeline]
     pipeline_func = build(catalog.component_set(packaging.PREINSTALLED))
     with emulator_for_run(state_dir, settings) as state:
-        before = len(emulator_journal.read_journal(state)) if state else 0
+        before = len(vertex_emulator.read_journal(state)) if state else 0
         local.init(
             local.SubprocessRunner(use_venv=False),
             pipeline_root=str(pathlib.Path(pipeline_root).resolve()),
@@ -128,6 +127,6 @@ def run_local(
         except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
             error = str(exc)
         seconds = time.monotonic() - start
-        entries = emulator_journal.read_journal(state)[before:] if state else []
+        entries = vertex_emulator.read_journal(state)[before:] if state else []
     calls = collections.Counter(classify_call(e) for e in entries)
     return LocalRunResult(pipeline, not error, seconds, dict(calls), entries, state, error)

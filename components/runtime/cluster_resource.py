@@ -188,19 +188,36 @@ class ClusterResource:
     def delete(self) -> bool:
         """Deletes the cluster and waits until it is gone.
 
+        The DELETE is not retried blindly either: after a failure without an answer the cluster
+        is read again, and a deletion already in progress (STOPPING) is waited for.
+
         Returns:
             True when this call deleted it (or waited for a deletion in progress); False when it
             did not exist. Deleting something already gone is success.
         """
-        cluster = self.get()
-        if cluster is None:
-            log.info("cluster %s does not exist: nothing to delete", self.ref.cluster_id)
-            return False
-        if cluster_state(cluster) != STOPPING:
+        for _attempt in range(self.options.max_attempts + 2):
+            cluster = self.get()
+            if cluster is None:
+                if _attempt == 0:
+                    log.info("cluster %s does not exist: nothing to delete", self.ref.cluster_id)
+                    return False
+                break
+            if cluster_state(cluster) == STOPPING:
+                break
             try:
-                operation = self.client.delete(self.ref.path)
+                operation = self.client.delete(self.ref.path, retry=False)
             except errors.NotFoundError:
-                return False
+                break
+            except errors.TransientError as exc:
+                log.warning("delete got no usable answer (%s): reading the cluster again", exc)
+                self.options.clock.sleep(next(self.options.backoff.delays()))
+                continue
+            except errors.InvalidArgumentError as exc:
+                if exc.status != "FAILED_PRECONDITION":
+                    raise
+                log.info("cluster %s cannot be deleted yet (%s)", self.ref.cluster_id, exc.message)
+                self.options.clock.sleep(next(self.options.backoff.delays()))
+                continue
             if operation.get("name"):
                 self._record(self._resource(gcp_resources.LRO, operation["name"]))
                 try:
@@ -208,6 +225,11 @@ class ClusterResource:
                 except errors.OperationFailedError as exc:
                     if exc.code != 5:  # NOT_FOUND: already gone
                         raise
+            break
+        else:
+            raise errors.TransientError(
+                f"could not delete cluster {self.ref.name} after repeated attempts; retry the step"
+            )
         self._wait_gone()
         log.info("cluster %s deleted", self.ref.cluster_id)
         return True

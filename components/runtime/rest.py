@@ -141,8 +141,13 @@ class VertexRestClient:
         """GET, retried on transient failures."""
         return self._retry(self._send)("GET", path, params, None)
 
-    def delete(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """DELETE, retried on transient failures (callers treat NOT_FOUND as they see fit)."""
+    def delete(
+        self, path: str, params: dict[str, Any] | None = None, *, retry: bool = True
+    ) -> dict[str, Any]:
+        """DELETE; retried on transient failures unless ``retry`` is False (callers that must
+        tell "deleted by me" from "already deleting" read the resource again instead)."""
+        if not retry:
+            return self._send("DELETE", path, params, None)
         return self._retry(self._send)("DELETE", path, params, None)
 
     def patch(
