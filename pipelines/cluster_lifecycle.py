@@ -6,7 +6,6 @@ succeed, fail or are cancelled. An exit task may not consume another task's outp
 both tasks receive.
 """
 
-
 from kfp import dsl
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.

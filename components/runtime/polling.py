@@ -119,6 +119,7 @@ def poll_until(
     on_change: Callable[[T, float], None] | None = None,
     describe: Callable[[T], str] = str,
     rng: random.Random | None = None,
+    heartbeat: float | None = 60.0,
 ) -> PollResult[T]:
     """Calls ``probe`` until ``done(value)`` is true, sleeping with backoff in between.
 
@@ -133,6 +134,8 @@ def poll_until(
             by default the change is logged at INFO.
         describe: Turns a state into the short text used to detect and log changes.
         rng: Random source for jitter (seed it in tests).
+        heartbeat: While the state does not change, log "still ..." at most this often
+            (seconds) so long waits show progress; None disables it.
 
     Returns:
         The final state with the attempt count and elapsed time.
@@ -146,6 +149,7 @@ def poll_until(
     attempts = 0
     last_seen: str | None = None
     last_transient: Exception | None = None
+    last_log = start
     while True:
         attempts += 1
         try:
@@ -157,11 +161,14 @@ def poll_until(
             elapsed = clock.now() - start
             seen = describe(value)
             if seen != last_seen:
-                last_seen = seen
+                last_seen, last_log = seen, clock.now()
                 if on_change is not None:
                     on_change(value, elapsed)
                 else:
                     log.info("%s: %s (%.0f s)", what, seen, elapsed)
+            elif heartbeat is not None and clock.now() - last_log >= heartbeat:
+                last_log = clock.now()
+                log.info("%s: still %s after %.0f s", what, seen, elapsed)
             if done(value):
                 return PollResult(value=value, attempts=attempts, elapsed=elapsed)
         elapsed = clock.now() - start

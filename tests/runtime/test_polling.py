@@ -77,3 +77,21 @@ def test_poll_until_times_out_with_last_state_in_message():
             clock=clock,
         )
     assert clock.now() == pytest.approx(30)
+
+
+def test_long_unchanged_waits_log_a_heartbeat(caplog):
+    states = iter(["PENDING"] * 30 + ["RUNNING"])
+    caplog.set_level("INFO", logger="components.runtime.polling")
+    polling.poll_until(
+        lambda: next(states),
+        lambda s: s == "RUNNING",
+        what="job 7",
+        timeout=None,
+        backoff=polling.Backoff(initial=10, multiplier=1, jitter=0),
+        clock=polling.FakeClock(),
+        heartbeat=60,
+    )
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == "job 7: PENDING (0 s)"
+    assert messages[1:5] == [f"job 7: still PENDING after {t} s" for t in (60, 120, 180, 240)]
+    assert messages[-1] == "job 7: RUNNING (300 s)"

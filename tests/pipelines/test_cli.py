@@ -1,0 +1,38 @@
+"""The `vsp` command line against the emulator."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from pipelines import cli
+
+LOC = ["--project", "test-project", "--location", "us-central1"]
+
+
+def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
+    emulator_api.create_running("demo", cluster_body)
+    runner = CliRunner()
+    listed = runner.invoke(cli.main, ["clusters", "list", *LOC])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.split("\t")[:2] == ["demo", "RUNNING"]
+    got = runner.invoke(cli.main, ["clusters", "get", *LOC, "demo"])
+    assert json.loads(got.output)["clusterStatus"]["state"] == "RUNNING"
+    deleted = runner.invoke(cli.main, ["clusters", "delete", *LOC, "demo"])
+    assert deleted.exit_code == 0 and deleted.output.startswith("deleted:")
+    again = runner.invoke(cli.main, ["clusters", "delete", *LOC, "demo"])
+    assert again.exit_code == 0 and again.output.startswith("already absent:")
+
+
+def test_bad_param_is_a_user_error_with_exit_code_2():
+    result = CliRunner().invoke(cli.main, ["run-local", "cluster-lifecycle", "--param", "oops"])
+    assert result.exit_code == 2
+    assert "--param 'oops' is not KEY=VALUE" in result.output
+
+
+def test_unknown_pipeline_names_the_known_ones(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli.main, ["run-local", "nope"])
+    assert result.exit_code == 2
+    assert "unknown pipeline 'nope'" in result.output and "cluster-lifecycle" in result.output

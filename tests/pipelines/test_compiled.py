@@ -1,0 +1,89 @@
+"""The committed templates in compiled/ are exactly what the sources compile to, and they run."""
+
+# No postponed annotations: a pipeline below is defined here and kfp reads its types.
+
+import base64
+import gzip
+import io
+import pathlib
+import re
+import tarfile
+
+import yaml
+from kfp import components as kfp_components
+from kfp import dsl, local
+
+from pipelines import compile as compile_module
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+COMPILED = ROOT / "compiled"
+
+
+def _files(folder: pathlib.Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*.yaml"))}
+
+
+def test_compiled_templates_are_up_to_date(tmp_path):
+    compile_module.compile_all(tmp_path)
+    fresh, committed = _files(tmp_path), _files(COMPILED)
+    assert sorted(fresh) == sorted(committed), "run `vsp compile` and commit compiled/"
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert stale == [], f"stale templates {stale}: run `vsp compile` and commit compiled/"
+
+
+def test_compiling_twice_gives_identical_bytes(tmp_path):
+    compile_module.compile_all(tmp_path / "a")
+    compile_module.compile_all(tmp_path / "b")
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_templates_embed_the_runtime_and_use_a_stock_image():
+    text = (COMPILED / "components" / "create_cluster.yaml").read_text()
+    spec = yaml.safe_load(text)
+    (executor,) = spec["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == "python:3.11-slim"
+    command = "\n".join(executor["container"]["command"])
+    assert "pip install" in command and "pydantic" in command
+    archive = re.search(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([^']+)'", text).group(1)
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(archive)))) as tar:
+        names = tar.getnames()
+        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+    assert "./components/runtime/cluster_ops.py" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_prebuilt_image_option_drops_the_pip_installs(tmp_path):
+    from components import packaging
+
+    compile_module.compile_all(
+        tmp_path, packaging.ImageOptions("europe-docker.pkg.dev/p/r/vsp:1", False)
+    )
+    spec = yaml.safe_load((tmp_path / "components" / "delete_cluster.yaml").read_text())
+    (executor,) = spec["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == "europe-docker.pkg.dev/p/r/vsp:1"
+    assert "pip install" not in "\n".join(executor["container"]["command"])
+
+
+def test_component_parameters_are_documented_for_the_ui():
+    spec = yaml.safe_load((COMPILED / "components" / "create_cluster.yaml").read_text())
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    undocumented = [name for name, p in params.items() if not p.get("description")]
+    assert undocumented == []
+    assert "Seconds to wait" in params["timeout_seconds"]["description"]
+
+
+def test_compiled_component_yaml_runs_as_is_on_the_emulator(emulator, tmp_path):
+    """The stock-image template (pip installs included) runs under kfp.local unchanged."""
+    delete_op = kfp_components.load_component_from_file(
+        str(COMPILED / "components" / "delete_cluster.yaml")
+    )
+
+    @dsl.pipeline(name="compiled-delete")
+    def uses_compiled(cluster_id: str):
+        delete_op(project="test-project", location="us-central1", cluster_id=cluster_id)
+
+    local.init(local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path))
+    uses_compiled(cluster_id="absent")
+    (entry,) = emulator.journal()
+    assert entry["method"] == "GET" and entry["status"] == 404
+    assert entry["path"].endswith("/modelDevelopmentClusters/absent")

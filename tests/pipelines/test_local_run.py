@@ -1,0 +1,46 @@
+"""`vsp run-local` runs the cluster lifecycle on the emulator through kfp.local."""
+
+from __future__ import annotations
+
+import vertex_emulator
+from pipelines import local_run, registry
+
+FAST = vertex_emulator.EmulatorSettings(
+    provisioning_delay_seconds=0.3, delete_delay_seconds=0.1, tick_interval_seconds=0.05
+)
+
+
+def _run(tmp_path, monkeypatch, **overrides):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = {**registry.LOCAL_DEFAULTS["cluster-lifecycle"], **overrides}
+    return local_run.run_local(
+        "cluster-lifecycle",
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(tmp_path / "outputs"),
+        settings=FAST,
+    )
+
+
+def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypatch):
+    result = _run(tmp_path, monkeypatch)
+    assert result.succeeded, result.error
+    assert result.calls["create cluster"] == 1
+    assert result.calls["delete cluster"] == 1
+    writes = [(e["method"], e["status"]) for e in result.journal if e["method"] != "GET"]
+    assert writes == [("POST", 200), ("DELETE", 200)]
+    create = next(e for e in result.journal if e["method"] == "POST")
+    assert create["query"] == {"model_development_cluster_id": "vsplocal"}
+    assert create["body"]["labels"]["vsp-pipeline-run"].startswith("cluster-lifecycle-")
+    assert [p["id"] for p in create["body"]["nodePools"]] == ["login", "spot", "ondemand"]
+    # The run leaves no cluster behind.
+    assert [e for e in result.journal if e["method"] == "GET"][-1]["status"] == 404
+
+
+def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypatch):
+    result = _run(tmp_path, monkeypatch, cluster_id="Bad-Id")
+    assert not result.succeeded
+    assert "create-cluster" in result.error
+    # The create step failed validation before any request; the exit task still ran.
+    assert [(e["method"], e["status"]) for e in result.journal] == [("GET", 404)]
+    assert result.journal[0]["path"].endswith("/modelDevelopmentClusters/Bad-Id")
