@@ -138,7 +138,7 @@ class ClusterManager(ClusterResource):
             reuse_action = "attached" if mine else "reused"
             mask = self._reconcile(spec, cluster)
             if mask and self.options.update_policy == "apply":
-                cluster = self._update(body, cluster, mask)
+                cluster = self._update(spec, body, cluster, mask)
                 reuse_action = "attached" if mine else "updated"
             return EnsureResult(self.ref.name, reuse_action, clock.now() - start, cluster, mask)
         raise errors.TransientError(
@@ -211,15 +211,42 @@ class ClusterManager(ClusterResource):
             )
         return list(diff.update_mask)
 
-    def _update(self, body: dict[str, Any], cluster: dict[str, Any], mask: list[str]):
-        current_labels = cluster.get("labels") or {}
-        managed = {k: v for k, v in current_labels.items() if k.startswith(MANAGED_LABEL_PREFIX)}
-        user = {k: v for k, v in body.get("labels", {}).items() if not k.startswith("vsp-")}
-        patch_body = {**body, "labels": {**user, **managed}}
-        operation = self.client.patch(
-            self.ref.path,
-            patch_body,
-            params={"updateMask": ",".join(mask), "updateMode": "USER_AND_SERVICE"},
+    def _update(
+        self,
+        spec: cluster_spec.ClusterSpec,
+        body: dict[str, Any],
+        cluster: dict[str, Any],
+        mask: list[str],
+    ) -> dict[str, Any]:
+        """PATCHes the masked fields; a lost answer is followed by a re-read, not a resend."""
+        for _attempt in range(self.options.max_attempts):
+            current_labels = cluster.get("labels") or {}
+            managed = {
+                k: v for k, v in current_labels.items() if k.startswith(MANAGED_LABEL_PREFIX)
+            }
+            user = {
+                k: v
+                for k, v in body.get("labels", {}).items()
+                if not k.startswith(MANAGED_LABEL_PREFIX)
+            }
+            patch_body = {**body, "labels": {**user, **managed}}
+            try:
+                operation = self.client.patch(
+                    self.ref.path,
+                    patch_body,
+                    params={"updateMask": ",".join(mask), "updateMode": "USER_AND_SERVICE"},
+                    retry=False,
+                )
+            except errors.TransientError as exc:
+                log.warning("update got no usable answer (%s): reading the cluster again", exc)
+                self.options.clock.sleep(next(self.options.backoff.delays()))
+                cluster = self._wait_settled() or cluster
+                mask = self._reconcile(spec, cluster)
+                if not mask:
+                    return cluster
+                continue
+            self._wait_operation(operation, f"update of cluster {self.ref.cluster_id}")
+            return self._wait_settled() or cluster
+        raise errors.TransientError(
+            f"could not update cluster {self.ref.name} after {self.options.max_attempts} attempts"
         )
-        self._wait_operation(operation, f"update of cluster {self.ref.cluster_id}")
-        return self._wait_settled() or cluster

@@ -5,8 +5,8 @@ convention of Google's own emulators) requests go over plain HTTP to that addres
 credentials; otherwise they go to ``https://{location}-aiplatform.googleapis.com`` with
 Application Default Credentials from google-auth.
 
-Retries: GET, PATCH and DELETE are retried on transient failures (429, 5xx, resets, timeouts) with
-jittered exponential backoff from ``google.api_core.retry``. A POST is retried only when the
+Retries: GET, PATCH and DELETE are retried on transient failures (429, 5xx, resets, timeouts)
+with jittered exponential backoff from ``google.api_core.retry``, unless the caller asks not to. A POST is retried only when the
 caller says it is idempotent: a create is never retried blindly; callers look the resource up
 first (see ``cluster_ops``). No header or token is ever logged.
 """
@@ -151,9 +151,17 @@ class VertexRestClient:
         return self._retry(self._send)("DELETE", path, params, None)
 
     def patch(
-        self, path: str, body: dict[str, Any], params: dict[str, Any] | None = None
+        self,
+        path: str,
+        body: dict[str, Any],
+        params: dict[str, Any] | None = None,
+        *,
+        retry: bool = True,
     ) -> dict[str, Any]:
-        """PATCH with a full body and an update mask: idempotent, so retried."""
+        """PATCH with a full body and an update mask; retried unless ``retry`` is False (a
+        resource that starts an update operation refuses a second PATCH while it runs)."""
+        if not retry:
+            return self._send("PATCH", path, params, body)
         return self._retry(self._send)("PATCH", path, params, body)
 
     def post(

@@ -276,3 +276,15 @@ def test_step_killed_after_its_create_reattaches_when_rerun(emulator, tmp_path):
     assert rerun.stdout.strip() == "attached"
     assert "re-attaching to recorded operation" in rerun.stderr
     assert len(creates(emulator)) == 1
+
+
+@pytest.mark.parametrize("action", ["status", "reset", "reset_after"])
+def test_transient_faults_on_the_update_are_survived(emulator, tmp_path, action):
+    manager(tmp_path).ensure(spec(), LABELS)
+    emulator.add_fault(action=action, http_status=503, method="PATCH", path=f"{CLUSTER_PATH}$")
+    changed = spec(**{"orchestratorSpec.slurmSpec.config": {"PreemptMode": "OFF"}})
+    result = manager(tmp_path).ensure(changed, LABELS)
+    assert result.cluster["orchestratorSpec"]["slurmSpec"]["config"] == {"PreemptMode": "OFF"}
+    patches = [e["status"] for e in calls(emulator, "PATCH")]
+    # A PATCH whose answer was lost after it took effect is not sent again.
+    assert patches == (["reset"] if action == "reset_after" else [patches[0], 200])
