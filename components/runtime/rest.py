@@ -6,9 +6,10 @@ credentials; otherwise they go to ``https://{location}-aiplatform.googleapis.com
 Application Default Credentials from google-auth.
 
 Retries: GET, PATCH and DELETE are retried on transient failures (429, 5xx, resets, timeouts)
-with jittered exponential backoff from ``google.api_core.retry``, unless the caller asks not to. A POST is retried only when the
-caller says it is idempotent: a create is never retried blindly; callers look the resource up
-first (see ``cluster_ops``). No header or token is ever logged.
+with jittered exponential backoff from ``google.api_core.retry``, unless the caller asks not to.
+A POST is retried only when the caller says it is idempotent: a create is never retried
+blindly; callers look the resource up first (see ``cluster_ops``). No header or token is
+ever logged.
 """
 
 from __future__ import annotations
