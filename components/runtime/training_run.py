@@ -76,11 +76,14 @@ class RunResult:
         attempts: Every attempt, oldest first.
         seconds: Wall seconds this step spent.
         reattached: Whether the step found attempts submitted by an earlier try of the step.
+        events: Timeline seen by this step: ``{"time": epoch s, "job_id", "event"}`` with
+            events submitted, running, requeued, and the final outcome of each attempt.
     """
 
     attempts: list[Attempt]
     seconds: float
     reattached: bool = False
+    events: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def preemptions(self) -> int:
@@ -125,6 +128,7 @@ class TrainingSupervisor:
         backoff: Poll delays.
         clock: Monotonic time source for waits.
         on_attempt_change: Called with the attempt whenever its state text changes.
+        wall: Epoch-seconds source for the event timeline.
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class TrainingSupervisor:
         backoff: polling.Backoff = DEFAULT_BACKOFF,
         clock: polling.Clock | None = None,
         on_attempt_change: Callable[[Attempt], None] | None = None,
+        wall: Callable[[], float] = time.time,
     ):
         self.backend = backend
         self.strategy = strategy
@@ -148,6 +153,11 @@ class TrainingSupervisor:
         self.clock = clock or polling.RealClock()
         self.on_attempt_change = on_attempt_change
         self.attempts: list[Attempt] = []
+        self.events: list[dict] = []
+        self.wall = wall
+
+    def _event(self, attempt: Attempt, event: str) -> None:
+        self.events.append({"time": self.wall(), "job_id": attempt.job_id, "event": event})
 
     def _known_attempts(self) -> list[Attempt]:
         found = {a.job_id: a for a in self.backend.find(self.run_key)}
@@ -174,9 +184,10 @@ class TrainingSupervisor:
 
     def _submit(self, target: Target) -> Attempt:
         attempt = self.backend.submit(self.run_key, len(self.attempts), target)
-        attempt.submitted_at = attempt.submitted_at or time.time()
+        attempt.submitted_at = attempt.submitted_at or self.wall()
         self.attempts.append(attempt)
         self._record()
+        self._event(attempt, "submitted")
         log.info(
             "submitted attempt %d as job %s on %s", len(self.attempts), attempt.job_id, target.name
         )
@@ -198,6 +209,9 @@ class TrainingSupervisor:
                     attempt.requeues,
                 )
                 seen_requeues = attempt.requeues
+                self._event(attempt, "requeued")
+            if attempt.outcome is not before:
+                self._event(attempt, attempt.outcome.value.lower())
             if attempt.outcome is Outcome.PENDING and before is not Outcome.PENDING:
                 pending_since = self.clock.now()
             if not attempt.outcome.terminal:
@@ -225,6 +239,7 @@ class TrainingSupervisor:
             self.backend.cancel(attempt)
             attempt.outcome = Outcome.CANCELLED
             attempt.detail = SWITCH_PREFIX + switch
+            self._event(attempt, "cancelled")
 
     def run(self) -> RunResult:
         """Runs until an attempt succeeds; raises when the strategy gives up.
@@ -265,7 +280,9 @@ class TrainingSupervisor:
             if not current.outcome.terminal:
                 self._wait(current, deadline)
             if current.outcome is Outcome.SUCCEEDED:
-                return RunResult(self.attempts, self.clock.now() - start, reattached)
+                return RunResult(
+                    self.attempts, self.clock.now() - start, reattached, list(self.events)
+                )
             decision = self.strategy.after(self.attempts)
             log.info(
                 "attempt %s ended %s: %s", current.job_id, current.outcome.value, decision.reason

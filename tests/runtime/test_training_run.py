@@ -179,3 +179,19 @@ def test_sigterm_cancels_the_running_job_before_the_step_exits():
         supervise(backend).run()
     assert backend.cancelled == ["100"]
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
+
+
+def test_timeline_records_each_state_change_and_requeue():
+    backend = ScriptedBackend([[(P, 0), (R, 0), (P, 1), (R, 1), (OK, 1)]])
+    ticks = iter(range(1000))
+    supervisor = supervise(backend, max_preemptions=3)
+    supervisor.wall = lambda: float(next(ticks))
+    result = supervisor.run()
+    assert [(e["job_id"], e["event"]) for e in result.events] == [
+        ("100", "submitted"),
+        ("100", "running"),
+        ("100", "requeued"),
+        ("100", "pending"),
+        ("100", "running"),
+        ("100", "succeeded"),
+    ]
