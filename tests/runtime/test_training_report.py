@@ -1,0 +1,40 @@
+"""The run report renders every attempt, escapes job text and draws the charts."""
+
+from __future__ import annotations
+
+from components.runtime import training_metrics, training_report
+from components.runtime.recovery import Attempt, Outcome, Target
+from components.runtime.training_run import RunResult
+
+
+def _result():
+    attempts = [
+        Attempt("7", Target("spot", True), Outcome.PREEMPTED, detail="<b>NODE_FAIL</b>"),
+        Attempt("8", Target("spot", True), Outcome.SUCCEEDED),
+    ]
+    events = [
+        {"time": 0.0, "job_id": "7", "event": "running"},
+        {"time": 50.0, "job_id": "7", "event": "preempted"},
+        {"time": 60.0, "job_id": "8", "event": "running"},
+        {"time": 100.0, "job_id": "8", "event": "succeeded"},
+    ]
+    return RunResult(attempts, 100.0, events=events)
+
+
+def test_html_report_has_metrics_timeline_loss_and_escapes_details():
+    result = _result()
+    metrics = training_metrics.compute(result)
+    page = training_report.html_report("run <x>", result, metrics, losses=[3.0, 2.0, 1.5])
+    assert "<title>run &lt;x&gt;</title>" in page
+    assert "&lt;b&gt;NODE_FAIL&lt;/b&gt;" in page and "<b>NODE_FAIL" not in page
+    assert page.count('fill="#4e79a7"') == 2  # two Spot running bars
+    assert page.count("<title>preempted</title>") == 1
+    assert 'aria-label="loss curve"' in page
+    assert "<td>preemptions</td><td>1</td>" in page
+
+
+def test_markdown_report_lists_attempts():
+    result = _result()
+    text = training_report.markdown("run", result, training_metrics.compute(result))
+    assert "| 1 | 7 | spot | PREEMPTED | 0 | <b>NODE_FAIL</b> |" in text
+    assert "| preemptions | 1 |" in text
