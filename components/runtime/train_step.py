@@ -1,0 +1,166 @@
+"""Entry point of the ``train_on_cluster`` component: Spot training on a Slurm training cluster.
+
+Builds the Slurm backend and the recovery strategy from the component's parameters, runs the
+supervisor, and writes the metrics and the report. The report and metrics are written also when
+the run fails, so a failed step still shows what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from components.runtime import (
+    checkpoint,
+    cluster_resource,
+    errors,
+    polling,
+    recovery,
+    rest,
+    slurm_api,
+    slurm_backend,
+    training_metrics,
+    training_report,
+    training_run,
+)
+from components.runtime import step as step_lib
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainOutcome:
+    """What ``train_on_cluster`` returns to the component.
+
+    Attributes:
+        result: The run (all attempts and the timeline).
+        metrics: Flat metrics for KFP.
+        report_html: The HTML report.
+    """
+
+    result: training_run.RunResult
+    metrics: dict[str, float]
+    report_html: str
+
+
+def run_key_for(pipeline_run: str, cluster_id: str, explicit: str = "") -> str:
+    """The run key: given, or derived from the pipeline run (stable across step retries)."""
+    if explicit:
+        return explicit
+    base = step_lib.label_value(pipeline_run) or "manual"
+    return f"vsp-{cluster_id}-{base}"[:120]
+
+
+def checkpoint_times(directory: str) -> list[float]:
+    """Creation times (epoch s) of the checkpoints in ``directory`` that verify."""
+    times = []
+    for _step, path in checkpoint.list_checkpoints(checkpoint.to_local_path(directory)):
+        try:
+            ref = checkpoint.verify(path)
+        except errors.UserError:
+            continue
+        created = ref.manifest.get("created_unix")
+        if isinstance(created, (int, float)):
+            times.append(float(created))
+    return times
+
+
+def _losses(model_dir: str) -> list[float]:
+    path = os.path.join(checkpoint.to_local_path(model_dir), "metrics.json")
+    try:
+        with open(path) as handle:
+            return [float(v) for v in json.load(handle).get("loss_history", [])]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def train_on_cluster(
+    *,
+    project: str,
+    location: str,
+    cluster_id: str,
+    training: slurm_backend.SlurmTraining,
+    spot_partition: str,
+    fallback_partition: str = "",
+    max_preemptions: int = 10,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    prices: training_metrics.Prices | None = None,
+    run_key: str = "",
+    pipeline_run: str = "",
+    timeout_seconds: float | None = None,
+    gcp_resources_path: str = "",
+    poll_backoff: polling.Backoff = training_run.DEFAULT_BACKOFF,
+    write_report: Callable[[str], None] | None = None,
+) -> TrainOutcome:
+    """Runs the training to success across preemptions; see ``training_run``.
+
+    Raises:
+        errors.UserError: Bad parameters, or the trainer failed beyond its restart budget.
+        errors.TransientError: Preemption budget or Spot capacity exhausted.
+    """
+    if not training.command:
+        raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
+    ref = cluster_resource.ClusterRef(project, location, cluster_id)
+    client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
+    targets = slurm_backend.targets(spot_partition, fallback_partition)
+    strategy = recovery.SpotRecovery(
+        primary=targets[0],
+        fallback=targets[1] if len(targets) > 1 else None,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+    key = run_key_for(pipeline_run, cluster_id, run_key)
+    log.info("run key %s; checkpoints in %s", key, training.checkpoint_dir)
+    supervisor = training_run.TrainingSupervisor(
+        slurm_backend.SlurmBackend(client, training, targets),
+        strategy,
+        key,
+        gcp_resources_path=gcp_resources_path,
+        timeout=timeout_seconds,
+        backoff=poll_backoff,
+    )
+    failure: BaseException | None = None
+    try:
+        result = supervisor.run()
+    except (errors.VspError, training_run.StepCancelled) as exc:
+        failure = exc
+        result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
+    metrics = training_metrics.compute(
+        result,
+        prices=prices or training_metrics.Prices(),
+        checkpoint_times=checkpoint_times(training.checkpoint_dir),
+        now=time.time(),
+    )
+    title = f"Training run {key}" + (" (failed)" if failure else "")
+    page = training_report.html_report(title, result, metrics, losses=_losses(training.model_dir))
+    log.info("\n%s", training_report.markdown(title, result, metrics))
+    if write_report is not None:
+        write_report(page)
+    if failure is not None:
+        raise failure
+    return TrainOutcome(result, metrics, page)
+
+
+def write_text(path: str) -> Callable[[str], None]:
+    """A ``write_report`` callback writing to ``path`` (folders created)."""
+
+    def write(text: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text)
+
+    return write
+
+
+def as_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Metrics as plain floats for ``dsl.Metrics.log_metric``."""
+    return {k: float(v) for k, v in metrics.items()}
