@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 
-from components import cluster, packaging
+from components import cluster, packaging, training
 
 COMPONENT_FUNCTIONS = {
     "create_cluster": cluster.create_cluster,
     "delete_cluster": cluster.delete_cluster,
+    "ensure_slurm_account": training.ensure_slurm_account,
+    "train_on_cluster": training.train_on_cluster,
 }
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pipelines import cluster_lifecycle
+from pipelines import cluster_lifecycle, slurm_spot_training
 
 PIPELINES = {
     cluster_lifecycle.NAME: cluster_lifecycle.build,
+    slurm_spot_training.NAME: slurm_spot_training.build,
 }
 
 # Values a local run uses unless --param overrides them: a small Spot + on-demand cluster in a

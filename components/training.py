@@ -1,0 +1,188 @@
+"""KFP components: Spot training on a training cluster, and the Slurm account it needs.
+
+Component declarations only (see ``components.cluster`` for the rules they follow); the work is
+in ``components.runtime.train_step`` and ``components.runtime.slurm_api``.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+
+def train_on_cluster(
+    project: str,
+    location: str,
+    cluster_id: str,
+    command: list,
+    working_directory: str,
+    checkpoint_dir: str,
+    model_dir: str,
+    gcp_resources: dsl.OutputPath(str),
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.HTML],
+    spot_partition: str = "spot",
+    fallback_partition: str = "",
+    environment: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
+    nodes: int = 1,
+    tasks_per_node: int = 1,
+    gpus_per_node: int = 0,
+    time_limit_minutes: int = 0,
+    account: str = "",
+    max_preemptions: int = 10,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    warning_seconds: int = 60,
+    spot_price_per_node_hour: float = 0.0,
+    ondemand_price_per_node_hour: float = 0.0,
+    timeout_seconds: float = 604800.0,
+    poll_seconds: float = 20.0,
+    run_key: str = "",
+    pipeline_run: str = "",
+) -> NamedTuple(
+    "Outputs",
+    [
+        ("job_ids", list),
+        ("checkpoint_dir", str),
+        ("model_dir", str),
+        ("preemptions", int),
+    ],
+):
+    """Trains on the cluster's Spot partition through the Slurm Job API, resuming after preemption.
+
+    Every attempt is a Slurm job (requeue on, SIGUSR1 before the time limit, SIGTERM forwarded to
+    the trainer) that gets the same checkpoint directory through ``VSP_CHECKPOINT_DIR``; a
+    requeued or preempted job resumes from the newest valid checkpoint. Job ids are written to
+    ``gcp_resources`` before polling, and jobs carry a run key, so a retried step re-attaches
+    instead of submitting again. Cancelling the pipeline cancels the Slurm job.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        cluster_id: Id of the training cluster.
+        command: Trainer argv, e.g. ``["python", "train.py", "--epochs", "3"]`` (each item is
+            passed as one argument; nothing is interpreted by a shell).
+        working_directory: Absolute directory of the job on the cluster's shared storage.
+        checkpoint_dir: Checkpoint directory shared by all attempts (``VSP_CHECKPOINT_DIR``).
+        model_dir: Where the trainer writes the final model (``VSP_MODEL_DIR``).
+        gcp_resources: Output: the Slurm jobs of the run (proto-JSON).
+        metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
+            goodput (0-1), cost and estimated Spot saving (currency of the prices).
+        report: Output: HTML report with the timeline of attempts and preemptions.
+        spot_partition: Slurm partition of Spot nodes.
+        fallback_partition: Partition of on-demand/reserved nodes to fall back to ('' = none).
+        environment: Extra environment variables of the trainer.
+        nodes: Nodes per job.
+        tasks_per_node: Tasks per node.
+        gpus_per_node: GPUs per node (0 = none requested).
+        time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
+        account: Slurm account to charge ('' = the user's default account).
+        max_preemptions: Preemptions survived before the step fails.
+        max_user_failures: Restarts after the trainer itself failed (non-zero exit).
+        fallback_after_preemptions: Move to the fallback partition after this many preemptions
+            (0 = never).
+        capacity_wait_seconds: Longest wait for Spot nodes before falling back (or failing
+            without a fallback), seconds; 0 = no limit.
+        warning_seconds: Seconds before the time limit at which the trainer gets SIGUSR1.
+        spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
+        ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
+        timeout_seconds: Longest time the whole run may take, seconds.
+        poll_seconds: Longest interval between job state polls, seconds.
+        run_key: Identity of the run's jobs ('' = derived from the pipeline run).
+        pipeline_run: Pipeline run name (pass the job name placeholder).
+
+    Returns:
+        job_ids: Slurm job ids of every attempt, oldest first.
+        checkpoint_dir: The checkpoint directory.
+        model_dir: The model directory.
+        preemptions: Preemptions survived.
+    """
+    from components.runtime import polling, slurm_backend, step, train_step, training_metrics
+
+    training = slurm_backend.SlurmTraining(
+        command=[str(c) for c in command],
+        working_directory=working_directory,
+        checkpoint_dir=checkpoint_dir,
+        model_dir=model_dir,
+        environment={str(k): str(v) for k, v in environment.items()},
+        nodes=nodes,
+        tasks_per_node=tasks_per_node,
+        gpus_per_node=gpus_per_node,
+        time_limit_minutes=time_limit_minutes or None,
+        account=account or None,
+        warning_seconds=warning_seconds,
+    )
+    report.metadata["title"] = "Spot training report"
+    outcome = step.run_step(
+        "train_on_cluster",
+        lambda: train_step.train_on_cluster(
+            project=project,
+            location=location,
+            cluster_id=cluster_id,
+            training=training,
+            spot_partition=spot_partition,
+            fallback_partition=fallback_partition,
+            max_preemptions=max_preemptions,
+            max_user_failures=max_user_failures,
+            fallback_after_preemptions=fallback_after_preemptions,
+            capacity_wait_seconds=capacity_wait_seconds,
+            prices=training_metrics.Prices(spot_price_per_node_hour, ondemand_price_per_node_hour),
+            run_key=run_key,
+            pipeline_run=pipeline_run,
+            timeout_seconds=timeout_seconds,
+            gcp_resources_path=gcp_resources,
+            poll_backoff=polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
+            write_report=train_step.write_text(report.path),
+        ),
+    )
+    for name, value in outcome.metrics.items():
+        metrics.log_metric(name, float(value))
+    result = outcome.result
+    return (result.job_ids, checkpoint_dir, model_dir, result.preemptions)
+
+
+def ensure_slurm_account(
+    project: str,
+    location: str,
+    cluster_id: str,
+    account: str,
+    partitions: list,
+    user: str = "",
+    organization: str = "",
+) -> str:
+    """Makes sure a Slurm account, user and association exist (idempotent).
+
+    Needed when the cluster enforces associations (``AccountingStorageEnforce`` with
+    ``associations``): Slurm then rejects jobs of users without one. This is the REST form of
+    ``sacctmgr add User Accounts=ACCOUNT Partition=P USER``.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        cluster_id: Id of the training cluster.
+        account: Slurm account name.
+        partitions: Partitions the association covers (empty list = all partitions).
+        user: Linux user of the association ('' = the caller's own account on the cluster).
+        organization: Organization recorded with a new account.
+
+    Returns:
+        The user the association was ensured for.
+    """
+    from components.runtime import cluster_resource, rest, slurm_api, step
+
+    def ensure() -> str:
+        ref = cluster_resource.ClusterRef(project, location, cluster_id)
+        client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
+        who = user or client.whoami() or ""
+        if not who:
+            from components.runtime import errors
+
+            raise errors.UserError(
+                "could not tell the caller's Linux user on the cluster. Fix: pass `user`."
+            )
+        client.ensure_association(
+            account, who, [str(p) for p in partitions], organization=organization
+        )
+        return who
+
+    return step.run_step("ensure_slurm_account", ensure)
