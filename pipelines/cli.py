@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 import click
@@ -86,7 +87,8 @@ def run_local_command(
     import vertex_emulator as server  # noqa: PLC0415
     from pipelines import local_run, registry  # noqa: PLC0415
 
-    arguments = {**registry.LOCAL_DEFAULTS.get(pipeline, {}), **_parse_params(params)}
+    shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
+    arguments = {**registry.local_arguments(pipeline, shared), **_parse_params(params)}
     settings = server.EmulatorSettings(provisioning_delay_seconds=provisioning_seconds)
     result = local_run.run_local(
         pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings

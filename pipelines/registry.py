@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import Any
+
 from pipelines import cluster_lifecycle, slurm_spot_training
 
 PIPELINES = {
@@ -23,6 +27,29 @@ LOCAL_CLUSTER = {
     "ondemand_max_nodes": 1,
 }
 
-LOCAL_DEFAULTS = {
-    cluster_lifecycle.NAME: LOCAL_CLUSTER,
-}
+# The example trainer's settings for local runs: about 6 s of training per uninterrupted run.
+LOCAL_TRAINER_ARGS = ["--steps", "60", "--seed", "7", "--step-seconds", "0.1"]
+
+
+def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
+    """Parameter values of a local run of ``pipeline``.
+
+    Args:
+        pipeline: Registered pipeline name.
+        shared_dir: Absolute folder standing in for the cluster's shared storage.
+    """
+    if pipeline == slurm_spot_training.NAME:
+        run_dir = os.path.join(shared_dir, "slurm-spot-training")
+        return {
+            **LOCAL_CLUSTER,
+            "command": [sys.executable, "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
+            "working_directory": run_dir,
+            "checkpoint_dir": os.path.join(run_dir, "checkpoints"),
+            "model_dir": os.path.join(run_dir, "model"),
+            "poll_seconds": 0.5,
+            "spot_price_per_node_hour": 0.9,
+            "ondemand_price_per_node_hour": 3.0,
+        }
+    if pipeline == cluster_lifecycle.NAME:
+        return dict(LOCAL_CLUSTER)
+    return {}

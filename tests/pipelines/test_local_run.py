@@ -12,7 +12,10 @@ FAST = vertex_emulator.EmulatorSettings(
 
 def _run(tmp_path, monkeypatch, **overrides):
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
-    arguments = {**registry.LOCAL_DEFAULTS["cluster-lifecycle"], **overrides}
+    arguments = {
+        **registry.local_arguments("cluster-lifecycle", str(tmp_path / "shared")),
+        **overrides,
+    }
     return local_run.run_local(
         "cluster-lifecycle",
         arguments,
