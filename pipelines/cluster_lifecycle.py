@@ -8,14 +8,15 @@ both tasks receive.
 
 from kfp import dsl
 
+from pipelines import cluster_tasks
+
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "cluster-lifecycle"
+EXIT_GROUP = "create-and-use"
 
 
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
-    create_cluster = components["create_cluster"]
-    delete_cluster = components["delete_cluster"]
 
     @dsl.pipeline(
         name=NAME,
@@ -57,26 +58,9 @@ def build(components: dict):
             cluster_spec: Full cluster body; when non-empty it replaces the flat parameters.
             timeout_seconds: Seconds to wait for the cluster to be RUNNING.
         """
-        delete = delete_cluster(project=project, location=location, cluster_id=cluster_id)
-        delete.set_display_name("delete-cluster")
-        with dsl.ExitHandler(delete, name="create-and-use"):
-            create = create_cluster(
-                project=project,
-                location=location,
-                cluster_id=cluster_id,
-                network=network,
-                subnetwork=subnetwork,
-                zone=zone,
-                home_directory_storage=home_directory_storage,
-                machine_type=machine_type,
-                accelerator_type=accelerator_type,
-                accelerator_count=accelerator_count,
-                spot_max_nodes=spot_max_nodes,
-                ondemand_max_nodes=ondemand_max_nodes,
-                cluster_spec=cluster_spec,
-                timeout_seconds=timeout_seconds,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-            )
-            create.set_display_name("create-cluster")
+        values = dict(locals())
+        delete = cluster_tasks.delete_cluster(components, values)
+        with dsl.ExitHandler(delete, name=EXIT_GROUP):
+            cluster_tasks.create_cluster(components, values)
 
     return cluster_lifecycle

@@ -7,14 +7,15 @@ come later in the same graph.
 
 from kfp import dsl
 
+from pipelines import cluster_tasks
+
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "slurm-spot-training"
+EXIT_GROUP = "train"
 
 
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
-    create_cluster = components["create_cluster"]
-    delete_cluster = components["delete_cluster"]
     train_on_cluster = components["train_on_cluster"]
 
     @dsl.pipeline(
@@ -85,26 +86,10 @@ def build(components: dict):
             ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
             poll_seconds: Longest interval between job state polls, seconds.
         """
-        delete = delete_cluster(project=project, location=location, cluster_id=cluster_id)
-        delete.set_display_name("delete-cluster")
-        with dsl.ExitHandler(delete, name="train"):
-            create = create_cluster(
-                project=project,
-                location=location,
-                cluster_id=cluster_id,
-                network=network,
-                subnetwork=subnetwork,
-                zone=zone,
-                home_directory_storage=home_directory_storage,
-                machine_type=machine_type,
-                accelerator_type=accelerator_type,
-                accelerator_count=accelerator_count,
-                spot_max_nodes=spot_max_nodes,
-                ondemand_max_nodes=ondemand_max_nodes,
-                cluster_spec=cluster_spec,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-            )
-            create.set_display_name("create-cluster")
+        values = dict(locals())
+        delete = cluster_tasks.delete_cluster(components, values)
+        with dsl.ExitHandler(delete, name=EXIT_GROUP):
+            create = cluster_tasks.create_cluster(components, values)
             train = train_on_cluster(
                 project=project,
                 location=location,

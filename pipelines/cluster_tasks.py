@@ -1,0 +1,44 @@
+"""Cluster tasks shared by the pipelines: one place that wires the cluster parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kfp import dsl
+
+# Pipeline parameters forwarded to ``create_cluster`` unchanged.
+CLUSTER_PARAMETERS = (
+    "project",
+    "location",
+    "cluster_id",
+    "network",
+    "subnetwork",
+    "zone",
+    "home_directory_storage",
+    "machine_type",
+    "accelerator_type",
+    "accelerator_count",
+    "spot_max_nodes",
+    "ondemand_max_nodes",
+    "cluster_spec",
+    "timeout_seconds",
+)
+
+
+def create_cluster(components: dict, values: dict[str, Any]):
+    """Adds the create-cluster task, fed from the pipeline parameters in ``values``."""
+    task = components["create_cluster"](
+        **{name: values[name] for name in CLUSTER_PARAMETERS if name in values},
+        pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    )
+    task.set_display_name("create-cluster")
+    return task
+
+
+def delete_cluster(components: dict, values: dict[str, Any]):
+    """Adds the delete-cluster task (use it as the exit task of a ``dsl.ExitHandler``)."""
+    task = components["delete_cluster"](
+        project=values["project"], location=values["location"], cluster_id=values["cluster_id"]
+    )
+    task.set_display_name("delete-cluster")
+    return task
