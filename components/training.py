@@ -137,6 +137,7 @@ def train_on_cluster(
     )
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, float(value))
+    train_step.write_text(metrics.path)(train_step.json_text(outcome.metrics))
     result = outcome.result
     return (result.job_ids, checkpoint_dir, model_dir, result.preemptions)
 

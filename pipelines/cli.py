@@ -99,11 +99,26 @@ def run_local_command(
     click.echo(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
     for call, count in sorted(result.calls.items()):
         click.echo(f"  {call}: {count}")
+    for name, path in sorted(result.outputs.items()):
+        if name.endswith("/report"):
+            click.echo(f"  report: {path}")
+        elif name.endswith("/metrics"):
+            click.echo(f"  metrics: {_metrics_line(path)}")
     if result.state_dir:
         click.echo(f"  emulator journal: {result.state_dir}/journal.jsonl")
     if not result.succeeded:
         click.echo(f"  error: {result.error}", err=True)
         sys.exit(1)
+
+
+def _metrics_line(path: str) -> str:
+    try:
+        with open(path) as handle:
+            values = json.load(handle)
+    except (OSError, ValueError):
+        return f"see {path}"
+    shown = ("preemptions", "resubmissions", "goodput", "work_lost_seconds", "node_hours_billed")
+    return ", ".join(f"{k}={values[k]:g}" for k in shown if isinstance(values.get(k), (int, float)))
 
 
 @main.group()

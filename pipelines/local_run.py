@@ -39,6 +39,7 @@ class LocalRunResult:
         journal: The journal entries written during the run.
         state_dir: The emulator's state directory (None when an external emulator was used).
         error: The failure message when the run failed.
+        outputs: Task output files of the run by ``task/output``, e.g. ``train-on-cluster/report``.
     """
 
     pipeline: str
@@ -48,6 +49,7 @@ class LocalRunResult:
     journal: list[dict[str, Any]]
     state_dir: str | None
     error: str = ""
+    outputs: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def classify_call(entry: dict[str, Any]) -> str:
@@ -129,4 +131,17 @@ def run_local(
         seconds = time.monotonic() - start
         entries = vertex_emulator.read_journal(state)[before:] if state else []
     calls = collections.Counter(classify_call(e) for e in entries)
-    return LocalRunResult(pipeline, not error, seconds, dict(calls), entries, state, error)
+    outputs = _task_outputs(pathlib.Path(pipeline_root), pipeline)
+    return LocalRunResult(pipeline, not error, seconds, dict(calls), entries, state, error, outputs)
+
+
+def _task_outputs(root: pathlib.Path, pipeline: str) -> dict[str, str]:
+    """Output files of the newest run of ``pipeline`` under kfp.local's pipeline root."""
+    runs = sorted(root.glob(f"{pipeline}-*"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        return {}
+    return {
+        str(path.relative_to(runs[-1])): str(path)
+        for path in sorted(runs[-1].glob("*/*"))
+        if path.is_file() and path.name != "executor_output.json"
+    }

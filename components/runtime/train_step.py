@@ -161,6 +161,6 @@ def write_text(path: str) -> Callable[[str], None]:
     return write
 
 
-def as_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """Metrics as plain floats for ``dsl.Metrics.log_metric``."""
-    return {k: float(v) for k, v in metrics.items()}
+def json_text(metrics: dict[str, Any]) -> str:
+    """Metrics as a JSON document (also written into the Metrics artifact's file)."""
+    return json.dumps({k: float(v) for k, v in metrics.items()}, indent=2, sort_keys=True)
