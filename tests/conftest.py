@@ -10,6 +10,8 @@
 * ``emulator_clock``: freezes the ``emulator`` clock; ``advance(seconds)`` moves it, so state
   checks between transitions do not race the (real-time) delays.
 * ``cluster_body``: a fresh minimal valid cluster request body (snake_case).
+* ``slurm_emulator_factory``: like ``emulator_factory`` with fast Slurm timings
+  (``SLURM_SETTINGS``); at teardown it SIGKILLs every Slurm job process the servers started.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ FAST_SETTINGS = config.EmulatorSettings(
     update_delay_seconds=0.1,
     delete_delay_seconds=0.1,
     tick_interval_seconds=0.05,
+)
+
+SLURM_SETTINGS = FAST_SETTINGS.replace(
+    provisioning_delay_seconds=0.05,
+    slurm_kill_wait_seconds=0.3,
+    slurm_preempt_notice_seconds=0.4,
+    slurm_requeue_delay_seconds=0.1,
+    slurm_node_recovery_seconds=0.3,
 )
 
 PROJECT = "test-project"
@@ -197,3 +207,19 @@ def emulator_api_for():
 def cluster_body() -> dict[str, Any]:
     """A fresh minimal valid cluster create body (snake_case keys)."""
     return copy.deepcopy(_CLUSTER_BODY)
+
+
+@pytest.fixture
+def slurm_emulator_factory(emulator_factory):
+    """``make(state_dir=None, **setting_overrides)`` -> a started server with ``SLURM_SETTINGS``;
+    every Slurm job process group those servers started is killed at teardown."""
+    started: list[server.EmulatorServer] = []
+
+    def make(state_dir=None, **overrides: Any) -> server.EmulatorServer:
+        emulator = emulator_factory(state_dir, settings=SLURM_SETTINGS, **overrides)
+        started.append(emulator)
+        return emulator
+
+    yield make
+    for emulator in started:
+        emulator.app.slurm.shutdown()

@@ -14,7 +14,7 @@ from vertex_emulator import store
 
 SETTINGS_FILENAME = "settings.json"
 
-_COERCE = {"float": float, "int": int, "bool": bool}
+_COERCE = {"float": float, "int": int, "bool": bool, "str": str}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,23 @@ class EmulatorSettings:
         default_page_size: Page size of list calls that give no ``pageSize``.
         max_page_size: Largest page a list call returns.
         reject_unknown_fields: Answer 400 to unknown request fields, as the real service does.
+        slurm_structured_body: ``:callSlurmRestApi`` answers ``structuredBody`` (a JSON object)
+            instead of ``body`` (the Slurm JSON as a string).
+        slurm_user_name: The Linux user the emulated Slurm runs every caller's jobs as.
+        slurm_kill_wait_seconds: Slurm ``KillWait``: SIGTERM to SIGKILL on cancel, time limit
+            and partition preemption.
+        slurm_min_job_age_seconds: Slurm ``MinJobAge``: how long a finished job stays in the
+            live queue (``/slurm/.../job/{id}``); ``/slurmdb`` keeps it for ever.
+        slurm_requeue_delay_seconds: A requeued job waits this long (``BeginTime``) before it
+            is eligible again (real Slurm: requeue time + cred_expire, 120 s by default).
+        slurm_preempt_notice_seconds: Spot preemption notice: SIGTERM to SIGKILL (GCE: 30 s).
+        slurm_node_recovery_seconds: How long a preempted or drained node stays down.
+        slurm_spot_preempt_after_seconds: Default plan for SPOT pools (clusters without their
+            own plan): preempt each job run this long after it starts; 0 = off.
+        slurm_spot_preempt_mean_seconds: Default Poisson plan: mean run time before a
+            preemption (used when the fixed delay above is 0); 0 = off.
+        slurm_spot_preempt_max_count: Most preemptions the default plan makes per cluster.
+        slurm_spot_preempt_seed: Seed of the default Poisson plan.
     """
 
     provisioning_delay_seconds: float = 3.0
@@ -40,11 +57,26 @@ class EmulatorSettings:
     default_page_size: int = 50
     max_page_size: int = 1000
     reject_unknown_fields: bool = True
+    slurm_structured_body: bool = False
+    slurm_user_name: str = "vsp"
+    slurm_kill_wait_seconds: float = 30.0
+    slurm_min_job_age_seconds: float = 300.0
+    slurm_requeue_delay_seconds: float = 10.0
+    slurm_preempt_notice_seconds: float = 30.0
+    slurm_node_recovery_seconds: float = 60.0
+    slurm_spot_preempt_after_seconds: float = 0.0
+    slurm_spot_preempt_mean_seconds: float = 0.0
+    slurm_spot_preempt_max_count: int = 1
+    slurm_spot_preempt_seed: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             kind = _COERCE[str(field.type)]
+            if kind is str:
+                if not isinstance(value, str):
+                    raise ValueError(f"setting {field.name} must be a string, not {value!r}")
+                continue
             if kind is bool:
                 if not isinstance(value, bool):
                     raise ValueError(f"setting {field.name} must be true or false, not {value!r}")
