@@ -75,6 +75,15 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
 @click.option(
     "--provisioning-seconds", default=3.0, show_default=True, help="Emulated provisioning time."
 )
+@click.option(
+    "--preemptions",
+    default=0,
+    show_default=True,
+    help="Spot preemptions the emulator injects (each one a few seconds into a job's run).",
+)
+@click.option(
+    "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
+)
 @cli_common.handle_errors
 def run_local_command(
     pipeline: str,
@@ -82,14 +91,15 @@ def run_local_command(
     state_dir: str,
     outputs: str,
     provisioning_seconds: float,
+    preemptions: int,
+    preempt_after: float,
 ) -> None:
     """Run PIPELINE locally with kfp.local on the Vertex emulator."""
-    import vertex_emulator as server  # noqa: PLC0415
     from pipelines import local_run, registry  # noqa: PLC0415
 
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     arguments = {**registry.local_arguments(pipeline, shared), **_parse_params(params)}
-    settings = server.EmulatorSettings(provisioning_delay_seconds=provisioning_seconds)
+    settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
     result = local_run.run_local(
         pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings
     )

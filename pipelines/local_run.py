@@ -66,6 +66,24 @@ def classify_call(entry: dict[str, Any]) -> str:
     return f"{method} {path}"
 
 
+def local_settings(
+    provisioning_seconds: float = 3.0, preemptions: int = 0, preempt_after: float = 2.5
+) -> vertex_emulator.EmulatorSettings:
+    """Emulator timings for a local run: short Slurm delays, and ``preemptions`` Spot
+    preemptions, each ``preempt_after`` seconds into a job's run, with a 1 s notice."""
+    return vertex_emulator.EmulatorSettings(
+        provisioning_delay_seconds=provisioning_seconds,
+        delete_delay_seconds=1.0,
+        slurm_kill_wait_seconds=2.0,
+        slurm_requeue_delay_seconds=1.0,
+        slurm_preempt_notice_seconds=1.0,
+        slurm_node_recovery_seconds=1.0,
+        slurm_min_job_age_seconds=3600.0,
+        slurm_spot_preempt_after_seconds=preempt_after if preemptions else 0.0,
+        slurm_spot_preempt_max_count=preemptions,
+    )
+
+
 @contextlib.contextmanager
 def emulator_for_run(state_dir: str | None, settings: vertex_emulator.EmulatorSettings | None):
     """Yields the emulator state dir in use (None for an external emulator set by env)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -31,6 +32,21 @@ LOCAL_CLUSTER = {
 LOCAL_TRAINER_ARGS = ["--steps", "60", "--seed", "7", "--step-seconds", "0.1"]
 
 
+def local_python(shared_dir: str) -> str:
+    """A launcher of this interpreter for jobs of local runs, written under ``shared_dir``.
+
+    kfp.local's SubprocessRunner rewrites every ``python3`` it finds in a task's arguments
+    (including parameter values) into the current interpreter's path, which would mangle an
+    interpreter path given as a parameter; a launcher whose name lacks that word avoids it.
+    """
+    launcher = os.path.join(shared_dir, "bin", "vsp-python")
+    os.makedirs(os.path.dirname(launcher), exist_ok=True)
+    with open(launcher, "w") as handle:
+        handle.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    os.chmod(launcher, 0o755)
+    return launcher
+
+
 def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
     """Parameter values of a local run of ``pipeline``.
 
@@ -42,7 +58,7 @@ def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
         run_dir = os.path.join(shared_dir, "slurm-spot-training")
         return {
             **LOCAL_CLUSTER,
-            "command": [sys.executable, "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
+            "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
             "working_directory": run_dir,
             "checkpoint_dir": os.path.join(run_dir, "checkpoints"),
             "model_dir": os.path.join(run_dir, "model"),

@@ -19,12 +19,21 @@ from typing import Any
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 70
 EXIT_TRANSIENT_ERROR = 75
+EXIT_CANCELLED = 143  # 128 + SIGTERM: the step was cancelled (pipeline cancel)
 
 
 class VspError(Exception):
     """Base class of every error the runtime raises on purpose."""
 
     exit_code = 1
+
+
+class StepCancelled(BaseException):
+    """Raised in the main thread when a step receives SIGTERM (pipeline cancel).
+
+    A ``BaseException`` so that no ``except Exception`` swallows it on the way to the step's
+    cleanup (which cancels the remote job); the step then exits with ``EXIT_CANCELLED``.
+    """
 
 
 class UserError(VspError):

@@ -45,6 +45,8 @@ class SlurmTraining:
         account: Slurm account (None: the user's default).
         warning_seconds: Seconds before the time limit at which the trainer gets SIGUSR1.
         standard_output: Job stdout path pattern (``%j`` = job id); default in the working dir.
+        requeue: Let Slurm requeue a preempted job in place (False: the job ends and the
+            supervisor resubmits it).
     """
 
     command: Sequence[str]
@@ -59,6 +61,7 @@ class SlurmTraining:
     account: str | None = None
     warning_seconds: int = 60
     standard_output: str | None = None
+    requeue: bool = True
 
     def stdout_path(self) -> str:
         return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
@@ -111,7 +114,7 @@ class SlurmBackend(TrainingBackend):
             time_limit_minutes=training.time_limit_minutes,
             standard_output=training.stdout_path(),
             account=training.account,
-            requeue=True,
+            requeue=training.requeue,
             warning_signal="USR1",
             warning_seconds=training.warning_seconds,
         )

@@ -46,6 +46,9 @@ def run_step(name: str, func: Callable[[], T]) -> T:
     configure_logging()
     try:
         return func()
+    except errors.StepCancelled as exc:
+        log.warning("%s cancelled: %s", name, exc)
+        raise SystemExit(errors.EXIT_CANCELLED) from exc
     except errors.UserError as exc:
         log.error("%s failed: %s", name, exc)
         raise SystemExit(exc.exit_code) from exc

@@ -131,7 +131,7 @@ def train_on_cluster(
     failure: BaseException | None = None
     try:
         result = supervisor.run()
-    except (errors.VspError, training_run.StepCancelled) as exc:
+    except (errors.VspError, errors.StepCancelled) as exc:
         failure = exc
         result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
     metrics = training_metrics.compute(

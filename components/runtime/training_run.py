@@ -26,16 +26,12 @@ import time
 from collections.abc import Callable, Iterator
 
 from components.runtime import errors, gcp_resources, polling
+from components.runtime.errors import StepCancelled
 from components.runtime.recovery import SWITCH_PREFIX, Attempt, Outcome, RecoveryStrategy, Target
 
 log = logging.getLogger(__name__)
 
-EXIT_CANCELLED = 143
 DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=60.0)
-
-
-class StepCancelled(BaseException):
-    """Raised in the main thread when the step receives SIGTERM (pipeline cancel)."""
 
 
 class TrainingBackend(abc.ABC):
@@ -266,11 +262,30 @@ class TrainingSupervisor:
             try:
                 return self._drive(start, deadline, reattached)
             except StepCancelled:
-                running = [a for a in self.attempts if not a.outcome.terminal]
-                for attempt in running:
+                self._cancel_everything()
+                raise
+
+    def _cancel_everything(self) -> None:
+        """Cancels every unfinished job of the run, including one whose submit was in flight."""
+        previous = signal.getsignal(signal.SIGTERM)
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the cleanup first
+        try:
+            known = {a.job_id: a for a in self.attempts}
+            try:
+                for attempt in self.backend.find(self.run_key):
+                    known.setdefault(attempt.job_id, attempt)
+            except errors.VspError as exc:
+                log.warning("could not list the run's jobs while cancelling: %s", exc)
+            for attempt in known.values():
+                with contextlib.suppress(errors.VspError):
+                    self.backend.refresh(attempt)
+                if not attempt.outcome.terminal:
                     log.warning("step cancelled: cancelling job %s", attempt.job_id)
                     self.backend.cancel(attempt)
-                raise
+        finally:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
 
     def _drive(self, start: float, deadline: float | None, reattached: bool) -> RunResult:
         if not self.attempts:

@@ -8,8 +8,9 @@ import signal
 import pytest
 
 from components.runtime import errors, gcp_resources, polling
+from components.runtime.errors import StepCancelled
 from components.runtime.recovery import Attempt, Outcome, SpotRecovery, Target
-from components.runtime.training_run import StepCancelled, TrainingBackend, TrainingSupervisor
+from components.runtime.training_run import TrainingBackend, TrainingSupervisor
 
 SPOT, ONDEMAND = Target("spot", spot=True), Target("ondemand", spot=False)
 FAST = polling.Backoff(initial=1, maximum=1, jitter=0)
