@@ -68,7 +68,7 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
 
 
 @main.command("run-local")
-@click.argument("pipeline", default="cluster-lifecycle")
+@click.argument("pipeline", default="slurm-spot-training")
 @click.option("--param", "params", multiple=True, help="Pipeline parameter NAME=VALUE (repeat).")
 @click.option("--state-dir", default=".vsp/emulator", show_default=True, help="Emulator state.")
 @click.option("--outputs", default=".vsp/local_outputs", show_default=True, help="Task outputs.")
@@ -77,9 +77,10 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
 )
 @click.option(
     "--preemptions",
-    default=0,
-    show_default=True,
-    help="Spot preemptions the emulator injects (each one a few seconds into a job's run).",
+    default=None,
+    type=int,
+    help="Spot preemptions the emulator injects, each a few seconds into a job's run "
+    "(default: 3 for slurm-spot-training, else 0).",
 )
 @click.option(
     "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
@@ -99,6 +100,8 @@ def run_local_command(
 
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     arguments = {**registry.local_arguments(pipeline, shared), **_parse_params(params)}
+    if preemptions is None:
+        preemptions = 3 if pipeline == "slurm-spot-training" else 0
     settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
     result = local_run.run_local(
         pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings
@@ -107,6 +110,7 @@ def run_local_command(
     click.echo(f"pipeline {result.pipeline}: {'SUCCEEDED' if result.succeeded else 'FAILED'}")
     click.echo(f"  wall time: {result.seconds:.1f} s")
     click.echo(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
+    click.echo(f"  injected preemptions: {preemptions}")
     for call, count in sorted(result.calls.items()):
         click.echo(f"  {call}: {count}")
     for name, path in sorted(result.outputs.items()):

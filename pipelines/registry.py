@@ -28,8 +28,8 @@ LOCAL_CLUSTER = {
     "ondemand_max_nodes": 1,
 }
 
-# The example trainer's settings for local runs: about 6 s of training per uninterrupted run.
-LOCAL_TRAINER_ARGS = ["--steps", "60", "--seed", "7", "--step-seconds", "0.1"]
+# The example trainer's settings for local runs: about 10 s of training when uninterrupted.
+LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
 
 
 def local_python(shared_dir: str) -> str:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import vertex_emulator
 from pipelines import local_run, registry
 
@@ -47,3 +53,36 @@ def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypa
     # The create step failed validation before any request; the exit task still ran.
     assert [(e["method"], e["status"]) for e in result.journal] == [("GET", 404)]
     assert result.journal[0]["path"].endswith("/modelDevelopmentClusters/Bad-Id")
+
+
+def test_slurm_spot_training_survives_three_preemptions_bit_identically(tmp_path, monkeypatch):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = registry.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
+    result = local_run.run_local(
+        "slurm-spot-training",
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(tmp_path / "outputs"),
+        settings=local_run.local_settings(0.3, preemptions=3, preempt_after=2.5),
+    )
+    assert result.succeeded, result.error
+    submits = [
+        e for e in result.journal if (e.get("body") or {}).get("path", "").endswith("/job/submit")
+    ]
+    assert len(submits) == 1  # requeued in place three times: no resubmission
+    metrics = json.loads(pathlib.Path(result.outputs["train-on-cluster/metrics"]).read_text())
+    assert metrics["preemptions"] == 3 and metrics["resubmissions"] == 0
+    assert result.calls["create cluster"] == 1 and result.calls["delete cluster"] == 1
+    report = pathlib.Path(result.outputs["train-on-cluster/report"]).read_text()
+    assert report.count("<title>requeued</title>") == 3
+    # The same trainer, uninterrupted, ends with the same bytes.
+    reference = tmp_path / "reference"
+    env = {
+        **os.environ,
+        "VSP_CHECKPOINT_DIR": str(reference / "ckpt"),
+        "VSP_MODEL_DIR": str(reference / "model"),
+    }
+    command = [sys.executable, *arguments["command"][1:]]
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    trained = pathlib.Path(arguments["model_dir"]) / "model.npz"
+    assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
