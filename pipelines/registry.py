@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
 from typing import Any
 
 from pipelines import cluster_lifecycle, slurm_spot_training
@@ -55,7 +56,10 @@ def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
         shared_dir: Absolute folder standing in for the cluster's shared storage.
     """
     if pipeline == slurm_spot_training.NAME:
-        run_dir = os.path.join(shared_dir, "slurm-spot-training")
+        # A fresh folder per local run, so a second run trains again instead of finding the
+        # first run's final checkpoint.
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = os.path.join(shared_dir, "slurm-spot-training", f"run-{stamp}-{os.getpid()}")
         return {
             **LOCAL_CLUSTER,
             "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
