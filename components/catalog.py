@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 
-from components import cluster, packaging, training
+from components import cluster, custom_job, packaging, training
 
 COMPONENT_FUNCTIONS = {
     "create_cluster": cluster.create_cluster,
     "delete_cluster": cluster.delete_cluster,
     "ensure_slurm_account": training.ensure_slurm_account,
+    "train_custom_job": custom_job.train_custom_job,
     "train_on_cluster": training.train_on_cluster,
 }
 

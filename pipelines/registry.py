@@ -8,11 +8,12 @@ import sys
 import time
 from typing import Any
 
-from pipelines import cluster_lifecycle, slurm_spot_training
+from pipelines import cluster_lifecycle, slurm_spot_training, spot_custom_job_training
 
 PIPELINES = {
     cluster_lifecycle.NAME: cluster_lifecycle.build,
     slurm_spot_training.NAME: slurm_spot_training.build,
+    spot_custom_job_training.NAME: spot_custom_job_training.build,
 }
 
 # Values a local run uses unless --param overrides them: a small Spot + on-demand cluster in a
@@ -66,6 +67,21 @@ def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
             "working_directory": run_dir,
             "checkpoint_dir": os.path.join(run_dir, "checkpoints"),
             "model_dir": os.path.join(run_dir, "model"),
+            "poll_seconds": 0.5,
+            "spot_price_per_node_hour": 0.9,
+            "ondemand_price_per_node_hour": 3.0,
+        }
+    if pipeline == spot_custom_job_training.NAME:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return {
+            "project": LOCAL_CLUSTER["project"],
+            "location": LOCAL_CLUSTER["location"],
+            "base_output_directory": f"gs://local-bucket/spot-custom-job/run-{stamp}-{os.getpid()}",
+            "machine_type": "n1-standard-8",
+            "accelerator_type": "",
+            "accelerator_count": 0,
+            "container_image": "python:3.11-slim",
+            "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
             "poll_seconds": 0.5,
             "spot_price_per_node_hour": 0.9,
             "ondemand_price_per_node_hour": 3.0,

@@ -79,51 +79,31 @@ def _losses(model_dir: str) -> list[float]:
         return []
 
 
-def train_on_cluster(
+def supervise(
+    backend: training_run.TrainingBackend,
+    strategy: recovery.RecoveryStrategy,
+    run_key: str,
     *,
-    project: str,
-    location: str,
-    cluster_id: str,
-    training: slurm_backend.SlurmTraining,
-    spot_partition: str,
-    fallback_partition: str = "",
-    max_preemptions: int = 10,
-    max_user_failures: int = 0,
-    fallback_after_preemptions: int = 0,
-    capacity_wait_seconds: float = 0.0,
+    checkpoint_dir: str,
+    model_dir: str,
     prices: training_metrics.Prices | None = None,
-    run_key: str = "",
-    pipeline_run: str = "",
     timeout_seconds: float | None = None,
     gcp_resources_path: str = "",
     poll_backoff: polling.Backoff = training_run.DEFAULT_BACKOFF,
     write_report: Callable[[str], None] | None = None,
 ) -> TrainOutcome:
-    """Runs the training to success across preemptions; see ``training_run``.
+    """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
 
     Raises:
-        errors.UserError: Bad parameters, or the trainer failed beyond its restart budget.
-        errors.TransientError: Preemption budget or Spot capacity exhausted.
+        errors.UserError: The trainer failed beyond its restart budget.
+        errors.TransientError: Preemption budget or capacity exhausted.
+        errors.StepCancelled: The step was cancelled (its jobs were cancelled first).
     """
-    if not training.command:
-        raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
-    ref = cluster_resource.ClusterRef(project, location, cluster_id)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
-    targets = slurm_backend.targets(spot_partition, fallback_partition)
-    strategy = recovery.SpotRecovery(
-        primary=targets[0],
-        fallback=targets[1] if len(targets) > 1 else None,
-        max_preemptions=max_preemptions,
-        max_user_failures=max_user_failures,
-        fallback_after=fallback_after_preemptions,
-        capacity_wait_seconds=capacity_wait_seconds,
-    )
-    key = run_key_for(pipeline_run, cluster_id, run_key)
-    log.info("run key %s; checkpoints in %s", key, training.checkpoint_dir)
+    log.info("run key %s; checkpoints in %s", run_key, checkpoint_dir)
     supervisor = training_run.TrainingSupervisor(
-        slurm_backend.SlurmBackend(client, training, targets),
+        backend,
         strategy,
-        key,
+        run_key,
         gcp_resources_path=gcp_resources_path,
         timeout=timeout_seconds,
         backoff=poll_backoff,
@@ -137,17 +117,75 @@ def train_on_cluster(
     metrics = training_metrics.compute(
         result,
         prices=prices or training_metrics.Prices(),
-        checkpoint_times=checkpoint_times(training.checkpoint_dir),
+        checkpoint_times=checkpoint_times(checkpoint_dir),
         now=time.time(),
     )
-    title = f"Training run {key}" + (" (failed)" if failure else "")
-    page = training_report.html_report(title, result, metrics, losses=_losses(training.model_dir))
+    title = f"Training run {run_key}" + (" (failed)" if failure else "")
+    page = training_report.html_report(title, result, metrics, losses=_losses(model_dir))
     log.info("\n%s", training_report.markdown(title, result, metrics))
     if write_report is not None:
         write_report(page)
     if failure is not None:
         raise failure
     return TrainOutcome(result, metrics, page)
+
+
+def spot_strategy(
+    targets: list[recovery.Target],
+    *,
+    max_preemptions: int,
+    max_user_failures: int,
+    fallback_after_preemptions: int,
+    capacity_wait_seconds: float,
+) -> recovery.SpotRecovery:
+    """The Spot recovery strategy over ``targets`` (Spot first, optional fallback second)."""
+    return recovery.SpotRecovery(
+        primary=targets[0],
+        fallback=targets[1] if len(targets) > 1 else None,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+
+
+def train_on_cluster(
+    *,
+    project: str,
+    location: str,
+    cluster_id: str,
+    training: slurm_backend.SlurmTraining,
+    spot_partition: str,
+    fallback_partition: str = "",
+    max_preemptions: int = 10,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    run_key: str = "",
+    pipeline_run: str = "",
+    **supervise_options: Any,
+) -> TrainOutcome:
+    """Spot training as Slurm jobs on a training cluster; see ``training_run``."""
+    if not training.command:
+        raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
+    ref = cluster_resource.ClusterRef(project, location, cluster_id)
+    client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
+    targets = slurm_backend.targets(spot_partition, fallback_partition)
+    strategy = spot_strategy(
+        targets,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after_preemptions=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+    return supervise(
+        slurm_backend.SlurmBackend(client, training, targets),
+        strategy,
+        run_key_for(pipeline_run, cluster_id, run_key),
+        checkpoint_dir=training.checkpoint_dir,
+        model_dir=training.model_dir,
+        **supervise_options,
+    )
 
 
 def write_text(path: str) -> Callable[[str], None]:

@@ -1,0 +1,160 @@
+"""KFP component: Spot training as Vertex AI CustomJobs, resumed from checkpoints.
+
+A component declaration (see ``components.cluster`` for the rules these follow); the work is in
+``components.runtime.custom_job_step``.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+
+def train_custom_job(
+    project: str,
+    location: str,
+    display_name: str,
+    base_output_directory: str,
+    machine_type: str,
+    gcp_resources: dsl.OutputPath(str),
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.HTML],
+    container_image: str = "",
+    command: list = [],  # noqa: B006 - KFP reads the default; it is never mutated
+    args: list = [],  # noqa: B006
+    env: dict = {},  # noqa: B006
+    python_module: str = "",
+    executor_image: str = "",
+    package_uris: list = [],  # noqa: B006
+    accelerator_type: str = "",
+    accelerator_count: int = 0,
+    replica_count: int = 1,
+    boot_disk_type: str = "pd-ssd",
+    boot_disk_size_gb: int = 100,
+    service_account: str = "",
+    labels: dict = {},  # noqa: B006
+    attempt_timeout_seconds: int = 604800,
+    restart_job_on_worker_restart: bool = False,
+    fallback_strategy: str = "STANDARD",
+    max_wait_seconds: int = 0,
+    max_preemptions: int = 20,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    spot_price_per_node_hour: float = 0.0,
+    ondemand_price_per_node_hour: float = 0.0,
+    timeout_seconds: float = 1209600.0,
+    poll_seconds: float = 30.0,
+    run_key: str = "",
+    pipeline_run: str = "",
+) -> NamedTuple(
+    "Outputs",
+    [("job_ids", list), ("checkpoint_dir", str), ("model_dir", str), ("preemptions", int)],
+):
+    """Trains with Vertex AI CustomJobs on Spot VMs, resuming from checkpoints after preemption.
+
+    Vertex restarts a preempted Spot job up to six times and then fails it with a stockout; this
+    step then submits a new job with the same ``base_output_directory`` (so the same
+    ``AIP_CHECKPOINT_DIR``) within ``max_preemptions``, and can fall back to STANDARD after
+    ``fallback_after_preemptions`` preemptions or when Spot capacity does not come within
+    ``capacity_wait_seconds``. Job names are written to ``gcp_resources`` before polling and
+    jobs carry a run-key label, so a retried step re-attaches. Cancelling the pipeline cancels
+    the job.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region.
+        display_name: Display name prefix of the jobs.
+        base_output_directory: gs:// prefix; the trainer gets ``AIP_CHECKPOINT_DIR`` and
+            ``AIP_MODEL_DIR`` under it.
+        machine_type: Machine type, e.g. ``a3-highgpu-8g``.
+        gcp_resources: Output: the CustomJobs of the run (proto-JSON).
+        metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
+            goodput (0-1), cost and estimated Spot saving (currency of the prices).
+        report: Output: HTML report with the timeline of jobs and preemptions.
+        container_image: Training container image ('' when python_module is used).
+        command: Container entrypoint (empty: the image's).
+        args: Container or module arguments.
+        env: Environment variables of the trainer.
+        python_module: Module run as ``python -m`` (Python package spec).
+        executor_image: Executor image of the Python package spec.
+        package_uris: gs:// URIs of the Python package(s).
+        accelerator_type: Accelerator, e.g. ``NVIDIA_H100_80GB`` ('' for none).
+        accelerator_count: Accelerators per replica.
+        replica_count: Replicas of the worker pool.
+        boot_disk_type: Boot disk type.
+        boot_disk_size_gb: Boot disk size, GB.
+        service_account: Service account of the jobs ('' = default).
+        labels: Labels of the jobs (``vsp-`` keys are reserved).
+        attempt_timeout_seconds: Maximum run time of one job, seconds (at most 7 days).
+        restart_job_on_worker_restart: Restart the whole job when a worker restarts.
+        fallback_strategy: STANDARD or FLEX_START to fall back to ('' = stay on Spot).
+        max_wait_seconds: FLEX_START queue wait, seconds (0 = Vertex's default).
+        max_preemptions: Preemptions survived (Vertex's in-place restarts included).
+        max_user_failures: Restarts after the trainer itself failed.
+        fallback_after_preemptions: Fall back after this many preemptions (0 = never).
+        capacity_wait_seconds: Longest wait for Spot capacity, seconds (0 = no limit).
+        spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
+        ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
+        timeout_seconds: Longest time the whole run may take, seconds.
+        poll_seconds: Longest interval between job state polls, seconds.
+        run_key: Identity of the run's jobs ('' = derived from the pipeline run).
+        pipeline_run: Pipeline run name (pass the job name placeholder).
+
+    Returns:
+        job_ids: CustomJob ids of every attempt, oldest first.
+        checkpoint_dir: ``AIP_CHECKPOINT_DIR`` of the jobs.
+        model_dir: ``AIP_MODEL_DIR`` of the jobs.
+        preemptions: Preemptions survived.
+    """
+    from components.runtime import custom_job_step, polling, step, train_step, training_metrics
+    from components.runtime.custom_job_spec import CustomJobTraining
+
+    training = CustomJobTraining(
+        display_name=display_name,
+        base_output_directory=base_output_directory,
+        machine_type=machine_type,
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        replica_count=replica_count,
+        boot_disk_type=boot_disk_type,
+        boot_disk_size_gb=boot_disk_size_gb,
+        container_image=container_image,
+        command=[str(c) for c in command],
+        args=[str(a) for a in args],
+        env={str(k): str(v) for k, v in env.items()},
+        executor_image=executor_image,
+        package_uris=[str(u) for u in package_uris],
+        python_module=python_module,
+        service_account=service_account,
+        timeout_seconds=attempt_timeout_seconds,
+        restart_job_on_worker_restart=restart_job_on_worker_restart,
+        max_wait_seconds=max_wait_seconds,
+        labels={str(k): str(v) for k, v in labels.items()},
+    )
+    report.metadata["title"] = "Spot training report"
+    outcome = step.run_step(
+        "train_custom_job",
+        lambda: custom_job_step.train_custom_job(
+            project=project,
+            location=location,
+            training=training,
+            fallback_strategy=fallback_strategy,
+            max_preemptions=max_preemptions,
+            max_user_failures=max_user_failures,
+            fallback_after_preemptions=fallback_after_preemptions,
+            capacity_wait_seconds=capacity_wait_seconds,
+            run_key=run_key,
+            pipeline_run=pipeline_run,
+            prices=training_metrics.Prices(spot_price_per_node_hour, ondemand_price_per_node_hour),
+            timeout_seconds=timeout_seconds,
+            gcp_resources_path=gcp_resources,
+            poll_backoff=polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
+            write_report=train_step.write_text(report.path),
+        ),
+    )
+    for name, value in outcome.metrics.items():
+        metrics.log_metric(name, float(value))
+    train_step.write_text(metrics.path)(train_step.json_text(outcome.metrics))
+    base = base_output_directory.rstrip("/")
+    result = outcome.result
+    return (result.job_ids, f"{base}/checkpoints/", f"{base}/model/", result.preemptions)

@@ -1,0 +1,127 @@
+"""The CustomJob backend of the training supervisor: attempts are Vertex AI CustomJobs.
+
+Vertex restarts a preempted Spot job in place up to six times and then fails it with a stockout;
+the supervisor sees the in-place restarts as RUNNING -> PENDING transitions (counted as
+preemptions) and a stockout failure as a preemption to recover by submitting a new job with the
+same ``baseOutputDirectory``, hence the same ``AIP_CHECKPOINT_DIR``. Jobs carry the run key as a
+label, so a retried step finds them again instead of submitting.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from components.runtime import errors, rest
+from components.runtime import step as step_lib
+from components.runtime.custom_job_spec import CustomJobTraining
+from components.runtime.recovery import Attempt, Outcome, Target
+from components.runtime.training_run import TrainingBackend
+
+log = logging.getLogger(__name__)
+
+RUN_KEY_LABEL = "vsp-run-key"
+ATTEMPT_LABEL = "vsp-attempt"
+_STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
+
+
+def classify(job: dict[str, Any]) -> Outcome:
+    """Maps a CustomJob's state (and error) to an outcome."""
+    state = str(job.get("state", "")).removeprefix("JOB_STATE_")
+    if state in ("QUEUED", "PENDING", "UNSPECIFIED", ""):
+        return Outcome.PENDING
+    if state in ("RUNNING", "CANCELLING", "UPDATING"):
+        return Outcome.RUNNING
+    if state == "SUCCEEDED":
+        return Outcome.SUCCEEDED
+    if state == "CANCELLED":
+        return Outcome.CANCELLED
+    error = job.get("error") or {}
+    message = str(error.get("message", ""))
+    if error.get("code") == 8 or any(word in message for word in _STOCKOUT_WORDS):
+        return Outcome.PREEMPTED
+    return Outcome.USER_FAILURE  # FAILED, EXPIRED, PAUSED, PARTIALLY_SUCCEEDED
+
+
+class CustomJobBackend(TrainingBackend):
+    """Attempts as CustomJobs; targets are scheduling strategies (SPOT, STANDARD, FLEX_START).
+
+    Args:
+        client: REST client of the job's location.
+        parent: ``projects/P/locations/L``.
+        training: What every attempt runs.
+    """
+
+    resource_type = "CustomJob"
+
+    def __init__(self, client: rest.VertexRestClient, parent: str, training: CustomJobTraining):
+        self.client = client
+        self.parent = parent
+        self.training = training
+        self._seen: dict[str, Outcome] = {}
+
+    def _list(self) -> list[dict[str, Any]]:
+        jobs, token = [], ""
+        while True:
+            params = {"pageSize": 100, **({"pageToken": token} if token else {})}
+            page = self.client.get(f"v1/{self.parent}/customJobs", params)
+            jobs += page.get("customJobs") or []
+            token = page.get("nextPageToken", "")
+            if not token:
+                return jobs
+
+    def find(self, run_key: str) -> list[Attempt]:
+        key = step_lib.label_value(run_key)
+        mine = [j for j in self._list() if (j.get("labels") or {}).get(RUN_KEY_LABEL) == key]
+        mine.sort(key=lambda j: int((j.get("labels") or {}).get(ATTEMPT_LABEL, "0") or 0))
+        return [Attempt(j["name"].rsplit("/", 1)[-1], _target(j)) for j in mine if j.get("name")]
+
+    def submit(self, run_key: str, index: int, target: Target) -> Attempt:
+        labels = {RUN_KEY_LABEL: step_lib.label_value(run_key), ATTEMPT_LABEL: str(index)}
+        body = self.training.request_body(target.name, labels, index)
+        try:
+            job = self.client.post(f"v1/{self.parent}/customJobs", body)
+        except errors.TransientError as exc:
+            log.warning("create got no usable answer (%s): looking the job up first", exc)
+            for attempt in self.find(run_key):
+                job_labels = self._labels(attempt.job_id)
+                if job_labels.get(ATTEMPT_LABEL) == str(index):
+                    return attempt
+            raise
+        return Attempt(job["name"].rsplit("/", 1)[-1], target)
+
+    def _path(self, job_id: str) -> str:
+        return f"v1/{self.parent}/customJobs/{job_id}"
+
+    def _labels(self, job_id: str) -> dict[str, str]:
+        return self.client.get(self._path(job_id)).get("labels") or {}
+
+    def refresh(self, attempt: Attempt) -> None:
+        job = self.client.get(self._path(attempt.job_id))
+        outcome = classify(job)
+        before = self._seen.get(attempt.job_id)
+        if before is Outcome.RUNNING and outcome is Outcome.PENDING:
+            attempt.requeues += 1  # Vertex restarted the preempted job in place
+        self._seen[attempt.job_id] = outcome
+        attempt.outcome = outcome
+        attempt.nodes = self.training.replica_count
+        error = job.get("error") or {}
+        state = str(job.get("state", "")).removeprefix("JOB_STATE_")
+        attempt.detail = f"{state} {error.get('message', '')}".strip()
+
+    def cancel(self, attempt: Attempt) -> None:
+        try:
+            self.client.post(f"{self._path(attempt.job_id)}:cancel", {}, idempotent=True)
+        except (errors.NotFoundError, errors.InvalidArgumentError) as exc:
+            log.info("cancel of job %s: %s (already finished?)", attempt.job_id, exc.message)
+
+    def uri(self, attempt: Attempt) -> str:
+        return self.client.url(self._path(attempt.job_id))
+
+    def log_tail(self, attempt: Attempt) -> str:
+        return f"(see the job's logs in Cloud Logging: {self.uri(attempt)})"
+
+
+def _target(job: dict[str, Any]) -> Target:
+    strategy = ((job.get("jobSpec") or {}).get("scheduling") or {}).get("strategy", "STANDARD")
+    return Target(strategy, spot=strategy == "SPOT")

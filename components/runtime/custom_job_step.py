@@ -1,0 +1,71 @@
+"""Entry point of the ``train_custom_job`` component: Spot CustomJobs with checkpoint resume.
+
+Same supervisor, strategy, metrics and report as ``train_on_cluster``; only the backend differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.runtime import custom_job_backend, errors, rest, train_step
+from components.runtime.custom_job_spec import CustomJobTraining
+from components.runtime.recovery import Target
+
+
+def train_custom_job(
+    *,
+    project: str,
+    location: str,
+    training: CustomJobTraining,
+    fallback_strategy: str = "",
+    max_preemptions: int = 20,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    run_key: str = "",
+    pipeline_run: str = "",
+    **supervise_options: Any,
+) -> train_step.TrainOutcome:
+    """Trains with Spot CustomJobs until one succeeds; see ``training_run``.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region.
+        training: The job spec (validated before any request).
+        fallback_strategy: STANDARD or FLEX_START to fall back to ('' = stay on Spot).
+        max_preemptions: Preemptions survived, in-place restarts included.
+        max_user_failures: Restarts after the trainer itself failed.
+        fallback_after_preemptions: Fall back after this many preemptions (0 = never).
+        capacity_wait_seconds: Longest wait for Spot capacity (0 = no limit).
+        run_key: Identity of the run's jobs ('' = from the pipeline run).
+        pipeline_run: Pipeline run name.
+        **supervise_options: Passed to ``train_step.supervise``.
+    """
+    training.validate()
+    if fallback_strategy not in ("", "STANDARD", "FLEX_START"):
+        raise errors.UserError(
+            f"fallback_strategy = {fallback_strategy!r} is not STANDARD, FLEX_START or ''. "
+            "Fix: use STANDARD (on-demand) or FLEX_START (DWS), or '' to stay on Spot."
+        )
+    targets = [Target("SPOT", spot=True)]
+    if fallback_strategy:
+        targets.append(Target(fallback_strategy, spot=False))
+    strategy = train_step.spot_strategy(
+        targets,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after_preemptions=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+    backend = custom_job_backend.CustomJobBackend(
+        rest.VertexRestClient(location), f"projects/{project}/locations/{location}", training
+    )
+    base = training.base_output_directory.rstrip("/")
+    return train_step.supervise(
+        backend,
+        strategy,
+        train_step.run_key_for(pipeline_run, training.display_name, run_key),
+        checkpoint_dir=f"{base}/checkpoints",
+        model_dir=f"{base}/model",
+        **supervise_options,
+    )
