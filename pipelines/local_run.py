@@ -26,6 +26,8 @@ from pipelines import registry
 
 log = logging.getLogger(__name__)
 
+GCS_ROOT_ENV = "VSP_GCS_FUSE_ROOT"
+
 
 @dataclasses.dataclass
 class LocalRunResult:
@@ -95,17 +97,21 @@ def emulator_for_run(state_dir: str | None, settings: vertex_emulator.EmulatorSe
     state.mkdir(parents=True, exist_ok=True)
     server = vertex_emulator.EmulatorServer(str(state), settings=settings)
     server.start()
-    previous = os.environ.get(rest.EMULATOR_ENV)
-    os.environ[rest.EMULATOR_ENV] = server.address
+    # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
+    # (set by the emulator) and for the steps that read checkpoints and models.
+    changes = {rest.EMULATOR_ENV: server.address, GCS_ROOT_ENV: str(state / "gcs")}
+    previous = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
     log.info("started the Vertex emulator at %s (state in %s)", server.address, state)
     try:
         yield str(state)
     finally:
         server.stop()
-        if previous is None:
-            os.environ.pop(rest.EMULATOR_ENV, None)
-        else:
-            os.environ[rest.EMULATOR_ENV] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_local(
