@@ -47,6 +47,20 @@ class EmulatorSettings:
             preemption (used when the fixed delay above is 0); 0 = off.
         slurm_spot_preempt_max_count: Most preemptions the default plan makes per cluster.
         slurm_spot_preempt_seed: Seed of the default Poisson plan.
+        custom_job_queue_delay_seconds: Time a new CustomJob stays JOB_STATE_QUEUED.
+        custom_job_pending_delay_seconds: Time a CustomJob stays JOB_STATE_PENDING (capacity
+            and VM start-up) before its process starts; also after each Spot restart.
+        custom_job_kill_wait_seconds: CustomJob cancel/timeout: SIGTERM to SIGKILL.
+        custom_job_preempt_notice_seconds: CustomJob Spot preemption: SIGTERM to SIGKILL.
+        custom_job_max_spot_restarts: Restarts after Spot preemptions before the job fails
+            with STOCKOUT (Vertex: up to six).
+        custom_job_spot_no_capacity: SPOT CustomJobs stay JOB_STATE_PENDING for ever.
+        custom_job_spot_preempt_after_seconds: Default CustomJob Spot plan: preempt each run
+            this long after it starts; 0 = off.
+        custom_job_spot_preempt_mean_seconds: Default Poisson plan mean (used when the fixed
+            delay above is 0); 0 = off.
+        custom_job_spot_preempt_max_count: Most preemptions the default plan makes; 0 = no limit.
+        custom_job_spot_preempt_seed: Seed of the default CustomJob Poisson plan.
     """
 
     provisioning_delay_seconds: float = 3.0
@@ -68,6 +82,16 @@ class EmulatorSettings:
     slurm_spot_preempt_mean_seconds: float = 0.0
     slurm_spot_preempt_max_count: int = 1
     slurm_spot_preempt_seed: int = 0
+    custom_job_queue_delay_seconds: float = 1.0
+    custom_job_pending_delay_seconds: float = 2.0
+    custom_job_kill_wait_seconds: float = 30.0
+    custom_job_preempt_notice_seconds: float = 30.0
+    custom_job_max_spot_restarts: int = 6
+    custom_job_spot_no_capacity: bool = False
+    custom_job_spot_preempt_after_seconds: float = 0.0
+    custom_job_spot_preempt_mean_seconds: float = 0.0
+    custom_job_spot_preempt_max_count: int = 0
+    custom_job_spot_preempt_seed: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
