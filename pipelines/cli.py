@@ -80,7 +80,7 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
     default=None,
     type=int,
     help="Spot preemptions the emulator injects, each a few seconds into a job's run "
-    "(default: 3 for slurm-spot-training, else 0).",
+    "(default: 3 for slurm-spot-training, 8 for spot-custom-job-training, else 0).",
 )
 @click.option(
     "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
@@ -101,7 +101,7 @@ def run_local_command(
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     arguments = {**registry.local_arguments(pipeline, shared), **_parse_params(params)}
     if preemptions is None:
-        preemptions = 3 if pipeline == "slurm-spot-training" else 0
+        preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
     result = local_run.run_local(
         pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings

@@ -60,6 +60,10 @@ def classify_call(entry: dict[str, Any]) -> str:
     tail = path.rsplit("/", 2)
     if "/operations/" in path:
         return f"{method} operation"
+    if path.endswith("/customJobs"):
+        return "create custom job" if method == "POST" else "list custom jobs"
+    if "/customJobs/" in path:
+        return "cancel custom job" if path.endswith(":cancel") else f"{method} custom job"
     if path.endswith("/modelDevelopmentClusters"):
         return "create cluster" if method == "POST" else "list clusters"
     if "/modelDevelopmentClusters/" in path:
@@ -83,6 +87,12 @@ def local_settings(
         slurm_min_job_age_seconds=3600.0,
         slurm_spot_preempt_after_seconds=preempt_after if preemptions else 0.0,
         slurm_spot_preempt_max_count=preemptions,
+        custom_job_queue_delay_seconds=0.5,
+        custom_job_pending_delay_seconds=1.0,
+        custom_job_preempt_notice_seconds=1.0,
+        custom_job_kill_wait_seconds=2.0,
+        custom_job_spot_preempt_after_seconds=preempt_after if preemptions else 0.0,
+        custom_job_spot_preempt_max_count=preemptions,
     )
 
 

@@ -32,6 +32,8 @@ LOCAL_CLUSTER = {
 
 # The example trainer's settings for local runs: about 10 s of training when uninterrupted.
 LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
+# Enough steps to outlast eight preemptions 2.5 s into each run.
+CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0.1"]
 
 
 def local_python(shared_dir: str) -> str:
@@ -81,8 +83,13 @@ def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
             "accelerator_type": "",
             "accelerator_count": 0,
             "container_image": "python:3.11-slim",
-            "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
-            "poll_seconds": 0.5,
+            "command": [
+                local_python(shared_dir),
+                "-m",
+                "examples.trainer",
+                *CUSTOM_JOB_TRAINER_ARGS,
+            ],
+            "poll_seconds": 0.3,
             "spot_price_per_node_hour": 0.9,
             "ondemand_price_per_node_hour": 3.0,
         }
