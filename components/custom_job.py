@@ -106,7 +106,7 @@ def train_custom_job(
         model_dir: ``AIP_MODEL_DIR`` of the jobs.
         preemptions: Preemptions survived.
     """
-    from components.runtime import custom_job_step, polling, step, train_step, training_metrics
+    from components.runtime import custom_job_step, step, train_step
     from components.runtime.custom_job_spec import CustomJobTraining
 
     training = CustomJobTraining(
@@ -145,16 +145,17 @@ def train_custom_job(
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=run_key,
             pipeline_run=pipeline_run,
-            prices=training_metrics.Prices(spot_price_per_node_hour, ondemand_price_per_node_hour),
-            timeout_seconds=timeout_seconds,
-            gcp_resources_path=gcp_resources,
-            poll_backoff=polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
-            write_report=train_step.write_text(report.path),
+            **train_step.component_options(
+                spot_price=spot_price_per_node_hour,
+                ondemand_price=ondemand_price_per_node_hour,
+                poll_seconds=poll_seconds,
+                timeout_seconds=timeout_seconds,
+                gcp_resources_path=gcp_resources,
+                report_path=report.path,
+            ),
         ),
     )
-    for name, value in outcome.metrics.items():
-        metrics.log_metric(name, float(value))
-    train_step.write_text(metrics.path)(train_step.json_text(outcome.metrics))
+    train_step.publish_metrics(outcome, metrics)
     base = base_output_directory.rstrip("/")
     result = outcome.result
     return (result.job_ids, f"{base}/checkpoints/", f"{base}/model/", result.preemptions)

@@ -97,7 +97,7 @@ def train_on_cluster(
         model_dir: The model directory.
         preemptions: Preemptions survived.
     """
-    from components.runtime import polling, slurm_backend, step, train_step, training_metrics
+    from components.runtime import slurm_backend, step, train_step
 
     training = slurm_backend.SlurmTraining(
         command=[str(c) for c in command],
@@ -126,18 +126,19 @@ def train_on_cluster(
             max_user_failures=max_user_failures,
             fallback_after_preemptions=fallback_after_preemptions,
             capacity_wait_seconds=capacity_wait_seconds,
-            prices=training_metrics.Prices(spot_price_per_node_hour, ondemand_price_per_node_hour),
             run_key=run_key,
             pipeline_run=pipeline_run,
-            timeout_seconds=timeout_seconds,
-            gcp_resources_path=gcp_resources,
-            poll_backoff=polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
-            write_report=train_step.write_text(report.path),
+            **train_step.component_options(
+                spot_price=spot_price_per_node_hour,
+                ondemand_price=ondemand_price_per_node_hour,
+                poll_seconds=poll_seconds,
+                timeout_seconds=timeout_seconds,
+                gcp_resources_path=gcp_resources,
+                report_path=report.path,
+            ),
         ),
     )
-    for name, value in outcome.metrics.items():
-        metrics.log_metric(name, float(value))
-    train_step.write_text(metrics.path)(train_step.json_text(outcome.metrics))
+    train_step.publish_metrics(outcome, metrics)
     result = outcome.result
     return (result.job_ids, checkpoint_dir, model_dir, result.preemptions)
 

@@ -199,6 +199,32 @@ def write_text(path: str) -> Callable[[str], None]:
     return write
 
 
+def component_options(
+    *,
+    spot_price: float,
+    ondemand_price: float,
+    poll_seconds: float,
+    timeout_seconds: float,
+    gcp_resources_path: str,
+    report_path: str,
+) -> dict[str, Any]:
+    """The ``supervise`` options a training component passes, from its flat parameters."""
+    return {
+        "prices": training_metrics.Prices(spot_price, ondemand_price),
+        "timeout_seconds": timeout_seconds,
+        "gcp_resources_path": gcp_resources_path,
+        "poll_backoff": polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
+        "write_report": write_text(report_path),
+    }
+
+
+def publish_metrics(outcome: TrainOutcome, metrics_artifact: Any) -> None:
+    """Logs the metrics on a KFP ``Metrics`` artifact and writes them into its file as JSON."""
+    for name, value in outcome.metrics.items():
+        metrics_artifact.log_metric(name, float(value))
+    write_text(metrics_artifact.path)(json_text(outcome.metrics))
+
+
 def json_text(metrics: dict[str, Any]) -> str:
     """Metrics as a JSON document (also written into the Metrics artifact's file)."""
     return json.dumps({k: float(v) for k, v in metrics.items()}, indent=2, sort_keys=True)
