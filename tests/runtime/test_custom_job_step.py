@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
+import requests
 
 from components.runtime import checkpoint, custom_job_step, errors, polling
 from components.runtime.custom_job_spec import CustomJobTraining
@@ -108,3 +111,52 @@ def test_retried_step_reattaches_to_its_job(emulator):
     again = train(spec(5), run_key="run-2")
     assert again.result.reattached and again.result.job_ids == first.result.job_ids
     assert len(creates(emulator)) == 1
+
+
+STEP = """
+import sys
+import time
+from components.runtime import custom_job_step, polling, step
+from components.runtime.custom_job_spec import CustomJobTraining
+step.configure_logging()
+training = CustomJobTraining(
+    display_name="cancel", base_output_directory="gs://bucket/runs/cancel",
+    machine_type="n1-standard-8", container_image="python:3.11-slim",
+    command=[sys.executable, "-m", "examples.trainer", "--steps", "400", "--step-seconds", "0.05"])
+step.run_step("train", lambda: custom_job_step.train_custom_job(
+    project="test-project", location="us-central1", training=training, run_key="run-c",
+    poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0)))
+"""
+
+
+def test_sigterm_cancels_the_custom_job(emulator):
+    step_process = subprocess.Popen(
+        [sys.executable, "-c", STEP],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not _running(emulator):
+        assert time.monotonic() < deadline, "the job never ran"
+        time.sleep(0.1)
+    step_process.send_signal(signal.SIGTERM)
+    output, _ = step_process.communicate(timeout=30)
+    assert step_process.returncode == 143, output
+    cancels = [e for e in emulator.journal() if e["path"].endswith(":cancel")]
+    assert len(cancels) == 1, output
+    job_path = cancels[0]["path"].removesuffix(":cancel")
+    deadline = time.monotonic() + 10
+    while requests.get(f"http://{emulator.address}{job_path}").json()["state"] != (
+        "JOB_STATE_CANCELLED"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def _running(emulator) -> bool:
+    listing = requests.get(
+        f"http://{emulator.address}/v1/projects/{PROJECT}/locations/{LOCATION}/customJobs"
+    ).json()
+    return any(j.get("state") == "JOB_STATE_RUNNING" for j in listing.get("customJobs", []))
