@@ -9,6 +9,7 @@ label, so a retried step finds them again instead of submitting.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -23,6 +24,16 @@ log = logging.getLogger(__name__)
 RUN_KEY_LABEL = "vsp-run-key"
 ATTEMPT_LABEL = "vsp-attempt"
 _STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
+
+
+def run_label(run_key: str) -> str:
+    """The run key as a label value; a key longer than a label allows keeps a hash suffix, so
+    two runs whose keys share a long prefix never share a label."""
+    value = step_lib.label_value(run_key)
+    if len(value) < 63 and value == run_key.lower():
+        return value
+    digest = hashlib.sha256(run_key.encode()).hexdigest()[:12]
+    return f"{value[:50]}-{digest}"
 
 
 def classify(job: dict[str, Any]) -> Outcome:
@@ -71,13 +82,13 @@ class CustomJobBackend(TrainingBackend):
                 return jobs
 
     def find(self, run_key: str) -> list[Attempt]:
-        key = step_lib.label_value(run_key)
+        key = run_label(run_key)
         mine = [j for j in self._list() if (j.get("labels") or {}).get(RUN_KEY_LABEL) == key]
         mine.sort(key=lambda j: int((j.get("labels") or {}).get(ATTEMPT_LABEL, "0") or 0))
         return [Attempt(j["name"].rsplit("/", 1)[-1], _target(j)) for j in mine if j.get("name")]
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
-        labels = {RUN_KEY_LABEL: step_lib.label_value(run_key), ATTEMPT_LABEL: str(index)}
+        labels = {RUN_KEY_LABEL: run_label(run_key), ATTEMPT_LABEL: str(index)}
         body = self.training.request_body(target.name, labels, index)
         try:
             job = self.client.post(f"v1/{self.parent}/customJobs", body)

@@ -135,3 +135,12 @@ def test_unknown_strategy_is_a_user_error():
 )
 def test_job_states_are_classified(job, outcome):
     assert classify(job) is outcome
+
+
+def test_long_run_keys_keep_distinct_labels():
+    from components.runtime.custom_job_backend import run_label
+
+    a = run_label("vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395016")
+    b = run_label("vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395017")
+    assert a != b and len(a) <= 63 and len(b) <= 63
+    assert run_label("run-1") == "run-1"
