@@ -87,3 +87,12 @@ def test_compiled_component_yaml_runs_as_is_on_the_emulator(emulator, tmp_path):
     (entry,) = emulator.journal()
     assert entry["method"] == "GET" and entry["status"] == 404
     assert entry["path"].endswith("/modelDevelopmentClusters/absent")
+
+
+def test_every_command_argument_fits_the_linux_per_argument_limit():
+    """execve refuses one argument over 128 KiB (E2BIG); the embedded runtime travels in one."""
+    for path in sorted(COMPILED.rglob("*.yaml")):
+        spec = yaml.safe_load(path.read_text())
+        for executor in spec["deploymentSpec"]["executors"].values():
+            for argument in executor["container"]["command"]:
+                assert len(argument.encode()) < 120 * 1024, path.name

@@ -1,0 +1,323 @@
+"""Keep the training cluster warm for the next run, or delete it: a ski-rental decision.
+
+At the end of a pipeline run the cluster is either *kept* (renting: it costs the idle price
+``r`` per hour until the next run) or *deleted* (buying: the next run pays the re-creation cost
+``C`` = provisioning hours x provisioning price per hour + delay penalty per hour x provisioning
+hours). See ``performance-model.md`` section 3.
+
+Rule (deterministic ski rental with a prediction):
+
+* Break-even idle time ``B = C / r`` (infinite when ``r == 0``: keeping is free).
+* The idle gap ``G`` is the time from now to the next expected run, predicted from, in order of
+  preference, the schedule's cron, an expected interval, or the median gap of earlier run start
+  times. A cron schedule is a near-perfect predictor, so acting on ``G`` approaches the offline
+  optimum ``min(r * G, C)``.
+* ``policy == "auto"``: keep iff ``G <= B`` (keeping is no more expensive), else delete. With no
+  cadence known, delete (the one-shot rule with an unknown gap cannot bound the idle cost).
+* ``policy == "keep"`` / ``"delete"`` override the rule; the reason says so.
+
+A kept cluster is labelled with ``vsp-expires-at`` = next expected run + slack (keep-with-TTL,
+which is what makes keeping competitive when the prediction is wrong): a reaper deletes it once
+that time has passed (``expired``), and the next run re-labels it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import statistics
+import time
+import zoneinfo
+from collections.abc import Mapping, Sequence
+
+from croniter import croniter
+
+from components.runtime.errors import UserError
+
+POLICIES = ("auto", "delete", "keep")
+LABEL_EXPIRES_AT = "vsp-expires-at"
+LABEL_TEARDOWN = "vsp-teardown"
+LABEL_TIME_FORMAT = "%Y%m%dt%H%M%Sz"
+DEFAULT_SLACK_FRACTION = 0.25
+DEFAULT_MIN_SLACK_SECONDS = 600.0
+_TZ_PREFIXES = ("TZ=", "CRON_TZ=")
+
+
+def _problem(field: str, value: object, problem: str, fix: str) -> UserError:
+    return UserError(f"{field} = {value!r}: {problem} Fix: {fix}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TeardownInputs:
+    """Everything the keep-or-delete decision depends on.
+
+    Attributes:
+        idle_price_per_hour: What the kept cluster costs per hour while idle (currency/hour).
+        provisioning_minutes: How long re-creating the cluster takes.
+        provisioning_price_per_hour: What the cluster costs per hour while it is provisioning.
+        delay_penalty_per_hour: The cost of making the next run wait, per hour of waiting.
+        policy: ``auto`` (ski-rental rule), ``delete`` or ``keep`` (overrides).
+        schedule_cron: The schedule's 5-field cron, optionally prefixed ``TZ=Zone `` (or
+            ``CRON_TZ=Zone ``) as Vertex schedules allow. Preferred over the other cadences.
+        interval_seconds: Expected seconds between runs, used when there is no cron.
+        run_start_times: Epoch start times of earlier runs of the same pipeline; their median
+            gap is the cadence when there is neither a cron nor an interval.
+        now: The current epoch time; ``None`` means ``time.time()``.
+        slack_fraction: Slack added to the next expected run for the expiry, as a fraction of
+            the run interval.
+        min_slack_seconds: Lower bound of that slack.
+    """
+
+    idle_price_per_hour: float
+    provisioning_minutes: float
+    provisioning_price_per_hour: float
+    delay_penalty_per_hour: float = 0.0
+    policy: str = "auto"
+    schedule_cron: str | None = None
+    interval_seconds: float | None = None
+    run_start_times: Sequence[float] = ()
+    now: float | None = None
+    slack_fraction: float = DEFAULT_SLACK_FRACTION
+    min_slack_seconds: float = DEFAULT_MIN_SLACK_SECONDS
+
+    @property
+    def recreation_cost(self) -> float:
+        """Cost of deleting now and re-creating for the next run (currency)."""
+        hours = self.provisioning_minutes / 60.0
+        return hours * self.provisioning_price_per_hour + hours * self.delay_penalty_per_hour
+
+    @property
+    def break_even_seconds(self) -> float:
+        """Idle time at which keeping costs as much as re-creating (``inf`` if idle is free)."""
+        if self.idle_price_per_hour == 0:
+            return math.inf
+        return self.recreation_cost / self.idle_price_per_hour * 3600.0
+
+    def validate(self) -> None:
+        """Raise ``UserError`` naming the first invalid field and how to fix it."""
+        if self.policy not in POLICIES:
+            raise _problem(
+                "policy",
+                self.policy,
+                "is not a teardown policy.",
+                f"use one of {', '.join(POLICIES)}.",
+            )
+        for name in (
+            "idle_price_per_hour",
+            "provisioning_minutes",
+            "provisioning_price_per_hour",
+            "delay_penalty_per_hour",
+            "slack_fraction",
+            "min_slack_seconds",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise _problem(
+                    name,
+                    value,
+                    "must be a finite number >= 0.",
+                    f"set {name} to a non-negative number.",
+                )
+        if self.interval_seconds is not None and not (
+            isinstance(self.interval_seconds, (int, float))
+            and math.isfinite(self.interval_seconds)
+            and self.interval_seconds > 0
+        ):
+            raise _problem(
+                "interval_seconds",
+                self.interval_seconds,
+                "must be > 0.",
+                "give the expected seconds between runs, or leave it unset.",
+            )
+        if self.schedule_cron is not None:
+            parse_cron(self.schedule_cron)
+
+
+@dataclasses.dataclass(frozen=True)
+class TeardownDecision:
+    """The outcome, with the numbers behind it.
+
+    Attributes:
+        action: ``keep`` or ``delete``.
+        reason: One sentence for the user, with the numbers.
+        next_run: Epoch seconds of the next expected run, or ``None`` if unknown.
+        idle_seconds: Expected idle seconds until then, or ``None`` if unknown.
+        cost_if_kept: Idle cost until the next run, or ``None`` if unknown.
+        cost_if_deleted: Re-creation cost.
+        break_even_seconds: Idle time at which both cost the same.
+        expires_at: Epoch seconds after which a reaper may delete the kept cluster (keep only;
+            ``None`` when deleting or when the next run is unknown).
+    """
+
+    action: str
+    reason: str
+    next_run: float | None
+    idle_seconds: float | None
+    cost_if_kept: float | None
+    cost_if_deleted: float
+    break_even_seconds: float
+    expires_at: float | None
+
+    def as_metrics(self) -> dict[str, float]:
+        """Flat float metrics; unknown values (``None``) are left out."""
+        metrics = {
+            "teardown_keep": 1.0 if self.action == "keep" else 0.0,
+            "teardown_cost_if_deleted": float(self.cost_if_deleted),
+            "teardown_break_even_seconds": float(self.break_even_seconds),
+        }
+        optional = {
+            "teardown_next_run": self.next_run,
+            "teardown_idle_seconds": self.idle_seconds,
+            "teardown_cost_if_kept": self.cost_if_kept,
+            "teardown_expires_at": self.expires_at,
+        }
+        metrics.update({k: float(v) for k, v in optional.items() if v is not None})
+        return metrics
+
+    def as_labels(self) -> dict[str, str]:
+        """Cluster label values: ``vsp-teardown`` and, when kept with a TTL, ``vsp-expires-at``."""
+        labels = {LABEL_TEARDOWN: self.action}
+        if self.action == "keep" and self.expires_at is not None:
+            labels[LABEL_EXPIRES_AT] = format_label_time(self.expires_at)
+        return labels
+
+
+def format_label_time(epoch: float) -> str:
+    """Format epoch seconds as a label value, ``%Y%m%dt%H%M%Sz`` in UTC."""
+    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+    return moment.strftime(LABEL_TIME_FORMAT)
+
+
+def parse_label_time(value: str) -> float:
+    """Parse a ``%Y%m%dt%H%M%Sz`` UTC label value into epoch seconds."""
+    moment = datetime.datetime.strptime(value, LABEL_TIME_FORMAT)
+    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def expired(labels: Mapping[str, str] | None, now: float | None = None) -> bool:
+    """Whether a reaper may delete a cluster: its ``vsp-expires-at`` is in the past.
+
+    Clusters without the label (or with an unreadable one) are never expired, so the reaper
+    never deletes what this module did not mark.
+    """
+    value = (labels or {}).get(LABEL_EXPIRES_AT)
+    if not value:
+        return False
+    try:
+        expires_at = parse_label_time(value)
+    except ValueError:
+        return False
+    return (time.time() if now is None else now) > expires_at
+
+
+def parse_cron(schedule_cron: str) -> tuple[str, datetime.tzinfo]:
+    """Split an optional ``TZ=Zone `` prefix off a 5-field cron and validate both.
+
+    Returns:
+        The cron expression and its time zone (UTC without a prefix).
+
+    Raises:
+        UserError: naming ``schedule_cron`` and the fix.
+    """
+    text = schedule_cron.strip() if isinstance(schedule_cron, str) else ""
+    zone: datetime.tzinfo = datetime.timezone.utc
+    if text.startswith(_TZ_PREFIXES):
+        prefix, _, text = text.partition(" ")
+        name = prefix.split("=", 1)[1]
+        try:
+            zone = zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise _problem(
+                "schedule_cron",
+                schedule_cron,
+                f"unknown time zone {name!r}.",
+                "use an IANA zone, e.g. 'TZ=America/New_York 0 9 * * *'.",
+            ) from exc
+        text = text.strip()
+    if len(text.split()) != 5 or not croniter.is_valid(text):
+        raise _problem(
+            "schedule_cron",
+            schedule_cron,
+            "is not a valid 5-field cron expression.",
+            "use 'minute hour day-of-month month day-of-week', e.g. '0 * * * *', "
+            "optionally prefixed 'TZ=Zone '.",
+        )
+    return text, zone
+
+
+def _cadence(inputs: TeardownInputs, now: float) -> tuple[float, float, str] | None:
+    """Next expected run, run interval and a description of the source, or ``None``."""
+    if inputs.schedule_cron is not None:
+        expr, zone = parse_cron(inputs.schedule_cron)
+        it = croniter(expr, datetime.datetime.fromtimestamp(now, tz=zone))
+        first = it.get_next(float)
+        second = it.get_next(float)
+        return first, second - first, f"cron '{inputs.schedule_cron}'"
+    if inputs.interval_seconds is not None:
+        interval = float(inputs.interval_seconds)
+        return now + interval, interval, f"interval {interval:g} s"
+    times = sorted(float(t) for t in inputs.run_start_times)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    if not gaps:
+        return None
+    interval = statistics.median(gaps)
+    next_run = times[-1] + interval
+    if next_run < now:  # roll forward over runs already started (e.g. this one)
+        next_run += math.ceil((now - next_run) / interval) * interval
+    return next_run, interval, f"median gap {interval:g} s of {len(times)} earlier runs"
+
+
+def decide(inputs: TeardownInputs) -> TeardownDecision:
+    """Decide whether to delete the cluster now or keep it warm for the next run.
+
+    Args:
+        inputs: Prices, policy and cadence; see ``TeardownInputs``.
+
+    Returns:
+        The decision, with its reason and numbers.
+
+    Raises:
+        UserError: an input is invalid (the message names the field and the fix).
+    """
+    inputs.validate()
+    now = time.time() if inputs.now is None else float(inputs.now)
+    deleted = inputs.recreation_cost
+    be = inputs.break_even_seconds
+    be_text = "never" if math.isinf(be) else f"{be / 3600:.2f} h"
+    cadence = _cadence(inputs, now)
+    if cadence is None:
+        next_run = idle = kept = expires_at = None
+        facts = "the next run is unknown (no cron, interval or run history)"
+    else:
+        next_run, interval, source = cadence
+        idle = max(0.0, next_run - now)
+        kept = inputs.idle_price_per_hour * idle / 3600.0
+        slack = max(inputs.slack_fraction * interval, inputs.min_slack_seconds)
+        expires_at = next_run + slack
+        facts = (
+            f"the next run ({source}) is in {idle / 3600:.2f} h: keeping costs {kept:.2f}, "
+            f"re-creating costs {deleted:.2f}, break-even idle time {be_text}"
+        )
+    if inputs.policy == "auto":
+        if idle is None:
+            action, why = "delete", "unknown cadence, so deleting"
+        elif idle <= be:
+            action, why = "keep", "keeping is cheaper"
+        else:
+            action, why = "delete", "deleting is cheaper"
+    else:
+        action, why = inputs.policy, f"policy is '{inputs.policy}', overriding the cost rule"
+    if action == "keep" and expires_at is None:
+        why += " with no expiry"
+    reason = f"{action.capitalize()} the cluster: {why}; {facts}."
+    return TeardownDecision(
+        action=action,
+        reason=reason,
+        next_run=next_run,
+        idle_seconds=idle,
+        cost_if_kept=kept,
+        cost_if_deleted=deleted,
+        break_even_seconds=be,
+        expires_at=expires_at if action == "keep" else None,
+    )

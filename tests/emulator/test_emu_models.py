@@ -1,0 +1,162 @@
+"""The emulator's Model Registry routes: upload, versions, aliases and errors."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+PARENT = "projects/test-project/locations/us-central1"
+NAME = f"{PARENT}/models/mnist"
+
+
+def _model(**changes):
+    body = {
+        "displayName": "mnist",
+        "artifactUri": "gs://bucket/model/",
+        "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/serve:1"},
+        "labels": {"team": "ml"},
+    }
+    body.update(changes)
+    return body
+
+
+@pytest.fixture
+def api(emulator_api):
+    """Helpers: ``upload(**body)`` -> response, ``get(path)`` -> response, ``url(path)``."""
+
+    class Api:
+        url = staticmethod(emulator_api.url)
+
+        @staticmethod
+        def upload(**body):
+            return requests.post(emulator_api.url(f"{PARENT}/models:upload"), json=body)
+
+        @staticmethod
+        def get(path):
+            return requests.get(emulator_api.url(path))
+
+        @staticmethod
+        def merge(path, aliases):
+            return requests.post(
+                emulator_api.url(f"{path}:mergeVersionAliases"), json={"versionAliases": aliases}
+            )
+
+    return Api
+
+
+def test_upload_new_model_is_version_1_with_default(api, emulator_api):
+    response = api.upload(modelId="mnist", model=_model(versionDescription="first"))
+    assert response.status_code == 200, response.text
+    operation = response.json()
+    assert operation["done"] is True
+    assert operation["name"].startswith(f"{PARENT}/operations/")
+    assert operation["metadata"]["@type"].endswith("UploadModelOperationMetadata")
+    assert operation["response"] == {
+        "@type": "type.googleapis.com/google.cloud.aiplatform.v1beta1.UploadModelResponse",
+        "model": NAME,
+        "modelVersionId": "1",
+    }
+    assert emulator_api.wait_operation(operation["name"])["response"]["modelVersionId"] == "1"
+    model = api.get(NAME).json()
+    assert model["name"] == NAME
+    assert model["versionId"] == "1"
+    assert model["versionAliases"] == ["default"]
+    assert model["labels"] == {"team": "ml"}
+    assert model["versionDescription"] == "first"
+    assert model["containerSpec"]["imageUri"].endswith("serve:1")
+    assert {"createTime", "updateTime", "versionCreateTime", "versionUpdateTime"} <= set(model)
+    assert api.get(f"{NAME}@1").json() == model
+    assert api.get(f"{NAME}@default").json() == model
+    assert requests.get(api.url(NAME, "v1")).json() == model
+
+
+def test_second_version_keeps_default_on_1_unless_passed(api):
+    assert api.upload(modelId="mnist", model=_model()).status_code == 200
+    second = api.upload(parentModel=NAME, model=_model(versionAliases=["candidate"]))
+    assert second.json()["response"]["modelVersionId"] == "2"
+    assert api.get(NAME).json()["versionId"] == "1"
+    assert api.get(f"{NAME}@candidate").json()["versionId"] == "2"
+    third = api.upload(parentModel=NAME, model=_model(versionAliases=["default"]))
+    assert third.json()["response"]["modelVersionId"] == "3"
+    assert api.get(NAME).json()["versionId"] == "3"
+    versions = api.get(f"{NAME}:listVersions").json()["models"]
+    assert [(v["versionId"], v["versionAliases"]) for v in versions] == [
+        ("1", []),
+        ("2", ["candidate"]),
+        ("3", ["default"]),
+    ]
+    listed = api.get(f"{PARENT}/models").json()["models"]
+    assert [(m["name"], m["versionId"]) for m in listed] == [(NAME, "3")]
+
+
+def test_merge_version_aliases_moves_and_removes(api):
+    api.upload(modelId="mnist", model=_model(versionAliases=["prod"]))
+    api.upload(parentModel=NAME, model=_model(versionAliases=["staging"]))
+    moved = api.merge(f"{NAME}@2", ["prod", "-staging"])
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["versionAliases"] == ["prod"]
+    assert api.get(f"{NAME}@1").json()["versionAliases"] == ["default"]
+    assert api.get(f"{NAME}@prod").json()["versionId"] == "2"
+    assert api.get(f"{NAME}@staging").status_code == 404
+    assert api.merge(f"{NAME}@staging", ["x1"]).status_code == 404
+    by_alias = api.merge(f"{NAME}@prod", ["default"])
+    assert by_alias.json()["versionAliases"] == ["prod", "default"]
+    assert api.get(f"{NAME}@1").json()["versionAliases"] == []
+
+
+def test_default_cannot_be_removed(api):
+    api.upload(modelId="mnist", model=_model())
+    response = api.merge(f"{NAME}@1", ["-default"])
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    violations = error["details"][0]["fieldViolations"]
+    assert violations[0]["field"] == "version_aliases[0]"
+    assert api.get(NAME).json()["versionAliases"] == ["default"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"modelId": "1bad", "model": _model()}, "model_id"),
+        ({"modelId": "Bad", "model": _model()}, "model_id"),
+        ({"modelId": "ok"}, "model"),
+        ({"modelId": "ok", "model": _model(displayName="")}, "model.display_name"),
+        ({"modelId": "ok", "model": _model(versionAliases=["Bad"])}, "model.version_aliases[0]"),
+        ({"modelId": "ok", "model": _model(labels={"A": "b"})}, "model.labels[A]"),
+        ({"modelId": "ok", "model": _model(containerSpec={})}, "model.container_spec.image_uri"),
+        ({"parentModel": f"{NAME}@1", "model": _model()}, "parent_model"),
+        ({"modelId": "ok", "parentModel": NAME, "model": _model()}, "model_id"),
+    ],
+)
+def test_upload_validation(api, body, field):
+    response = api.upload(**body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    fields = [v.get("field") for v in error["details"][0]["fieldViolations"]]
+    assert field in fields
+
+
+def test_upload_conflicts_and_missing(api):
+    assert api.upload(modelId="mnist", model=_model()).status_code == 200
+    again = api.upload(modelId="mnist", model=_model())
+    assert again.status_code == 409
+    assert again.json()["error"]["status"] == "ALREADY_EXISTS"
+    missing = api.upload(parentModel=f"{PARENT}/models/nope", model=_model())
+    assert missing.status_code == 404
+    assert missing.json()["error"]["status"] == "NOT_FOUND"
+    assert api.get(f"{PARENT}/models/nope").status_code == 404
+    assert api.get(f"{NAME}@9").status_code == 404
+    assert api.get(f"{PARENT}/models/nope:listVersions").status_code == 404
+
+
+def test_models_persist_across_restart(emulator_factory, tmp_path, emulator_api_for):
+    first = emulator_factory(tmp_path / "state")
+    api = emulator_api_for(first)
+    url = api.url(f"{PARENT}/models:upload")
+    assert requests.post(url, json={"modelId": "mnist", "model": _model()}).status_code == 200
+    first.stop()
+    second = emulator_factory(tmp_path / "state")
+    model = requests.get(emulator_api_for(second).url(NAME)).json()
+    assert (model["versionId"], model["versionAliases"]) == ("1", ["default"])
