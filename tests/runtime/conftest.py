@@ -1,0 +1,18 @@
+"""Fixtures of the runtime tests: the Slurm Job API client on a fake REST client."""
+
+from __future__ import annotations
+
+import pytest
+from slurm_fakes import REF, FakeRest
+
+from components.runtime import slurm_api
+
+
+@pytest.fixture(params=["body", "structuredBody"])
+def fake(request) -> FakeRest:
+    return FakeRest(request.param)
+
+
+@pytest.fixture
+def client(fake) -> slurm_api.SlurmClient:
+    return slurm_api.SlurmClient(fake, REF)
