@@ -36,18 +36,9 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
 
 def settings_plan(settings: Any) -> dict[str, Any] | None:
     """The default plan the ``custom_job_spot_preempt_*`` settings describe, or None."""
-    count = settings.custom_job_spot_preempt_max_count or None
-    if settings.custom_job_spot_preempt_after_seconds > 0:
-        raw = {"mode": "fixed", "after_seconds": settings.custom_job_spot_preempt_after_seconds}
-    elif settings.custom_job_spot_preempt_mean_seconds > 0:
-        raw = {
-            "mode": "poisson",
-            "mean_seconds": settings.custom_job_spot_preempt_mean_seconds,
-            "seed": settings.custom_job_spot_preempt_seed,
-        }
-    else:
-        return None
-    return normalize({**raw, "max_count": count})
+    return slurm_preemption.plan_from_settings(
+        settings, "custom_job_spot_preempt", zero_count_is_unlimited=True
+    )
 
 
 def load_state(app: Any) -> dict[str, Any]:

@@ -86,20 +86,34 @@ def normalize_plan(raw: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
-def settings_plan(settings: Any) -> dict[str, Any] | None:
-    """The default plan the ``slurm_spot_preempt_*`` settings describe, or None."""
-    count = settings.slurm_spot_preempt_max_count
-    if settings.slurm_spot_preempt_after_seconds > 0:
-        raw = {"mode": "fixed", "after_seconds": settings.slurm_spot_preempt_after_seconds}
-    elif settings.slurm_spot_preempt_mean_seconds > 0:
-        raw = {
-            "mode": "poisson",
-            "mean_seconds": settings.slurm_spot_preempt_mean_seconds,
-            "seed": settings.slurm_spot_preempt_seed,
-        }
+def plan_from_settings(
+    settings: Any, prefix: str, *, zero_count_is_unlimited: bool = False
+) -> dict[str, Any] | None:
+    """The default plan that ``{prefix}_after_seconds`` / ``_mean_seconds`` / ``_seed`` /
+    ``_max_count`` settings describe, or None when neither time is set.
+
+    Args:
+        settings: The emulator settings.
+        prefix: Setting name prefix, e.g. ``slurm_spot_preempt``.
+        zero_count_is_unlimited: Read a ``max_count`` of 0 as "no limit".
+    """
+    count = getattr(settings, f"{prefix}_max_count")
+    if zero_count_is_unlimited:
+        count = count or None
+    after = getattr(settings, f"{prefix}_after_seconds")
+    mean = getattr(settings, f"{prefix}_mean_seconds")
+    if after > 0:
+        raw = {"mode": "fixed", "after_seconds": after}
+    elif mean > 0:
+        raw = {"mode": "poisson", "mean_seconds": mean, "seed": getattr(settings, f"{prefix}_seed")}
     else:
         return None
     return normalize_plan({**raw, "max_count": count})
+
+
+def settings_plan(settings: Any) -> dict[str, Any] | None:
+    """The default plan the ``slurm_spot_preempt_*`` settings describe, or None."""
+    return plan_from_settings(settings, "slurm_spot_preempt")
 
 
 def effective_plan(ctx: slurm_context.ClusterContext) -> dict[str, Any] | None:
