@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import functools
 
-from components import cluster, custom_job, packaging, training
+from components import cluster, cluster_teardown, custom_job, packaging, registration, training
 
 COMPONENT_FUNCTIONS = {
     "create_cluster": cluster.create_cluster,
+    "decide_teardown": cluster_teardown.decide_teardown,
     "delete_cluster": cluster.delete_cluster,
     "ensure_slurm_account": training.ensure_slurm_account,
+    "finalize_cluster": cluster_teardown.finalize_cluster,
+    "keep_cluster": cluster_teardown.keep_cluster,
+    "reap_expired_clusters": cluster_teardown.reap_expired_clusters,
+    "register_model": registration.register_model,
     "train_custom_job": custom_job.train_custom_job,
     "train_on_cluster": training.train_on_cluster,
 }
+# Requirements a component needs beyond the runtime's: the ``google.VertexModel`` output type
+# is GCPC's, and the step imports it before the embedded runtime is unpacked.
+EXTRA_PACKAGES = {"register_model": ("google-cloud-pipeline-components>=2.22,<3",)}
 
 
 @functools.cache
 def component_set(options: packaging.ImageOptions = packaging.STOCK_IMAGE) -> dict:
     """The KFP components, built once per image choice."""
     return {
-        name: packaging.build_component(func, options) for name, func in COMPONENT_FUNCTIONS.items()
+        name: packaging.build_component(func, options, EXTRA_PACKAGES.get(name, ()))
+        for name, func in COMPONENT_FUNCTIONS.items()
     }

@@ -6,15 +6,21 @@ runs on a stock ``python`` image with only pip-installable dependencies and no i
 ``ImageOptions(base_image=..., install_packages=False)`` instead targets a prebuilt image that
 already has the requirements (and kfp) installed; local runs use it with the current interpreter.
 
-Only ``*.py`` files are staged, so caches and editor files never leak into templates. The
-archive kfp writes is not byte-reproducible (tar and gzip record times); ``pipelines.compile``
+Each component embeds only the runtime modules its body imports and, transitively, what those
+import (found by reading the ``from components.runtime import ...`` statements with ``ast``):
+kfp passes the archive as a single command argument, and Linux refuses one argument over
+128 KiB (E2BIG), so embedding the whole runtime in every component would not scale. Only
+``*.py`` files are staged, so caches and editor files never leak into templates. The archive
+kfp writes is not byte-reproducible (tar and gzip record times); ``pipelines.compile``
 normalises it after compiling.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
+import inspect
 import os
 import pathlib
 import shutil
@@ -30,12 +36,10 @@ RUNTIME_REQUIREMENTS = (
     "requests>=2.31,<3",
     "pydantic>=2.6,<3",
     "PyYAML>=6,<7",
+    "croniter>=2,<8",
 )
 _RUNTIME_DIR = pathlib.Path(__file__).resolve().parent / "runtime"
-# Runtime modules no component uses yet, left out of the embedded archive: kfp passes the archive
-# as one command argument, and Linux refuses a single argument over 128 KiB (E2BIG). The lasting
-# fix is to embed only the modules each component imports.
-NOT_EMBEDDED = frozenset({"model_registry.py", "teardown.py"})
+_RUNTIME_PACKAGE = "components.runtime"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,39 +60,98 @@ STOCK_IMAGE = ImageOptions()
 PREINSTALLED = ImageOptions(install_packages=False)
 
 
-@functools.lru_cache(maxsize=1)
-def staged_runtime() -> str:
-    """A directory holding ``components/__init__.py`` and the ``*.py`` of ``components/runtime``.
+def runtime_imports(tree: ast.AST) -> set[str]:
+    """Names of the ``components.runtime`` modules a parsed source imports.
 
-    Built once per process in a temporary directory removed at exit.
+    Understands ``from components.runtime import a, b``, ``from components.runtime.a import x``
+    and ``import components.runtime.a``, wherever they appear (function bodies included).
+    """
+    found: set[str] = set()
+    prefix = _RUNTIME_PACKAGE + "."
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == _RUNTIME_PACKAGE:
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith(prefix):
+                found.add(node.module[len(prefix) :].split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(
+                alias.name[len(prefix) :].split(".")[0]
+                for alias in node.names
+                if alias.name.startswith(prefix)
+            )
+    return found
+
+
+@functools.cache
+def _module_imports(module: str) -> frozenset[str]:
+    source = _RUNTIME_DIR / f"{module}.py"
+    if not source.is_file():
+        raise ValueError(
+            f"components.runtime.{module} is imported but {source} does not exist. Fix: correct "
+            "the import or add the module."
+        )
+    return frozenset(runtime_imports(ast.parse(source.read_text(), filename=str(source))))
+
+
+def runtime_closure(roots: set[str] | frozenset[str]) -> frozenset[str]:
+    """The runtime modules ``roots`` need: themselves and everything they import, transitively."""
+    closure: set[str] = set()
+    pending = list(roots)
+    while pending:
+        module = pending.pop()
+        if module not in closure:
+            closure.add(module)
+            pending.extend(_module_imports(module) - closure)
+    return frozenset(closure)
+
+
+def component_modules(func: Callable) -> frozenset[str]:
+    """The runtime modules a component function needs, from the imports in its body."""
+    source = inspect.getsource(func)
+    return runtime_closure(runtime_imports(ast.parse(inspect.cleandoc("\n" + source))))
+
+
+@functools.cache
+def staged_runtime(modules: frozenset[str]) -> str:
+    """A directory holding ``components/__init__.py`` and the named runtime modules.
+
+    Built once per module set and process, in a temporary directory removed at exit.
+
+    Args:
+        modules: Module names inside ``components/runtime`` (without ``.py``).
     """
     root = pathlib.Path(tempfile.mkdtemp(prefix="vsp-runtime-"))
-    package = root / "components"
-    package.mkdir()
-    (package / "__init__.py").write_text('"""Embedded runtime of vertex-slurm-pipelines."""\n')
-    for source in sorted(_RUNTIME_DIR.rglob("*.py")):
-        if source.name in NOT_EMBEDDED:
-            continue
-        target = package / "runtime" / source.relative_to(_RUNTIME_DIR)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+    package = root / "components" / "runtime"
+    package.mkdir(parents=True)
+    (root / "components" / "__init__.py").write_text(
+        '"""Embedded runtime of vertex-slurm-pipelines."""\n'
+    )
+    shutil.copyfile(_RUNTIME_DIR / "__init__.py", package / "__init__.py")
+    for module in sorted(modules):
+        shutil.copyfile(_RUNTIME_DIR / f"{module}.py", package / f"{module}.py")
     import atexit  # noqa: PLC0415
 
     atexit.register(shutil.rmtree, root, True)
     return os.fspath(root)
 
 
-def build_component(func: Callable, options: ImageOptions) -> Callable:
+def build_component(
+    func: Callable, options: ImageOptions, extra_packages: tuple[str, ...] = ()
+) -> Callable:
     """Turns a component function into a KFP component with the embedded runtime.
 
     Args:
         func: The component function (its body imports from ``components.runtime``).
         options: Image and install choice.
+        extra_packages: Requirements of this component beyond ``RUNTIME_REQUIREMENTS`` (pip
+            specifiers), installed only on a stock image.
     """
+    packages = [*RUNTIME_REQUIREMENTS, *extra_packages] if options.install_packages else []
     return dsl.component(
         func,
         base_image=options.base_image,
-        packages_to_install=list(RUNTIME_REQUIREMENTS) if options.install_packages else [],
+        packages_to_install=packages,
         install_kfp_package=options.install_packages,
-        embedded_artifact_path=staged_runtime(),
+        embedded_artifact_path=staged_runtime(component_modules(func)),
     )

@@ -12,27 +12,10 @@ import os
 import sys
 
 import click
-import yaml
 
-from components.runtime import errors
 from pipelines import cli_common
 
 log = logging.getLogger("vsp")
-
-
-def _parse_params(values: tuple[str, ...]) -> dict:
-    params = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise errors.UserError(
-                f"--param {item!r} is not KEY=VALUE. Fix: write --param name=value."
-            )
-        try:
-            params[key] = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
-            params[key] = raw
-    return params
 
 
 @click.group()
@@ -85,6 +68,12 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
 @click.option(
     "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
 )
+@click.option(
+    "--cron",
+    default=None,
+    help="The schedule's cron, e.g. '0 * * * *', for the teardown decision (as `vsp schedule` "
+    "passes it): with a frequent cron the cluster is kept warm for the next run.",
+)
 @cli_common.handle_errors
 def run_local_command(
     pipeline: str,
@@ -94,12 +83,23 @@ def run_local_command(
     provisioning_seconds: float,
     preemptions: int,
     preempt_after: float,
+    cron: str | None,
 ) -> None:
-    """Run PIPELINE locally with kfp.local on the Vertex emulator."""
-    from pipelines import local_run, registry  # noqa: PLC0415
+    """Run PIPELINE locally with kfp.local on the Vertex emulator.
+
+    The emulator's state (clusters, models) lives in --state-dir and survives between runs, so
+    a second run can reuse a cluster the first one kept warm.
+    """
+    from pipelines import local_run, registry, run_summary  # noqa: PLC0415
 
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
-    arguments = {**registry.local_arguments(pipeline, shared), **_parse_params(params)}
+    gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
+    arguments = {
+        **registry.local_arguments(pipeline, shared, gcs_root),
+        **cli_common.parse_params(params),
+    }
+    if cron is not None:
+        arguments["schedule_cron"] = cron
     if preemptions is None:
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
@@ -111,13 +111,15 @@ def run_local_command(
     click.echo(f"  wall time: {result.seconds:.1f} s")
     click.echo(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
     click.echo(f"  injected preemptions: {preemptions}")
-    for call, count in sorted(result.calls.items()):
-        click.echo(f"  {call}: {count}")
+    for line in run_summary.summary_lines(result):
+        click.echo(line)
+    click.echo("  requests: " + ", ".join(f"{c} {n}" for c, n in sorted(result.calls.items())))
     for name, path in sorted(result.outputs.items()):
-        if name.endswith("/report"):
-            click.echo(f"  report: {path}")
-        elif name.endswith("/metrics"):
-            click.echo(f"  metrics: {_metrics_line(path)}")
+        if name.endswith("/metrics"):
+            click.echo(f"  {name}: {_metrics_line(path)}")
+    report = run_summary.write_report(result)
+    if report:
+        click.echo(f"  report: {report}")
     if result.state_dir:
         click.echo(f"  emulator journal: {result.state_dir}/journal.jsonl")
     if not result.succeeded:
@@ -131,7 +133,16 @@ def _metrics_line(path: str) -> str:
             values = json.load(handle)
     except (OSError, ValueError):
         return f"see {path}"
-    shown = ("preemptions", "resubmissions", "goodput", "work_lost_seconds", "node_hours_billed")
+    shown = (
+        "preemptions",
+        "resubmissions",
+        "goodput",
+        "work_lost_seconds",
+        "node_hours_billed",
+        "teardown_keep",
+        "teardown_cost_if_kept",
+        "teardown_cost_if_deleted",
+    )
     return ", ".join(f"{k}={values[k]:g}" for k in shown if isinstance(values.get(k), (int, float)))
 
 
@@ -160,3 +171,8 @@ def emulator_start(state_dir: str, host: str, port: int, provisioning_seconds: f
 from pipelines import cli_clusters  # noqa: E402  (registers the `clusters` group)
 
 main.add_command(cli_clusters.clusters)
+
+from pipelines import cli_vertex  # noqa: E402  (registers `submit`, `schedule`, `publish`)
+
+for _command in (cli_vertex.submit, cli_vertex.schedule, cli_vertex.publish):
+    main.add_command(_command)

@@ -1,4 +1,4 @@
-"""``vsp clusters``: list, inspect and delete training clusters (real Vertex or the emulator)."""
+"""``vsp clusters``: list, inspect, delete and reap training clusters (Vertex or the emulator)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import click
 
-from components.runtime import cluster_ops, cluster_resource, rest
+from components.runtime import cluster_ops, cluster_reaper, cluster_resource, errors, rest
 from pipelines import cli_common
 
 
@@ -63,3 +63,23 @@ def delete_cluster(project: str, location: str, cluster_id: str) -> None:
     )
     deleted = manager.delete()
     click.echo(f"{'deleted' if deleted else 'already absent'}: {manager.ref.name}")
+
+
+@clusters.command("reap")
+@_location_options
+@click.option("--dry-run", is_flag=True, help="Only print what would be deleted.")
+@cli_common.handle_errors
+def reap_clusters(project: str, location: str, dry_run: bool) -> None:
+    """Delete the clusters whose vsp-expires-at label has passed (kept ones are left alone)."""
+    client = rest.VertexRestClient(location)
+    parent = cluster_resource.ClusterRef(project, location, "-").parent
+    report = cluster_reaper.reap_expired(client, parent, dry_run=dry_run)
+    for entry in report.entries:
+        click.echo(f"{entry.cluster_id}: {entry.action}: {entry.reason}")
+    click.echo(f"total: {report.summary()}{' (dry run)' if dry_run else ''}")
+    if report.failed:
+        names = ", ".join(sorted(n.rsplit("/", 1)[-1] for n in report.failed))
+        raise errors.TransientError(
+            f"could not delete expired clusters {names}. Fix: see the errors above, then run "
+            "`vsp clusters reap` again."
+        )

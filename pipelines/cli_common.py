@@ -6,6 +6,7 @@ import functools
 import sys
 
 import click
+import yaml
 
 from components.runtime import errors
 
@@ -22,3 +23,26 @@ def handle_errors(func):
             sys.exit(exc.exit_code)
 
     return wrapper
+
+
+def parse_params(values: tuple[str, ...], *, raw: bool = False) -> dict:
+    """``NAME=VALUE`` options -> a dict; values are read as YAML unless ``raw``.
+
+    Raises:
+        errors.UserError: An item is not ``NAME=VALUE``.
+    """
+    params = {}
+    for item in values:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise errors.UserError(
+                f"--param {item!r} is not KEY=VALUE. Fix: write --param name=value."
+            )
+        if raw:
+            params[key] = text
+            continue
+        try:
+            params[key] = yaml.safe_load(text) if text else ""
+        except yaml.YAMLError:
+            params[key] = text
+    return params

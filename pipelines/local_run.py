@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import pathlib
@@ -42,6 +43,8 @@ class LocalRunResult:
         state_dir: The emulator's state directory (None when an external emulator was used).
         error: The failure message when the run failed.
         outputs: Task output files of the run by ``task/output``, e.g. ``train-on-cluster/report``.
+        parameters: Output parameters of each task that ran, by task name.
+        run_dir: kfp.local's folder of the run ('' when none was found).
     """
 
     pipeline: str
@@ -52,6 +55,8 @@ class LocalRunResult:
     state_dir: str | None
     error: str = ""
     outputs: dict[str, str] = dataclasses.field(default_factory=dict)
+    parameters: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    run_dir: str = ""
 
 
 def classify_call(entry: dict[str, Any]) -> str:
@@ -64,6 +69,12 @@ def classify_call(entry: dict[str, Any]) -> str:
         return "create custom job" if method == "POST" else "list custom jobs"
     if "/customJobs/" in path:
         return "cancel custom job" if path.endswith(":cancel") else f"{method} custom job"
+    if ":upload" in path or ":listVersions" in path or ":mergeVersionAliases" in path:
+        return {"upload": "upload model", "listVersions": "list model versions"}.get(
+            path.rsplit(":", 1)[-1], "merge version aliases"
+        )
+    if path.endswith("/pipelineJobs"):
+        return "create pipeline job" if method == "POST" else "list pipeline jobs"
     if path.endswith("/modelDevelopmentClusters"):
         return "create cluster" if method == "POST" else "list clusters"
     if "/modelDevelopmentClusters/" in path:
@@ -97,8 +108,16 @@ def local_settings(
 
 
 @contextlib.contextmanager
-def emulator_for_run(state_dir: str | None, settings: vertex_emulator.EmulatorSettings | None):
-    """Yields the emulator state dir in use (None for an external emulator set by env)."""
+def emulator_for_run(
+    state_dir: str | None,
+    settings: vertex_emulator.EmulatorSettings | None,
+    cluster_id: str = "",
+):
+    """Yields the emulator state dir in use (None for an external emulator set by env).
+
+    A cluster ``cluster_id`` kept warm by an earlier run gets the settings' preemption plan
+    afresh, so a run that reuses it sees the same injected preemptions as one that creates it.
+    """
     if rest.emulator_host():
         log.info("using the emulator at %s", rest.emulator_host())
         yield None
@@ -107,6 +126,9 @@ def emulator_for_run(state_dir: str | None, settings: vertex_emulator.EmulatorSe
     state.mkdir(parents=True, exist_ok=True)
     server = vertex_emulator.EmulatorServer(str(state), settings=settings)
     server.start()
+    if cluster_id:
+        with contextlib.suppress(Exception):  # no such cluster yet: its plan starts fresh anyway
+            server.app.slurm.clear_preemption_plan(cluster_id)
     # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
     # (set by the emulator) and for the steps that read checkpoints and models.
     changes = {rest.EMULATOR_ENV: server.address, GCS_ROOT_ENV: str(state / "gcs")}
@@ -149,7 +171,8 @@ def run_local(
         raise errors.UserError(f"unknown pipeline {pipeline!r}. Fix: use one of {known}.")
     build = registry.PIPELINES[pipeline]
     pipeline_func = build(catalog.component_set(packaging.PREINSTALLED))
-    with emulator_for_run(state_dir, settings) as state:
+    arguments = coerce_arguments(pipeline_func, arguments)
+    with emulator_for_run(state_dir, settings, str(arguments.get("cluster_id", ""))) as state:
         before = len(vertex_emulator.read_journal(state)) if state else 0
         local.init(
             local.SubprocessRunner(use_venv=False),
@@ -165,17 +188,66 @@ def run_local(
         seconds = time.monotonic() - start
         entries = vertex_emulator.read_journal(state)[before:] if state else []
     calls = collections.Counter(classify_call(e) for e in entries)
-    outputs = _task_outputs(pathlib.Path(pipeline_root), pipeline)
-    return LocalRunResult(pipeline, not error, seconds, dict(calls), entries, state, error, outputs)
+    run_dir = _newest_run(pathlib.Path(pipeline_root), pipeline)
+    return LocalRunResult(
+        pipeline,
+        not error,
+        seconds,
+        dict(calls),
+        entries,
+        state,
+        error,
+        _task_outputs(run_dir),
+        _task_parameters(run_dir),
+        str(run_dir or ""),
+    )
 
 
-def _task_outputs(root: pathlib.Path, pipeline: str) -> dict[str, str]:
-    """Output files of the newest run of ``pipeline`` under kfp.local's pipeline root."""
+def coerce_arguments(pipeline_func: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Whole numbers given for ``float`` parameters become floats (``--param x=0`` reads 0).
+
+    Raises:
+        errors.UserError: A parameter the pipeline does not have.
+    """
+    inputs = pipeline_func.component_spec.inputs or {}
+    unknown = sorted(set(arguments) - set(inputs))
+    if unknown:
+        raise errors.UserError(
+            f"unknown parameters {unknown}. Fix: use parameters of the pipeline: "
+            f"{', '.join(sorted(inputs))}."
+        )
+    coerced = dict(arguments)
+    for name, value in arguments.items():
+        if inputs[name].type == "Float" and isinstance(value, int) and not isinstance(value, bool):
+            coerced[name] = float(value)
+    return coerced
+
+
+def _newest_run(root: pathlib.Path, pipeline: str) -> pathlib.Path | None:
+    """kfp.local's folder of the newest run of ``pipeline`` under the pipeline root."""
     runs = sorted(root.glob(f"{pipeline}-*"), key=lambda p: p.stat().st_mtime)
-    if not runs:
+    return runs[-1] if runs else None
+
+
+def _task_outputs(run_dir: pathlib.Path | None) -> dict[str, str]:
+    """Output files of a run by ``task/output``."""
+    if run_dir is None:
         return {}
     return {
-        str(path.relative_to(runs[-1])): str(path)
-        for path in sorted(runs[-1].glob("*/*"))
+        str(path.relative_to(run_dir)): str(path)
+        for path in sorted(run_dir.glob("*/*"))
         if path.is_file() and path.name != "executor_output.json"
     }
+
+
+def _task_parameters(run_dir: pathlib.Path | None) -> dict[str, dict[str, Any]]:
+    """Output parameters of each task of a run, from kfp.local's executor output files."""
+    if run_dir is None:
+        return {}
+    found = {}
+    for path in sorted(run_dir.glob("*/executor_output.json")):
+        try:
+            found[path.parent.name] = json.loads(path.read_text()).get("parameterValues") or {}
+        except (OSError, ValueError):
+            log.warning("unreadable task output %s", path)
+    return found

@@ -8,10 +8,16 @@ import sys
 import time
 from typing import Any
 
-from pipelines import cluster_lifecycle, slurm_spot_training, spot_custom_job_training
+from pipelines import (
+    cluster_lifecycle,
+    reap_expired_clusters,
+    slurm_spot_training,
+    spot_custom_job_training,
+)
 
 PIPELINES = {
     cluster_lifecycle.NAME: cluster_lifecycle.build,
+    reap_expired_clusters.NAME: reap_expired_clusters.build,
     slurm_spot_training.NAME: slurm_spot_training.build,
     spot_custom_job_training.NAME: spot_custom_job_training.build,
 }
@@ -34,6 +40,14 @@ LOCAL_CLUSTER = {
 LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
 # Enough steps to outlast eight preemptions 2.5 s into each run.
 CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0.1"]
+# Registration of local runs: the example model has no server of its own; any serving image
+# URI is accepted by the registry, and the local model is never deployed.
+LOCAL_MODEL = {
+    "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+    "data_version": "synthetic-seed-7",
+    "code_version": "examples.trainer",
+}
+LOCAL_BUCKET = "local-bucket"
 
 
 def local_python(shared_dir: str) -> str:
@@ -51,24 +65,31 @@ def local_python(shared_dir: str) -> str:
     return launcher
 
 
-def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
+def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[str, Any]:
     """Parameter values of a local run of ``pipeline``.
 
     Args:
         pipeline: Registered pipeline name.
         shared_dir: Absolute folder standing in for the cluster's shared storage.
+        gcs_root: Absolute folder standing in for the GCS FUSE mount (``/gcs`` on a cluster),
+            where the emulated ``gs://`` buckets live; default ``{shared_dir}/../emulator/gcs``.
     """
+    gcs_root = gcs_root or os.path.join(os.path.dirname(shared_dir), "emulator", "gcs")
     if pipeline == slurm_spot_training.NAME:
         # A fresh folder per local run, so a second run trains again instead of finding the
         # first run's final checkpoint.
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = os.path.join(shared_dir, "slurm-spot-training", f"run-{stamp}-{os.getpid()}")
+        run = f"run-{stamp}-{os.getpid()}"
+        run_dir = os.path.join(shared_dir, "slurm-spot-training", run)
         return {
             **LOCAL_CLUSTER,
+            **LOCAL_MODEL,
+            "model_id": "slurm-spot-example",
             "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
             "working_directory": run_dir,
             "checkpoint_dir": os.path.join(run_dir, "checkpoints"),
-            "model_dir": os.path.join(run_dir, "model"),
+            # The model goes to Cloud Storage through the FUSE mount, where the registry reads it.
+            "model_dir": os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run, "model"),
             "poll_seconds": 0.5,
             "spot_price_per_node_hour": 0.9,
             "ondemand_price_per_node_hour": 3.0,
@@ -78,7 +99,9 @@ def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
         return {
             "project": LOCAL_CLUSTER["project"],
             "location": LOCAL_CLUSTER["location"],
-            "base_output_directory": f"gs://local-bucket/spot-custom-job/run-{stamp}-{os.getpid()}",
+            **LOCAL_MODEL,
+            "model_id": "custom-job-example",
+            "base_output_directory": f"gs://{LOCAL_BUCKET}/spot-custom-job/run-{stamp}-{os.getpid()}",
             "machine_type": "n1-standard-8",
             "accelerator_type": "",
             "accelerator_count": 0,
@@ -95,4 +118,6 @@ def local_arguments(pipeline: str, shared_dir: str) -> dict[str, Any]:
         }
     if pipeline == cluster_lifecycle.NAME:
         return dict(LOCAL_CLUSTER)
+    if pipeline == reap_expired_clusters.NAME:
+        return {"project": LOCAL_CLUSTER["project"], "location": LOCAL_CLUSTER["location"]}
     return {}

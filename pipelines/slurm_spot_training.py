@@ -1,27 +1,43 @@
-"""The ``slurm-spot-training`` pipeline: create the cluster, train on Spot, delete the cluster.
+"""The ``slurm-spot-training`` pipeline: create, train on Spot, register, then keep or delete.
 
-The cluster is deleted by the exit task of a ``dsl.ExitHandler``, so it goes away when training
-succeeds, fails or is cancelled. Registration and the keep-or-delete decision by run frequency
-come later in the same graph.
+Graph: create-cluster -> train-on-cluster -> register-model -> decide-teardown, then a
+``dsl.If``/``dsl.Else`` on the decision: keep-cluster (labels with an expiry) or delete-cluster.
+All of it sits in a ``dsl.ExitHandler`` whose exit task, finalize-cluster, runs however the run
+ends: after a cancel it deletes the cluster, after a failure it keeps it for a retry with an
+expiry (or deletes it), after a success it leaves the decision's result alone.
+
+Why a single component as the exit task rather than a sub-pipeline holding the If/Else: an
+exit task cannot consume other tasks' outputs (kfp raises "exit_task cannot depend on any other
+tasks"), so the decision cannot feed it anyway, and Vertex AI Pipelines documents exit handlers
+with one component as the exit task (the email notification component,
+https://cloud.google.com/vertex-ai/docs/pipelines/email-notifications), while a pipeline used as
+the exit task (kfp PR https://github.com/kubeflow/pipelines/pull/8220) is not documented for
+Vertex. So the visible decision branch is inside the handler, and the exit task is the
+documented kind.
 """
 
 from kfp import dsl
 
-from pipelines import cluster_tasks
+from pipelines import cluster_tasks, model_tasks
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "slurm-spot-training"
-EXIT_GROUP = "train"
+EXIT_GROUP = "train-register-teardown"
 
 
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
     train_on_cluster = components["train_on_cluster"]
+    decide_teardown = components["decide_teardown"]
+    keep_cluster = components["keep_cluster"]
+    finalize_cluster = components["finalize_cluster"]
 
     @dsl.pipeline(
         name=NAME,
-        description="Create a Vertex AI training cluster, train on its Spot partition with "
-        "checkpoint resume through the Slurm Job API, then delete the cluster.",
+        description="Create (or reuse) a Vertex AI training cluster, train on its Spot partition "
+        "with checkpoint resume through the Slurm Job API, register the model as a new Model "
+        "Registry version, then keep the cluster warm or delete it depending on how often the "
+        "pipeline runs.",
     )
     def slurm_spot_training(
         project: str,
@@ -29,6 +45,8 @@ def build(components: dict):
         working_directory: str,
         checkpoint_dir: str,
         model_dir: str,
+        model_id: str,
+        serving_image: str,
         location: str = "us-central1",
         cluster_id: str = "vsptrain",
         network: str = "",
@@ -52,15 +70,31 @@ def build(components: dict):
         spot_price_per_node_hour: float = 0.0,
         ondemand_price_per_node_hour: float = 0.0,
         poll_seconds: float = 20.0,
+        model_display_name: str = "",
+        version_aliases: list = [],  # noqa: B006
+        model_labels: dict = {},  # noqa: B006
+        data_version: str = "",
+        code_version: str = "",
+        teardown_policy: str = "auto",
+        schedule_cron: str = "",
+        interval_hours: float = 0.0,
+        idle_price_per_hour: float = 1.0,
+        provisioning_minutes: float = 20.0,
+        provisioning_price_per_hour: float = 1.0,
+        delay_penalty_per_hour: float = 10.0,
+        failure_keep_minutes: float = 60.0,
     ):
-        """Create a training cluster, train on Spot with resume, delete the cluster.
+        """Create a cluster, train on Spot with resume, register the model, keep or delete.
 
         Args:
             project: Google Cloud project id.
             command: Trainer argv, one list item per argument.
             working_directory: Absolute job directory on the cluster's shared storage.
             checkpoint_dir: Checkpoint directory shared by all attempts.
-            model_dir: Directory the trainer writes the final model to.
+            model_dir: Directory the trainer writes the final model to, on Cloud Storage as
+                seen from the cluster: ``/gcs/BUCKET/PATH`` (GCS FUSE) or ``gs://BUCKET/PATH``.
+            model_id: Model Registry id; a new version is added when the model exists.
+            serving_image: Serving container image of the registered model.
             location: Vertex AI region.
             cluster_id: Cluster id (1-10 lowercase letters and digits).
             network: VPC network, ``projects/P/global/networks/N``.
@@ -85,10 +119,32 @@ def build(components: dict):
             spot_price_per_node_hour: Spot price per node-hour (cost metrics).
             ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
             poll_seconds: Longest interval between job state polls, seconds.
+            model_display_name: Display name of the model ('' = model_id).
+            version_aliases: Aliases of the new model version, e.g. ``["candidate"]``.
+            model_labels: Labels of the model version.
+            data_version: Training data version, stored on the model version.
+            code_version: Training code version (e.g. a commit), stored on the model version.
+            teardown_policy: ``auto`` (keep or delete by cost), ``keep`` or ``delete``.
+            schedule_cron: Cron of the schedule running this pipeline ('' = none; ``vsp
+                schedule`` sets it): predicts the next run for the teardown decision.
+            interval_hours: Expected hours between runs when there is no cron (0 = measure
+                the cadence of earlier runs).
+            idle_price_per_hour: Cost per hour of the idle cluster, currency/hour.
+            provisioning_minutes: Minutes a new cluster takes to provision.
+            provisioning_price_per_hour: Cost per hour while provisioning, currency/hour.
+            delay_penalty_per_hour: Cost per hour the next run waits for a new cluster.
+            failure_keep_minutes: After a failed run, keep the cluster this long for a retry
+                (0 = delete it at once); a cancelled run always deletes it.
         """
         values = dict(locals())
-        delete = cluster_tasks.delete_cluster(components, values)
-        with dsl.ExitHandler(delete, name=EXIT_GROUP):
+        finalize = finalize_cluster(
+            project=project,
+            location=location,
+            cluster_id=cluster_id,
+            failure_keep_minutes=failure_keep_minutes,
+        )
+        finalize.set_display_name("finalize-cluster")
+        with dsl.ExitHandler(finalize, name=EXIT_GROUP):
             create = cluster_tasks.create_cluster(components, values)
             train = train_on_cluster(
                 project=project,
@@ -115,5 +171,31 @@ def build(components: dict):
             )
             train.after(create)
             train.set_display_name("train-on-cluster")
+            register = model_tasks.register_model(components, values, train)
+            decide = decide_teardown(
+                project=project,
+                location=location,
+                cluster_id=cluster_id,
+                policy=teardown_policy,
+                schedule_cron=schedule_cron,
+                interval_hours=interval_hours,
+                idle_price_per_hour=idle_price_per_hour,
+                provisioning_minutes=provisioning_minutes,
+                provisioning_price_per_hour=provisioning_price_per_hour,
+                delay_penalty_per_hour=delay_penalty_per_hour,
+                pipeline_name=NAME,
+            )
+            decide.after(register)
+            decide.set_display_name("decide-teardown")
+            with dsl.If(decide.outputs["action"] == "keep", name="keep-warm"):
+                keep = keep_cluster(
+                    project=project,
+                    location=location,
+                    cluster_id=cluster_id,
+                    labels=decide.outputs["labels"],
+                )
+                keep.set_display_name("keep-cluster")
+            with dsl.Else(name="delete-now"):
+                cluster_tasks.delete_cluster(components, values)
 
     return slurm_spot_training

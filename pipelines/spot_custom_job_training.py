@@ -1,9 +1,12 @@
-"""The ``spot-custom-job-training`` pipeline: Spot CustomJobs with resubmission and resume.
+"""The ``spot-custom-job-training`` pipeline: Spot CustomJobs with resubmission, then registration.
 
-No cluster is needed. The model registration step joins this graph with the registration work.
+No cluster is needed: train-custom-job resumes from checkpoints across preemptions and
+resubmissions, and register-model adds the trained model as a new Model Registry version.
 """
 
 from kfp import dsl
+
+from pipelines import model_tasks
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "spot-custom-job-training"
@@ -16,11 +19,14 @@ def build(components: dict):
     @dsl.pipeline(
         name=NAME,
         description="Train with Vertex AI CustomJobs on Spot VMs; resubmit after Vertex's six "
-        "restarts run out, resuming from checkpoints, with optional fallback to STANDARD.",
+        "restarts run out, resuming from checkpoints, with optional fallback to STANDARD; "
+        "then register the model as a new Model Registry version.",
     )
     def spot_custom_job_training(
         project: str,
         base_output_directory: str,
+        model_id: str,
+        serving_image: str,
         location: str = "us-central1",
         display_name: str = "spot-training",
         machine_type: str = "a3-highgpu-8g",
@@ -37,12 +43,19 @@ def build(components: dict):
         spot_price_per_node_hour: float = 0.0,
         ondemand_price_per_node_hour: float = 0.0,
         poll_seconds: float = 30.0,
+        model_display_name: str = "",
+        version_aliases: list = [],  # noqa: B006
+        model_labels: dict = {},  # noqa: B006
+        data_version: str = "",
+        code_version: str = "",
     ):
-        """Spot CustomJob training with checkpoint resume.
+        """Spot CustomJob training with checkpoint resume, then model registration.
 
         Args:
             project: Google Cloud project id.
             base_output_directory: gs:// prefix of checkpoints (AIP_CHECKPOINT_DIR) and model.
+            model_id: Model Registry id; a new version is added when the model exists.
+            serving_image: Serving container image of the registered model.
             location: Vertex AI region.
             display_name: Display name prefix of the jobs.
             machine_type: Machine type.
@@ -59,7 +72,13 @@ def build(components: dict):
             spot_price_per_node_hour: Spot price per node-hour (cost metrics).
             ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
             poll_seconds: Longest interval between job state polls, seconds.
+            model_display_name: Display name of the model ('' = model_id).
+            version_aliases: Aliases of the new model version, e.g. ``["candidate"]``.
+            model_labels: Labels of the model version.
+            data_version: Training data version, stored on the model version.
+            code_version: Training code version (e.g. a commit), stored on the model version.
         """
+        values = dict(locals())
         train = train_custom_job(
             project=project,
             location=location,
@@ -82,5 +101,6 @@ def build(components: dict):
             pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         )
         train.set_display_name("train-custom-job")
+        model_tasks.register_model(components, values, train)
 
     return spot_custom_job_training

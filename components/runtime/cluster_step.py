@@ -9,7 +9,14 @@ import datetime
 import logging
 from typing import Any
 
-from components.runtime import cluster_builder, cluster_ops, cluster_resource, cluster_rules, rest
+from components.runtime import (
+    cluster_builder,
+    cluster_labels,
+    cluster_ops,
+    cluster_resource,
+    cluster_rules,
+    rest,
+)
 from components.runtime import step as step_lib
 
 log = logging.getLogger(__name__)
@@ -48,17 +55,26 @@ def create_cluster(
 ) -> cluster_ops.EnsureResult:
     """Creates the cluster or reuses a matching one; see ``cluster_ops``.
 
-    The spec is validated before any request is sent.
+    The spec is validated before any request is sent. A reused cluster that an earlier run
+    kept warm is claimed: its expiry labels are removed, so a reaper leaves it alone.
     """
     spec = resolve_spec(cluster_spec, spec_params)
     ref = cluster_resource.ClusterRef(project, location, cluster_id)
     options = options or cluster_resource.ClusterOptions()
     options.timeout = timeout_seconds
     options.update_policy = update_policy
+    client = rest.VertexRestClient(location)
     manager = cluster_ops.ClusterManager(
-        rest.VertexRestClient(location), ref, gcp_resources_path=gcp_resources_path, options=options
+        client, ref, gcp_resources_path=gcp_resources_path, options=options
     )
     result = manager.ensure(spec, managed_labels(pipeline_run))
+    if (
+        result.reused
+        and cluster_labels.claim_for_run(client, ref, pipeline_run, options=options) is None
+    ):
+        # A reaper deleted the kept cluster between the reuse and the claim.
+        log.warning("cluster %s went away while being reused; creating it again", ref.name)
+        result = manager.ensure(spec, managed_labels(pipeline_run))
     log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
     return result
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -73,3 +74,11 @@ def timestamp_label(moment: datetime.datetime) -> str:
 def parse_timestamp_label(value: str) -> datetime.datetime:
     """Inverse of ``timestamp_label``."""
     return datetime.datetime.strptime(value, "%Y%m%dt%H%M%Sz").replace(tzinfo=datetime.timezone.utc)
+
+
+def write_file(path: str, text: str) -> None:
+    """Writes an output file of a step (its folders created)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)

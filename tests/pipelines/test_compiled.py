@@ -96,3 +96,67 @@ def test_every_command_argument_fits_the_linux_per_argument_limit():
         for executor in spec["deploymentSpec"]["executors"].values():
             for argument in executor["container"]["command"]:
                 assert len(argument.encode()) < 128 * 1024, path.name
+
+
+def test_register_model_output_feeds_gcpc_model_deploy_op(tmp_path):
+    """A pipeline built from our compiled YAML wires its VertexModel into ModelDeployOp."""
+    from google_cloud_pipeline_components.v1.endpoint import EndpointCreateOp, ModelDeployOp
+    from kfp import compiler
+
+    register_op = kfp_components.load_component_from_file(
+        str(COMPILED / "components" / "register_model.yaml")
+    )
+
+    @dsl.pipeline(name="register-then-deploy")
+    def register_then_deploy(project: str, model_dir: str):
+        registered = register_op(
+            project=project,
+            location="us-central1",
+            model_id="digits",
+            model_dir=model_dir,
+            serving_image="us-docker.pkg.dev/p/r/serve:1",
+        )
+        endpoint = EndpointCreateOp(project=project, display_name="digits")
+        ModelDeployOp(
+            model=registered.outputs["model"],
+            endpoint=endpoint.outputs["endpoint"],
+            dedicated_resources_machine_type="n1-standard-4",
+            dedicated_resources_min_replica_count=1,
+        )
+
+    path = tmp_path / "deploy.yaml"
+    compiler.Compiler().compile(register_then_deploy, str(path))
+    spec = yaml.safe_load(path.read_text())
+    ours = spec["components"]["comp-register-model"]["outputDefinitions"]["artifacts"]["model"]
+    assert ours["artifactType"]["schemaTitle"] == "google.VertexModel"
+    deploy_inputs = spec["root"]["dag"]["tasks"]["model-deploy"]["inputs"]["artifacts"]
+    assert deploy_inputs["model"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "model",
+        "producerTask": "register-model",
+    }
+
+
+def test_every_pipeline_parameter_is_documented():
+    """Parameter descriptions reach the Vertex UI from the docstrings."""
+    for path in sorted((COMPILED / "pipelines").glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text())
+        parameters = spec["root"]["inputDefinitions"]["parameters"]
+        undocumented = [name for name, p in parameters.items() if not p.get("description")]
+        assert undocumented == [], f"{path.name}: {undocumented}"
+
+
+def test_slurm_spot_training_graph_shows_the_teardown_branch_and_exit_task():
+    spec = yaml.safe_load((COMPILED / "pipelines" / "slurm_spot_training.yaml").read_text())
+    root = spec["root"]["dag"]["tasks"]
+    assert root["finalize-cluster"]["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    assert root["finalize-cluster"]["dependentTasks"] == ["exit-handler-1"]
+    group = spec["components"]["comp-exit-handler-1"]["dag"]["tasks"]
+    order = {name: task.get("dependentTasks", []) for name, task in group.items()}
+    assert order["train-on-cluster"] == ["create-cluster"]
+    assert order["register-model"] == ["train-on-cluster"]
+    assert order["decide-teardown"] == ["register-model"]
+    assert order["condition-branches-2"] == ["decide-teardown"]
+    branches = spec["components"]["comp-condition-branches-2"]["dag"]["tasks"]
+    conditions = {t["taskInfo"]["name"]: t["triggerPolicy"]["condition"] for t in branches.values()}
+    keep = "inputs.parameter_values['pipelinechannel--decide-teardown-action'] == 'keep'"
+    assert conditions == {"keep-warm": keep, "delete-now": f"!({keep})"}

@@ -1,0 +1,207 @@
+"""KFP components: the end of a cluster's run (decide, keep warm, exit-task safety net, reap).
+
+Component declarations (see ``components.cluster`` for the rules these follow); the work is in
+``components.runtime.teardown_step`` and ``components.runtime.cluster_reaper``.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+
+def decide_teardown(
+    project: str,
+    location: str,
+    cluster_id: str,
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.HTML],
+    policy: str = "auto",
+    schedule_cron: str = "",
+    interval_hours: float = 0.0,
+    idle_price_per_hour: float = 1.0,
+    provisioning_minutes: float = 20.0,
+    provisioning_price_per_hour: float = 1.0,
+    delay_penalty_per_hour: float = 10.0,
+    pipeline_name: str = "",
+    expiry_slack_fraction: float = 0.25,
+) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("labels", dict)]):
+    """Decides whether to keep the training cluster warm for the next run or delete it now.
+
+    Ski rental: keeping costs ``idle_price_per_hour`` for every idle hour until the next run;
+    deleting costs a re-creation (``provisioning_minutes`` at ``provisioning_price_per_hour``
+    plus ``delay_penalty_per_hour`` for the wait). With ``policy`` ``auto`` the cluster is kept
+    when the expected idle time is at most the break-even time, else deleted; with no known
+    cadence it is deleted. The next run is predicted from ``schedule_cron``, else
+    ``interval_hours``, else the median gap between earlier runs of ``pipeline_name`` listed
+    from Vertex AI Pipelines. A kept cluster gets an expiry (next run plus slack) after which
+    ``reap_expired_clusters`` deletes it.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        cluster_id: Id of the training cluster.
+        metrics: Output: the decision (teardown_keep 0/1), both expected costs (currency of
+            the prices), break-even and idle time (s), next run and expiry (epoch s).
+        report: Output: HTML with the numbers and a cost chart of both choices.
+        policy: ``auto`` (cost rule), ``keep`` or ``delete`` (override the rule).
+        schedule_cron: The schedule's cron, e.g. ``0 * * * *`` or ``TZ=Europe/Paris 0 3 * * *``
+            ('' = no schedule; ``vsp schedule`` fills it in).
+        interval_hours: Expected hours between runs when there is no cron (0 = unknown).
+        idle_price_per_hour: What the cluster costs per hour while idle (login node,
+            controller, static nodes), currency/hour.
+        provisioning_minutes: How long creating the cluster takes, minutes.
+        provisioning_price_per_hour: What the cluster costs per hour while provisioning,
+            currency/hour.
+        delay_penalty_per_hour: What one hour of waiting for a new cluster costs the next run,
+            currency/hour.
+        pipeline_name: Name of this pipeline, to measure the cadence of its earlier runs.
+        expiry_slack_fraction: Slack after the next expected run before a kept cluster
+            expires, as a fraction of the run interval (at least 10 minutes).
+
+    Returns:
+        action: ``keep`` or ``delete``.
+        reason: The decision in one sentence, with the numbers.
+        labels: Cluster labels for ``keep_cluster`` (``vsp-teardown``, ``vsp-expires-at``).
+    """
+    import json
+
+    from components.runtime import rest, step, teardown, teardown_report, teardown_step
+
+    def run():
+        inputs = teardown.TeardownInputs(
+            idle_price_per_hour=idle_price_per_hour,
+            provisioning_minutes=provisioning_minutes,
+            provisioning_price_per_hour=provisioning_price_per_hour,
+            delay_penalty_per_hour=delay_penalty_per_hour,
+            policy=policy,
+            schedule_cron=schedule_cron or None,
+            interval_seconds=interval_hours * 3600.0 if interval_hours else None,
+            slack_fraction=expiry_slack_fraction,
+        )
+        decision = teardown_step.decide(
+            inputs,
+            client=rest.VertexRestClient(location),
+            project=project,
+            location=location,
+            pipeline_name=pipeline_name,
+        )
+        return inputs, decision
+
+    inputs, decision = step.run_step("decide_teardown", run)
+    values = decision.as_metrics()
+    for name, value in values.items():
+        metrics.log_metric(name, value)
+    step.write_file(metrics.path, json.dumps(values, indent=2, sort_keys=True))
+    report.metadata["title"] = "Teardown decision"
+    step.write_file(report.path, teardown_report.html_page(inputs, decision))
+    return (decision.action, decision.reason, decision.as_labels())
+
+
+def keep_cluster(project: str, location: str, cluster_id: str, labels: dict) -> bool:
+    """Keeps the training cluster warm: labels it with the decision and its expiry time.
+
+    The next run that reuses the cluster removes the expiry; ``reap_expired_clusters`` (or
+    ``vsp clusters reap``) deletes the cluster once the expiry has passed.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        cluster_id: Id of the training cluster.
+        labels: The labels from ``decide_teardown`` (``vsp-teardown``, ``vsp-expires-at``).
+
+    Returns:
+        True when the cluster exists and is labelled; False when it is already gone.
+    """
+    from components.runtime import cluster_resource, rest, step, teardown_step
+
+    return step.run_step(
+        "keep_cluster",
+        lambda: teardown_step.keep(
+            rest.VertexRestClient(location),
+            cluster_resource.ClusterRef(project, location, cluster_id),
+            {str(k): str(v) for k, v in labels.items()},
+        ),
+    )
+
+
+def finalize_cluster(
+    project: str,
+    location: str,
+    cluster_id: str,
+    status: dsl.PipelineTaskFinalStatus,
+    failure_keep_minutes: float = 60.0,
+    timeout_seconds: float = 3600.0,
+) -> str:
+    """The exit task: makes sure no cluster is left running without an owner.
+
+    Runs however the run ended. After a success the teardown decision has already acted, so it
+    changes nothing. After a cancel it deletes the cluster. After a failure it keeps the
+    cluster ``failure_keep_minutes`` with an expiry label, so retrying the failed run finds it
+    warm (training resumes from the checkpoint); ``reap_expired_clusters`` deletes it if nobody
+    retries. With ``failure_keep_minutes`` 0 a failure deletes the cluster.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        cluster_id: Id of the training cluster.
+        status: Final status of the run's tasks (filled in by the pipeline).
+        failure_keep_minutes: Minutes to keep the cluster after a failure (0 = delete).
+        timeout_seconds: Seconds to wait for a deletion.
+
+    Returns:
+        What it did: none, deleted, kept or absent.
+    """
+    from components.runtime import cluster_resource, cluster_step, rest, step, teardown_step
+
+    def run() -> str:
+        result = teardown_step.finalize(
+            rest.VertexRestClient(location),
+            cluster_resource.ClusterRef(project, location, cluster_id),
+            state=status.state,
+            failure_keep_minutes=failure_keep_minutes,
+            delete=lambda: cluster_step.delete_cluster(
+                project=project,
+                location=location,
+                cluster_id=cluster_id,
+                timeout_seconds=timeout_seconds,
+            ),
+        )
+        import logging
+
+        logging.getLogger("vsp.step").info("finalize: %s (%s)", result.action, result.reason)
+        return result.action
+
+    return step.run_step("finalize_cluster", run)
+
+
+def reap_expired_clusters(project: str, location: str, dry_run: bool = False) -> list:
+    """Deletes the training clusters whose ``vsp-expires-at`` label has passed.
+
+    Clusters without the label are never touched. Each expired cluster is read again just
+    before its deletion and skipped if a new run has claimed it meanwhile.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the clusters.
+        dry_run: Only list what would be deleted.
+
+    Returns:
+        Names of the clusters deleted (or, with dry_run, that would be deleted). The step fails
+        (transient, exit 75) when a deletion failed, after handling every other cluster.
+    """
+    import logging
+
+    from components.runtime import cluster_reaper, cluster_resource, errors, rest, step
+
+    def run() -> list:
+        parent = cluster_resource.ClusterRef(project, location, "-").parent
+        report = cluster_reaper.reap_expired(
+            rest.VertexRestClient(location), parent, dry_run=dry_run
+        )
+        for entry in report.entries:
+            logging.getLogger("vsp.step").info("%s: %s: %s", entry.name, entry.action, entry.reason)
+        if report.failed:
+            raise errors.TransientError(f"could not delete {sorted(report.failed)}; run again")
+        return list(report.would_delete if dry_run else report.deleted)
+
+    return step.run_step("reap_expired_clusters", run)

@@ -1,0 +1,116 @@
+"""What a local run did, in a few lines and one HTML page.
+
+Reads the task outputs kfp.local left (output parameters, Metrics files, HTML reports) and
+the emulator journal counts of a ``LocalRunResult``: whether the cluster was created or reused,
+the preemptions survived, the model version registered, the teardown decision and why. The
+HTML report puts the run summary on top of the training report (timeline, loss curve) and the
+teardown decision (the cost of both choices).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import pathlib
+import re
+
+from pipelines import local_run
+
+_BODY = re.compile(r"<body>(.*)</body>", re.DOTALL)
+REPORT_NAME = "run-report.html"
+
+
+def _metrics(result: local_run.LocalRunResult, task: str) -> dict[str, float]:
+    path = result.outputs.get(f"{task}/metrics")
+    if not path:
+        return {}
+    try:
+        return json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
+    """The run's outcome as (what, value) pairs, only for the steps that ran."""
+    params = result.parameters
+    rows: list[tuple[str, str]] = []
+    create = params.get("create-cluster")
+    if create:
+        how = "reused (warm)" if create.get("reused") else create.get("action", "")
+        rows.append(("cluster", f"{how}: {create.get('cluster_name', '')}"))
+    train = _metrics(result, "train-on-cluster") or _metrics(result, "train-custom-job")
+    if train:
+        rows.append(
+            (
+                "preemptions survived",
+                f"{train.get('preemptions', 0):g} "
+                f"(resubmissions {train.get('resubmissions', 0):g}, "
+                f"goodput {train.get('goodput', 0):.2f}, cost {train.get('cost', 0):.4f})",
+            )
+        )
+    register = params.get("register-model")
+    if register:
+        again = " (already registered by this run)" if register.get("reused") else ""
+        rows.append(("model version", f"{register.get('model_resource_name', '')}{again}"))
+    decide = params.get("decide-teardown")
+    if decide:
+        rows.append(("teardown", f"{decide.get('action', '')}: {decide.get('reason', '')}"))
+        labels = decide.get("labels") or {}
+        if labels.get("vsp-expires-at"):
+            rows.append(("kept until", f"{labels['vsp-expires-at']} (UTC), then reaped"))
+    finalize = params.get("finalize-cluster")
+    if finalize and finalize.get("Output") not in (None, "none"):
+        rows.append(("exit handler", str(finalize.get("Output"))))
+    return rows
+
+
+def _body(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError:
+        return ""
+    match = _BODY.search(text)
+    return match.group(1) if match else ""
+
+
+def html_report(result: local_run.LocalRunResult) -> str:
+    """One self-contained page: the summary, the training report and the teardown decision."""
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts(result)
+    )
+    state = "SUCCEEDED" if result.succeeded else "FAILED"
+    calls = "".join(
+        f"<tr><th>{html.escape(call)}</th><td>{count}</td></tr>"
+        for call, count in sorted(result.calls.items())
+    )
+    training = _body(result.outputs.get("train-on-cluster/report")) or _body(
+        result.outputs.get("train-custom-job/report")
+    )
+    teardown = _body(result.outputs.get("decide-teardown/report"))
+    style = (
+        "body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:2px 6px;"
+        "text-align:left}"
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(result.pipeline)} run</title><style>{style}</style></head><body>"
+        f"<h1>{html.escape(result.pipeline)}: {state} in {result.seconds:.1f} s</h1>"
+        f"<table>{rows}</table><h2>Requests to Vertex AI</h2><table>{calls}</table>"
+        f"{training}{teardown}</body></html>\n"
+    )
+
+
+def write_report(result: local_run.LocalRunResult) -> str:
+    """Writes the page into the run's output folder; returns its path ('' without a folder)."""
+    if not result.run_dir:
+        return ""
+    path = pathlib.Path(result.run_dir) / REPORT_NAME
+    path.write_text(html_report(result))
+    return str(path)
+
+
+def summary_lines(result: local_run.LocalRunResult) -> list[str]:
+    """The facts as indented lines for the terminal."""
+    return [f"  {what}: {value}" for what, value in facts(result)]

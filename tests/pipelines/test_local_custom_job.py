@@ -1,0 +1,41 @@
+"""spot-custom-job-training through kfp.local: eight preemptions, two jobs, one model version."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from pipelines import local_run, registry, run_summary
+
+
+def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = registry.local_arguments("spot-custom-job-training", str(tmp_path / "shared"))
+    arguments["command"] = [
+        *arguments["command"][:3],
+        *["--steps", "200", "--seed", "7", "--step-seconds", "0.05"],
+    ]
+    arguments["poll_seconds"] = 0.2
+    result = local_run.run_local(
+        "spot-custom-job-training",
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(tmp_path / "outputs"),
+        settings=local_run.local_settings(0.3, preemptions=8, preempt_after=1.0),
+    )
+    assert result.succeeded, result.error
+    assert result.calls["create custom job"] == 2  # Vertex's six restarts, then one resubmission
+    metrics = json.loads(pathlib.Path(result.outputs["train-custom-job/metrics"]).read_text())
+    assert metrics["preemptions"] == 8 and metrics["resubmissions"] == 1
+    [upload] = [e for e in result.journal if e["path"].endswith("models:upload")]
+    model = upload["body"]["model"]
+    base = arguments["base_output_directory"]
+    assert model["artifactUri"] == f"{base}/model"
+    assert model["labels"]["vsp-preemptions"] == "8"
+    assert model["labels"]["vsp-job-count"] == "2"
+    assert model["labels"]["vsp-checkpoint-step"] == "200"
+    assert result.parameters["register-model"]["model_resource_name"].endswith(
+        "/models/custom-job-example@1"
+    )
+    facts = dict(run_summary.facts(result))
+    assert facts["preemptions survived"].startswith("8 (resubmissions 1")

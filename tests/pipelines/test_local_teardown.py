@@ -1,0 +1,115 @@
+"""The whole slurm-spot-training graph through kfp.local: register, keep warm or delete, reap."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+import vertex_emulator
+from pipelines import local_run, registry, run_summary
+
+SHORT_TRAINING = ["--steps", "20", "--seed", "7", "--step-seconds", "0.05"]
+CLUSTERS = "/modelDevelopmentClusters/vsplocal"
+
+
+def _run(tmp_path, monkeypatch, pipeline="slurm-spot-training", preemptions=0, **overrides):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = registry.local_arguments(pipeline, str(tmp_path / "shared"))
+    if "command" in arguments:
+        arguments["command"] = [*arguments["command"][:3], *SHORT_TRAINING]
+    arguments.update(overrides)
+    return local_run.run_local(
+        pipeline,
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(tmp_path / "outputs"),
+        settings=local_run.local_settings(0.3, preemptions=preemptions, preempt_after=0.6),
+    )
+
+
+def _writes(result):
+    return [
+        (e["method"], e["path"].rsplit("/", 1)[-1])
+        for e in result.journal
+        if e["method"] in ("POST", "PATCH", "DELETE") and "callSlurmRestApi" not in e["path"]
+    ]
+
+
+def _patch_labels(result):
+    return [e["body"]["labels"] for e in result.journal if e["method"] == "PATCH"]
+
+
+def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_deletes_it(
+    tmp_path, monkeypatch
+):
+    first = _run(tmp_path, monkeypatch, preemptions=1, schedule_cron="0 * * * *")
+    assert first.succeeded, first.error
+    assert _writes(first) == [
+        ("POST", "modelDevelopmentClusters"),
+        ("POST", "models:upload"),
+        ("PATCH", "vsplocal"),
+    ]
+    [kept] = _patch_labels(first)
+    assert kept["vsp-teardown"] == "keep" and kept["vsp-expires-at"]
+    assert first.parameters["decide-teardown"]["action"] == "keep"
+    assert first.parameters["register-model"]["model_resource_name"].endswith(
+        "/models/slurm-spot-example@1"
+    )
+    train = json.loads(pathlib.Path(first.outputs["train-on-cluster/metrics"]).read_text())
+    assert train["preemptions"] == 1
+
+    second = _run(tmp_path, monkeypatch, schedule_cron="0 3 * * 1")
+    assert second.succeeded, second.error
+    # No create: the warm cluster is reused, its expiry cleared, then deleted by the decision.
+    assert _writes(second) == [
+        ("PATCH", "vsplocal"),
+        ("POST", "models:upload"),
+        ("DELETE", "vsplocal"),
+    ]
+    [claimed] = _patch_labels(second)
+    assert "vsp-expires-at" not in claimed and "vsp-teardown" not in claimed
+    assert second.parameters["create-cluster"]["reused"] is True
+    upload = next(e for e in second.journal if e["path"].endswith("models:upload"))
+    assert upload["body"]["parentModel"].endswith("/models/slurm-spot-example")
+    assert second.parameters["register-model"]["version_id"] == "2"
+    assert second.parameters["decide-teardown"]["action"] == "delete"
+    assert [e["status"] for e in second.journal if e["path"].endswith(CLUSTERS)][-1] == 404
+
+    facts = dict(run_summary.facts(second))
+    assert facts["cluster"].startswith("reused (warm)")
+    assert facts["model version"].endswith("slurm-spot-example@2")
+    assert facts["teardown"].startswith("delete: Delete the cluster: deleting is cheaper")
+    page = pathlib.Path(run_summary.write_report(second)).read_text()
+    assert "Teardown: keep the cluster warm or delete it" in page
+    assert 'aria-label="timeline"' in page and 'aria-label="teardown costs"' in page
+
+
+def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it_later(
+    tmp_path, monkeypatch
+):
+    failing = [registry.local_python(str(tmp_path / "shared")), "-c", "import sys; sys.exit(3)"]
+    failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0.02)
+    assert not failed.succeeded and "train-on-cluster" in failed.error
+    # Nothing registered, no decision; the exit task labelled the cluster for a short retry.
+    assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("PATCH", "vsplocal")]
+    [labels] = _patch_labels(failed)
+    assert labels["vsp-teardown"] == "retry"
+    assert failed.parameters["finalize-cluster"] == {"Output": "kept"}
+
+    time.sleep(1.5)  # past the 1.2 s retry window
+    reaped = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters")
+    assert reaped.succeeded, reaped.error
+    assert _writes(reaped) == [("DELETE", "vsplocal")]
+    assert reaped.parameters["reap-expired-clusters"]["Output"] == [
+        "projects/local-project/locations/us-central1/modelDevelopmentClusters/vsplocal"
+    ]
+
+
+def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monkeypatch):
+    failing = [registry.local_python(str(tmp_path / "shared")), "-c", "import sys; sys.exit(3)"]
+    failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0)
+    assert not failed.succeeded
+    assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("DELETE", "vsplocal")]
+    assert failed.parameters["finalize-cluster"] == {"Output": "deleted"}
+    assert vertex_emulator.read_journal(failed.state_dir)[-1]["status"] == 404
