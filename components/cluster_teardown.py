@@ -41,7 +41,8 @@ def decide_teardown(
         location: Vertex AI region of the cluster.
         cluster_id: Id of the training cluster.
         metrics: Output: the decision (teardown_keep 0/1), both expected costs (currency of
-            the prices), break-even and idle time (s), next run and expiry (epoch s).
+            the prices), break-even and idle time (s), next run and expiry (epoch s), and the
+            inputs weighed (teardown_input_*).
         report: Output: HTML with the numbers and a cost chart of both choices.
         policy: ``auto`` (cost rule), ``keep`` or ``delete`` (override the rule).
         schedule_cron: The schedule's cron, e.g. ``0 * * * *`` or ``TZ=Europe/Paris 0 3 * * *``
@@ -78,17 +79,16 @@ def decide_teardown(
             interval_seconds=interval_hours * 3600.0 if interval_hours else None,
             slack_fraction=expiry_slack_fraction,
         )
-        decision = teardown_step.decide(
+        return teardown_step.decide(
             inputs,
             client=rest.VertexRestClient(location),
             project=project,
             location=location,
             pipeline_name=pipeline_name,
         )
-        return inputs, decision
 
     inputs, decision = step.run_step("decide_teardown", run)
-    values = decision.as_metrics()
+    values = teardown_step.decision_metrics(inputs, decision)
     for name, value in values.items():
         metrics.log_metric(name, value)
     step.write_file(metrics.path, json.dumps(values, indent=2, sort_keys=True))

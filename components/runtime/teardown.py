@@ -18,7 +18,9 @@ Rule (deterministic ski rental with a prediction):
 
 A kept cluster is labelled with ``vsp-expires-at`` = next expected run + slack (keep-with-TTL,
 which is what makes keeping competitive when the prediction is wrong): a reaper deletes it once
-that time has passed (``expired``), and the next run re-labels it.
+that time has passed (``expired``), and the next run re-labels it. A cluster kept (by policy)
+while the next run is unknown expires after the break-even time (24 h when idle is free), so no
+kept cluster is ever without an expiry.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ LABEL_TIME_FORMAT = "%Y%m%dt%H%M%Sz"
 DEFAULT_SLACK_FRACTION = 0.25
 DEFAULT_MIN_SLACK_SECONDS = 600.0
 _TZ_PREFIXES = ("TZ=", "CRON_TZ=")
+# How long a cluster kept with an unknown next run and free idle time stays before it expires.
+UNKNOWN_CADENCE_TTL_SECONDS = 24 * 3600.0
 
 
 def _problem(field: str, value: object, problem: str, fix: str) -> UserError:
@@ -309,7 +313,11 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
     else:
         action, why = inputs.policy, f"policy is '{inputs.policy}', overriding the cost rule"
     if action == "keep" and expires_at is None:
-        why += " with no expiry"
+        # Unknown next run: rent for the break-even time, then let the reaper buy (delete),
+        # the deterministic 2-competitive ski-rental rule; never keep without an expiry.
+        ttl = be if math.isfinite(be) else UNKNOWN_CADENCE_TTL_SECONDS
+        expires_at = now + max(ttl, inputs.min_slack_seconds)
+        why += f" with an expiry after {max(ttl, inputs.min_slack_seconds) / 3600:.2f} h idle"
     reason = f"{action.capitalize()} the cluster: {why}; {facts}."
     return TeardownDecision(
         action=action,

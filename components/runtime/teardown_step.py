@@ -79,6 +79,8 @@ def run_history(
     if not pipeline_name:
         return []
     path = f"v1/projects/{project}/locations/{location}/pipelineJobs"
+    # pipeline_name filters are documented for pipelineJobs.list:
+    # https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.pipelineJobs/list
     params = {
         "filter": f'pipeline_name="{pipeline_name}"',
         "orderBy": "create_time desc",
@@ -106,8 +108,11 @@ def decide(
     project: str = "",
     location: str = "",
     pipeline_name: str = "",
-) -> teardown.TeardownDecision:
+) -> tuple[teardown.TeardownInputs, teardown.TeardownDecision]:
     """The keep-or-delete decision, with the run history filled in when no cron or interval.
+
+    Returns:
+        The inputs as weighed (with the run history) and the decision.
 
     Raises:
         errors.UserError: An input is invalid (checked before any request).
@@ -119,7 +124,23 @@ def decide(
         inputs = dataclasses.replace(inputs, run_start_times=history)
     decision = teardown.decide(inputs)
     log.info("teardown decision: %s", decision.reason)
-    return decision
+    return inputs, decision
+
+
+def decision_metrics(
+    inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision
+) -> dict[str, float]:
+    """The decision's metrics plus the inputs it weighed (prices per hour, minutes)."""
+    weighed = {
+        "teardown_input_idle_price_per_hour": inputs.idle_price_per_hour,
+        "teardown_input_provisioning_minutes": inputs.provisioning_minutes,
+        "teardown_input_provisioning_price_per_hour": inputs.provisioning_price_per_hour,
+        "teardown_input_delay_penalty_per_hour": inputs.delay_penalty_per_hour,
+        "teardown_input_earlier_runs": len(inputs.run_start_times),
+    }
+    if inputs.interval_seconds is not None:
+        weighed["teardown_input_interval_seconds"] = inputs.interval_seconds
+    return {**decision.as_metrics(), **{k: float(v) for k, v in weighed.items()}}
 
 
 def keep(

@@ -177,11 +177,22 @@ def test_policy_keep_overrides():
     }  # Mon 09:00 + 42 h
 
 
-def test_policy_keep_without_cadence_has_no_expiry():
-    d = decide(_inputs(policy="keep"))
-    assert d.action == "keep" and d.expires_at is None
-    assert d.as_labels() == {"vsp-teardown": "keep"}
-    assert "no expiry" in d.reason
+def test_policy_keep_without_cadence_expires_after_the_break_even_time():
+    inputs = _inputs(policy="keep")
+    d = decide(inputs)
+    assert d.action == "keep"
+    assert d.expires_at == pytest.approx(inputs.now + inputs.break_even_seconds)
+    assert d.as_labels() == {
+        "vsp-teardown": "keep",
+        "vsp-expires-at": format_label_time(inputs.now + inputs.break_even_seconds),
+    }
+    assert "with an expiry after" in d.reason
+
+
+def test_policy_keep_with_free_idle_and_no_cadence_expires_after_a_day():
+    inputs = _inputs(policy="keep", idle_price_per_hour=0.0)
+    d = decide(inputs)
+    assert d.expires_at == pytest.approx(inputs.now + 24 * 3600)
 
 
 def test_free_idle_always_keeps():

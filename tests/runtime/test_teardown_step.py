@@ -47,7 +47,7 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     jobs = [_job(h) for h in (0.0, 1.0, 2.0, 3.0)] + [_job(0.5, "PIPELINE_STATE_CANCELLED")]
     client = RecordingClient(jobs)
     inputs = teardown.TeardownInputs(**PRICES, now=NOW)
-    decision = teardown_step.decide(
+    weighed, decision = teardown_step.decide(
         inputs, client=client, project=PROJECT, location=LOCATION, pipeline_name="p"
     )
     assert client.calls == [
@@ -59,19 +59,24 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     assert decision.action == "keep"
     assert decision.next_run == pytest.approx(NOW + 3600)
     assert "median gap 3600 s of 4 earlier runs" in decision.reason
+    metrics = teardown_step.decision_metrics(weighed, decision)
+    assert metrics["teardown_keep"] == 1.0
+    assert metrics["teardown_input_earlier_runs"] == 4.0
+    assert metrics["teardown_input_provisioning_minutes"] == 20.0
+    assert metrics["teardown_cost_if_kept"] == pytest.approx(1.0)
 
 
 def test_a_cron_wins_over_the_history_and_nothing_is_listed():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
     inputs = teardown.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
-    decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
+    _, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
     assert client.calls == []
     assert decision.action == "delete"
 
 
 def test_history_that_cannot_be_listed_means_unknown_cadence():
     client = RecordingClient(error=errors.PermissionDeniedError("no", http_status=403))
-    decision = teardown_step.decide(
+    _, decision = teardown_step.decide(
         teardown.TeardownInputs(**PRICES, now=NOW), client=client, pipeline_name="p"
     )
     assert decision.action == "delete" and "unknown" in decision.reason
