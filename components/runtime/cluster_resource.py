@@ -96,14 +96,8 @@ def list_clusters(
     client: rest.VertexRestClient, parent: str, api_version: str = "v1beta1"
 ) -> Iterator[dict[str, Any]]:
     """Yields every cluster under ``projects/P/locations/L``, following page tokens."""
-    token = ""
-    while True:
-        params = {"pageSize": 100, **({"pageToken": token} if token else {})}
-        page = client.get(f"{api_version}/{parent}/modelDevelopmentClusters", params)
-        yield from page.get("modelDevelopmentClusters") or page.get("clusters") or []
-        token = page.get("nextPageToken", "")
-        if not token:
-            return
+    path = f"{api_version}/{parent}/modelDevelopmentClusters"
+    return client.list_all(path, ("modelDevelopmentClusters", "clusters"), {"pageSize": 100})
 
 
 class ClusterResource:

@@ -72,14 +72,8 @@ class CustomJobBackend(TrainingBackend):
         self._seen: dict[str, Outcome] = {}
 
     def _list(self) -> list[dict[str, Any]]:
-        jobs, token = [], ""
-        while True:
-            params = {"pageSize": 100, **({"pageToken": token} if token else {})}
-            page = self.client.get(f"v1/{self.parent}/customJobs", params)
-            jobs += page.get("customJobs") or []
-            token = page.get("nextPageToken", "")
-            if not token:
-                return jobs
+        path = f"v1/{self.parent}/customJobs"
+        return list(self.client.list_all(path, "customJobs", {"pageSize": 100}))
 
     def find(self, run_key: str) -> list[Attempt]:
         key = run_label(run_key)

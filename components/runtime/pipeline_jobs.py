@@ -273,10 +273,4 @@ class PipelineJobsClient:
     def list(self, parent: str, filter_text: str | None = None) -> Iterator[dict[str, Any]]:
         """Every job of ``projects/P/locations/L`` matching a list ``filter``, newest first."""
         params = {"filter": filter_text} if filter_text else {}
-        while True:
-            page = self.client.get(f"{API_VERSION}/{parent}/pipelineJobs", params=params)
-            yield from page.get("pipelineJobs") or []
-            token = page.get("nextPageToken")
-            if not token:
-                return
-            params = {**params, "pageToken": token}
+        return self.client.list_all(f"{API_VERSION}/{parent}/pipelineJobs", "pipelineJobs", params)

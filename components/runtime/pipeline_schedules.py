@@ -180,13 +180,7 @@ class SchedulesClient:
     def list(self, parent: str, filter_text: str | None = None) -> Iterator[dict[str, Any]]:
         """Every schedule of ``projects/P/locations/L`` matching a list filter."""
         params = {"filter": filter_text} if filter_text else {}
-        while True:
-            page = self.client.get(f"{API_VERSION}/{parent}/schedules", params=params)
-            yield from page.get("schedules") or []
-            token = page.get("nextPageToken")
-            if not token:
-                return
-            params = {**params, "pageToken": token}
+        return self.client.list_all(f"{API_VERSION}/{parent}/schedules", "schedules", params)
 
     def live(self, parent: str, display_name: str) -> list[dict[str, Any]]:
         """The ACTIVE or PAUSED schedules with exactly this display name."""

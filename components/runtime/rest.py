@@ -18,6 +18,7 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import requests
@@ -141,6 +142,27 @@ class VertexRestClient:
     def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """GET, retried on transient failures."""
         return self._retry(self._send)("GET", path, params, None)
+
+    def list_all(
+        self, path: str, key: str | tuple[str, ...], params: dict[str, Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a list method, following ``nextPageToken``.
+
+        Args:
+            path: API path of the collection, e.g. ``v1/projects/P/locations/L/customJobs``.
+            key: Field of the response holding the page's items, e.g. ``customJobs``; with
+                several, the first one present (for fields whose name is not certain).
+            params: Query parameters (``filter``, ``pageSize``, ...), sent with every page.
+        """
+        keys = (key,) if isinstance(key, str) else key
+        params = dict(params or {})
+        while True:
+            page = self.get(path, params)
+            yield from next((page[k] for k in keys if page.get(k)), [])
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            params["pageToken"] = token
 
     def delete(
         self, path: str, params: dict[str, Any] | None = None, *, retry: bool = True

@@ -136,12 +136,16 @@ def test_register_model_output_feeds_gcpc_model_deploy_op(tmp_path):
     }
 
 
-def test_every_pipeline_parameter_is_documented():
-    """Parameter descriptions reach the Vertex UI from the docstrings."""
-    for path in sorted((COMPILED / "pipelines").glob("*.yaml")):
-        spec = yaml.safe_load(path.read_text())
-        parameters = spec["root"]["inputDefinitions"]["parameters"]
-        undocumented = [name for name, p in parameters.items() if not p.get("description")]
+def test_every_pipeline_and_component_input_is_documented():
+    """Input descriptions reach the Vertex UI from the docstrings."""
+    for path in sorted(COMPILED.rglob("*.yaml")):
+        inputs = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]
+        undocumented = [
+            name
+            for kind in ("parameters", "artifacts")
+            for name, value in inputs.get(kind, {}).items()
+            if not value.get("description")
+        ]
         assert undocumented == [], f"{path.name}: {undocumented}"
 
 

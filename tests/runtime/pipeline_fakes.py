@@ -6,7 +6,7 @@ import shutil
 
 import yaml
 
-from components.runtime import errors, pipeline_jobs
+from components.runtime import errors, pipeline_jobs, rest
 
 LIFECYCLE = "compiled/pipelines/cluster_lifecycle.yaml"
 HOST = "https://us-central1-kfp.pkg.dev/test-project/pipelines"
@@ -82,6 +82,8 @@ class FakeRest:
 
     def delete(self, path, params=None, *, retry=True):
         return self._answer("DELETE", path, params)
+
+    list_all = rest.VertexRestClient.list_all  # paging on top of the scripted ``get``
 
 
 def lost():
