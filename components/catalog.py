@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import functools
 
-from components import cluster, cluster_teardown, custom_job, packaging, registration, training
+from components import (
+    cluster,
+    cluster_teardown,
+    custom_job,
+    packaging,
+    preflight,
+    registration,
+    training,
+)
 
 COMPONENT_FUNCTIONS = {
+    "check_run_parameters": preflight.check_run_parameters,
     "create_cluster": cluster.create_cluster,
     "decide_teardown": cluster_teardown.decide_teardown,
     "delete_cluster": cluster.delete_cluster,

@@ -1,4 +1,4 @@
-"""The register-model task shared by the training pipelines: one place that wires it."""
+"""Tasks shared by the training pipelines: the early parameter check and the registration."""
 
 from __future__ import annotations
 
@@ -37,4 +37,39 @@ def register_model(components: dict, values: dict[str, Any], train: Any):
         pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
     task.set_display_name("register-model")
+    return task
+
+
+# Pipeline parameters of the teardown decision, checked early when the pipeline has one.
+TEARDOWN_PARAMETERS = (
+    "teardown_policy",
+    "schedule_cron",
+    "interval_hours",
+    "idle_price_per_hour",
+    "provisioning_minutes",
+    "provisioning_price_per_hour",
+    "delay_penalty_per_hour",
+    "failure_keep_minutes",
+)
+
+
+def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
+    """Adds the check-run-parameters task: the later steps' parameters, checked first.
+
+    Args:
+        components: The component set.
+        values: The pipeline's parameters (``locals()`` of the pipeline function).
+        model_dir: Where the model will be written (a pipeline parameter).
+    """
+    teardown = {name: values[name] for name in TEARDOWN_PARAMETERS if name in values}
+    task = components["check_run_parameters"](
+        model_id=values["model_id"],
+        serving_image=values["serving_image"],
+        model_dir=model_dir,
+        version_aliases=values["version_aliases"],
+        model_labels=values["model_labels"],
+        check_teardown=bool(teardown),
+        **teardown,
+    )
+    task.set_display_name("check-parameters")
     return task

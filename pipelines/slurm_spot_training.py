@@ -1,7 +1,8 @@
 """The ``slurm-spot-training`` pipeline: create, train on Spot, register, then keep or delete.
 
-Graph: create-cluster -> train-on-cluster -> register-model -> decide-teardown, then a
-``dsl.If``/``dsl.Else`` on the decision: keep-cluster (labels with an expiry) or delete-cluster.
+Graph: check-parameters -> create-cluster -> train-on-cluster -> register-model ->
+decide-teardown, then a ``dsl.If``/``dsl.Else`` on the decision: keep-cluster (labels with an
+expiry) or delete-cluster.
 All of it sits in a ``dsl.ExitHandler`` whose exit task, finalize-cluster, runs however the run
 ends: after a cancel it deletes the cluster, after a failure it keeps it for a retry with an
 expiry (or deletes it), after a success it leaves the decision's result alone.
@@ -145,7 +146,9 @@ def build(components: dict):
         )
         finalize.set_display_name("finalize-cluster")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
+            check = model_tasks.check_parameters(components, values, model_dir)
             create = cluster_tasks.create_cluster(components, values)
+            create.after(check)
             train = train_on_cluster(
                 project=project,
                 location=location,

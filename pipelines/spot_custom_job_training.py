@@ -101,6 +101,7 @@ def build(components: dict):
             pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         )
         train.set_display_name("train-custom-job")
+        train.after(model_tasks.check_parameters(components, values, base_output_directory))
         model_tasks.register_model(components, values, train)
 
     return spot_custom_job_training

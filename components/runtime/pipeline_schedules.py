@@ -101,10 +101,9 @@ class ScheduleRequest:
             )  # fmt: skip
         try:
             teardown.parse_cron(self.cron)
-        except errors.UserError as exc:
-            problem = str(exc).removeprefix(f"{SCHEDULE_CRON} = {self.cron!r}: ")
+        except errors.SpecValidationError as exc:
             problems.add(
-                "cron", self.cron, _sentence(problem.partition(" Fix: ")[0]),
+                "cron", self.cron, _sentence(exc.problems[0].problem),
                 "Use 'minute hour day-of-month month day-of-week', e.g. '0 3 * * *', "
                 "optionally prefixed 'TZ=Zone ' (e.g. 'TZ=Europe/Paris 0 3 * * *').",
             )  # fmt: skip

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 from croniter import croniter
 
-from components.runtime.errors import UserError
+from components.runtime.errors import SpecProblem, SpecValidationError
 
 POLICIES = ("auto", "delete", "keep")
 LABEL_EXPIRES_AT = "vsp-expires-at"
@@ -48,8 +48,8 @@ _TZ_PREFIXES = ("TZ=", "CRON_TZ=")
 UNKNOWN_CADENCE_TTL_SECONDS = 24 * 3600.0
 
 
-def _problem(field: str, value: object, problem: str, fix: str) -> UserError:
-    return UserError(f"{field} = {value!r}: {problem} Fix: {fix}")
+def _problem(field: str, value: object, problem: str, fix: str) -> SpecValidationError:
+    return SpecValidationError("the teardown inputs", [SpecProblem(field, value, problem, fix)])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -173,16 +173,13 @@ def finalize(
     Args:
         client: REST client.
         ref: The cluster.
-        state: ``SUCCEEDED``, ``FAILED`` or ``CANCELLED``.
+        state: ``SUCCEEDED``, ``FAILED`` or ``CANCELLED`` (see ``normalize_state``).
         failure_keep_minutes: After a failure, keep the cluster this long for a retry
             (0 = delete it).
         delete: Deletes the cluster; returns whether it existed.
         now: Epoch seconds; default ``time.time()``.
     """
-    if state not in FINAL_STATES:
-        raise errors.UserError(
-            f"final state {state!r} is unknown. Fix: wire PipelineTaskFinalStatus to the step."
-        )
+    state = normalize_state(state)
     if failure_keep_minutes < 0:
         raise errors.UserError(
             f"failure_keep_minutes = {failure_keep_minutes}: must be >= 0. Fix: use 0 to delete "
@@ -206,6 +203,23 @@ def finalize(
     existed = delete()
     why = "was cancelled" if state == "CANCELLED" else "failed (failure_keep_minutes is 0)"
     return FinalizeResult("deleted" if existed else "absent", f"the run {why}")
+
+
+def normalize_state(state: str) -> str:
+    """The final state as ``SUCCEEDED``, ``FAILED`` or ``CANCELLED``.
+
+    Tolerates the enum spellings of the Pipelines API (``PIPELINE_STATE_FAILED``,
+    ``TASK_STATE_CANCELLED``) and any case. Anything else, empty included, is read as
+    ``FAILED``, so the exit task then takes the failure path (keep with an expiry, or delete)
+    rather than leaving the cluster without one.
+    """
+    text = (state or "").strip().upper()
+    for prefix in ("PIPELINE_STATE_", "TASK_STATE_", "STATE_"):
+        text = text.removeprefix(prefix)
+    if text not in FINAL_STATES:
+        log.warning("final state %r is not one of %s; taking the failure path", state, FINAL_STATES)
+        return "FAILED"
+    return text
 
 
 def parse_run_times(values: Sequence[object]) -> list[float]:

@@ -156,6 +156,8 @@ def test_slurm_spot_training_graph_shows_the_teardown_branch_and_exit_task():
     assert root["finalize-cluster"]["dependentTasks"] == ["exit-handler-1"]
     group = spec["components"]["comp-exit-handler-1"]["dag"]["tasks"]
     order = {name: task.get("dependentTasks", []) for name, task in group.items()}
+    assert order["check-run-parameters"] == []
+    assert order["create-cluster"] == ["check-run-parameters"]
     assert order["train-on-cluster"] == ["create-cluster"]
     assert order["register-model"] == ["train-on-cluster"]
     assert order["decide-teardown"] == ["register-model"]

@@ -113,3 +113,11 @@ def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monk
     assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("DELETE", "vsplocal")]
     assert failed.parameters["finalize-cluster"] == {"Output": "deleted"}
     assert vertex_emulator.read_journal(failed.state_dir)[-1]["status"] == 404
+
+
+def test_bad_registration_parameters_fail_before_any_cluster_is_created(tmp_path, monkeypatch):
+    failed = _run(tmp_path, monkeypatch, model_id="Not A Model Id", schedule_cron="hourly")
+    assert not failed.succeeded and "check-run-parameters" in failed.error
+    # No create, no job: only the exit task's look-up of the (absent) cluster.
+    assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
+    assert failed.parameters["finalize-cluster"] == {"Output": "absent"}

@@ -194,15 +194,26 @@ def test_a_failure_without_a_cluster_keeps_nothing(emulator, client):
     assert [e["method"] for e in emulator.journal()] == ["GET"]
 
 
-@pytest.mark.parametrize(
-    ("state", "minutes", "match"), [("RUNNING", 1, "final state"), ("FAILED", -1, ">= 0")]
-)
-def test_bad_exit_task_inputs_are_user_errors(emulator, client, state, minutes, match):
-    with pytest.raises(errors.UserError, match=match):
+def test_a_negative_retry_window_is_a_user_error(emulator, client):
+    with pytest.raises(errors.UserError, match=">= 0"):
         teardown_step.finalize(
-            client, REF, state=state, failure_keep_minutes=minutes, delete=_deleter([])
+            client, REF, state="FAILED", failure_keep_minutes=-1, delete=_deleter([])
         )
     assert emulator.journal() == []
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("SUCCEEDED", "SUCCEEDED"),
+        ("pipeline_state_cancelled", "CANCELLED"),
+        ("TASK_STATE_FAILED", "FAILED"),
+        ("RUNNING", "FAILED"),
+        ("", "FAILED"),
+    ],
+)
+def test_final_states_are_read_tolerantly_and_unknown_ones_take_the_failure_path(given, read):
+    assert teardown_step.normalize_state(given) == read
 
 
 def test_real_delete_through_the_exit_task(emulator, client, cluster, emulator_api):

@@ -1,0 +1,76 @@
+"""KFP component: check the parameters of a run's later steps before anything is created.
+
+A component declaration (see ``components.cluster`` for the rules these follow); the work is in
+``components.runtime.preflight``.
+"""
+
+
+def check_run_parameters(
+    model_id: str,
+    serving_image: str,
+    model_dir: str,
+    version_aliases: list = [],  # noqa: B006 - KFP reads the default; it is never mutated
+    model_labels: dict = {},  # noqa: B006
+    check_teardown: bool = False,
+    teardown_policy: str = "auto",
+    schedule_cron: str = "",
+    interval_hours: float = 0.0,
+    idle_price_per_hour: float = 1.0,
+    provisioning_minutes: float = 20.0,
+    provisioning_price_per_hour: float = 1.0,
+    delay_penalty_per_hour: float = 10.0,
+    failure_keep_minutes: float = 60.0,
+) -> bool:
+    """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
+
+    Registration and the teardown decision run after training; their parameters (model id,
+    serving image, aliases, labels, where the model is written, teardown policy, cron, prices)
+    are checked here with the same rules, and every problem is reported at once.
+
+    Args:
+        model_id: Model Registry id the run will register into.
+        serving_image: Serving container image of the model.
+        model_dir: Where the model will be written: ``gs://BUCKET/PATH`` or ``/gcs/BUCKET/PATH``.
+        version_aliases: Aliases the new version will get.
+        model_labels: Labels the new version will get.
+        check_teardown: Also check the teardown parameters below.
+        teardown_policy: ``auto``, ``keep`` or ``delete``.
+        schedule_cron: The schedule's cron ('' = none).
+        interval_hours: Expected hours between runs (0 = unknown).
+        idle_price_per_hour: Idle cluster cost, currency/hour.
+        provisioning_minutes: Cluster provisioning time, minutes.
+        provisioning_price_per_hour: Cost while provisioning, currency/hour.
+        delay_penalty_per_hour: Cost of the next run waiting, currency/hour.
+        failure_keep_minutes: Minutes a failed run keeps its cluster for a retry.
+
+    Returns:
+        True (the step fails with every problem listed otherwise).
+    """
+    from components.runtime import preflight, step, teardown
+
+    def check() -> bool:
+        inputs = None
+        if check_teardown:
+            inputs = teardown.TeardownInputs(
+                idle_price_per_hour=idle_price_per_hour,
+                provisioning_minutes=provisioning_minutes,
+                provisioning_price_per_hour=provisioning_price_per_hour,
+                delay_penalty_per_hour=delay_penalty_per_hour,
+                policy=teardown_policy,
+                schedule_cron=schedule_cron or None,
+                interval_seconds=interval_hours * 3600.0 if interval_hours else None,
+            )
+        preflight.check_run(
+            {
+                "model_id": model_id,
+                "serving_image": serving_image,
+                "model_dir": model_dir,
+                "version_aliases": list(version_aliases),
+                "labels": dict(model_labels),
+            },
+            inputs,
+            failure_keep_minutes=failure_keep_minutes,
+        )
+        return True
+
+    return step.run_step("check_run_parameters", check)
