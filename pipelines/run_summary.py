@@ -58,6 +58,10 @@ def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
         labels = decide.get("labels") or {}
         if labels.get("vsp-expires-at"):
             rows.append(("kept until", f"{labels['vsp-expires-at']} (UTC), then reaped"))
+    reap = params.get("reap-expired-clusters")
+    if reap:
+        reaped = reap.get("Output") or []
+        rows.append(("clusters reaped", ", ".join(reaped) if reaped else "none expired"))
     finalize = params.get("finalize-cluster")
     if finalize and finalize.get("Output") not in (None, "none"):
         rows.append(("exit handler", str(finalize.get("Output"))))

@@ -14,6 +14,9 @@ Rule (deterministic ski rental with a prediction):
   optimum ``min(r * G, C)``.
 * ``policy == "auto"``: keep iff ``G <= B`` (keeping is no more expensive), else delete. With no
   cadence known, delete (the one-shot rule with an unknown gap cannot bound the idle cost).
+* With only run history (at least three gaps), the keep time is the one that would have cost
+  least over the observed idle gaps (``teardown_history``): keep for it, or delete when that
+  is zero; irregular arrivals make a single predicted time a poor guide.
 * ``policy == "keep"`` / ``"delete"`` override the rule; the reason says so.
 
 A kept cluster is labelled with ``vsp-expires-at`` = next expected run + slack (keep-with-TTL,
@@ -35,6 +38,7 @@ from collections.abc import Mapping, Sequence
 
 from croniter import croniter
 
+from components.runtime import teardown_history
 from components.runtime.errors import SpecProblem, SpecValidationError
 
 POLICIES = ("auto", "delete", "keep")
@@ -147,11 +151,12 @@ class TeardownDecision:
         reason: One sentence for the user, with the numbers.
         next_run: Epoch seconds of the next expected run, or ``None`` if unknown.
         idle_seconds: Expected idle seconds until then, or ``None`` if unknown.
-        cost_if_kept: Idle cost until the next run, or ``None`` if unknown.
+        cost_if_kept: Idle cost until the next run (from run history: the average cost of
+            keeping for the chosen time, re-creations included), or ``None`` if unknown.
         cost_if_deleted: Re-creation cost.
         break_even_seconds: Idle time at which both cost the same.
         expires_at: Epoch seconds after which a reaper may delete the kept cluster (keep only;
-            ``None`` when deleting or when the next run is unknown).
+            ``None`` when deleting).
     """
 
     action: str
@@ -254,10 +259,12 @@ def _cadence(inputs: TeardownInputs, now: float) -> tuple[float, float, str] | N
     """Next expected run, run interval and a description of the source, or ``None``."""
     if inputs.schedule_cron is not None:
         expr, zone = parse_cron(inputs.schedule_cron)
-        it = croniter(expr, datetime.datetime.fromtimestamp(now, tz=zone))
-        first = it.get_next(float)
-        second = it.get_next(float)
-        return first, second - first, f"cron '{inputs.schedule_cron}'"
+        moment = datetime.datetime.fromtimestamp(now, tz=zone)
+        following = croniter(expr, moment).get_next(float)
+        previous = croniter(expr, moment).get_prev(float)
+        # The interval around now (not the one after the next run), so an irregular cron
+        # such as business hours gets the slack of its current cadence.
+        return following, following - previous, f"cron '{inputs.schedule_cron}'"
     if inputs.interval_seconds is not None:
         interval = float(inputs.interval_seconds)
         return now + interval, interval, f"interval {interval:g} s"
@@ -290,6 +297,11 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
     be = inputs.break_even_seconds
     be_text = "never" if math.isinf(be) else f"{be / 3600:.2f} h"
     cadence = _cadence(inputs, now)
+    history_ttl = None
+    if inputs.schedule_cron is None and inputs.interval_seconds is None:
+        gaps = teardown_history.idle_gaps(inputs.run_start_times, now)
+        if len(gaps) >= teardown_history.MIN_GAPS:
+            history_ttl = teardown_history.best_ttl(gaps, inputs.idle_price_per_hour, deleted)
     if cadence is None:
         next_run = idle = kept = expires_at = None
         facts = "the next run is unknown (no cron, interval or run history)"
@@ -303,7 +315,17 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
             f"the next run ({source}) is in {idle / 3600:.2f} h: keeping costs {kept:.2f}, "
             f"re-creating costs {deleted:.2f}, break-even idle time {be_text}"
         )
-    if inputs.policy == "auto":
+    if history_ttl is not None:
+        ttl, kept = history_ttl
+        expires_at = now + ttl
+        facts += (
+            f"; over the last {len(gaps)} idle gaps, keeping {ttl / 3600:.2f} h costs least "
+            f"on average ({kept:.2f})"
+        )
+    if inputs.policy == "auto" and history_ttl is not None:
+        action = "keep" if history_ttl[0] > 0 else "delete"
+        why = "keeping costs less on average" if action == "keep" else "deleting is cheaper"
+    elif inputs.policy == "auto":
         if idle is None:
             action, why = "delete", "unknown cadence, so deleting"
         elif idle <= be:

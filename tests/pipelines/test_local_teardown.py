@@ -101,9 +101,9 @@ def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it
     reaped = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters")
     assert reaped.succeeded, reaped.error
     assert _writes(reaped) == [("DELETE", "vsplocal")]
-    assert reaped.parameters["reap-expired-clusters"]["Output"] == [
-        "projects/local-project/locations/us-central1/modelDevelopmentClusters/vsplocal"
-    ]
+    name = "projects/local-project/locations/us-central1/modelDevelopmentClusters/vsplocal"
+    assert reaped.parameters["reap-expired-clusters"]["Output"] == [name]
+    assert dict(run_summary.facts(reaped))["clusters reaped"] == name
 
 
 def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monkeypatch):

@@ -127,8 +127,11 @@ def test_cadence_uses_median_gap_and_rolls_forward():
     d = decide(_inputs(run_start_times=runs))
     assert d.next_run == NOW + 400  # last + 3600 is in the past; next slot after now
     assert d.idle_seconds == 400.0
-    assert d.action == "keep"
     assert "median gap 3600 s of 4 earlier runs" in d.reason
+    # The action comes from the observed idle gaps (start gaps less this run's 6800 s): 0, 0
+    # and 29200 s; keeping pays only for the long one, so deleting costs least on average.
+    assert "over the last 3 idle gaps, keeping 0.00 h costs least" in d.reason
+    assert d.action == "delete"
 
 
 def test_cadence_in_future_and_long_gap_deletes():

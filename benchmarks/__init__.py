@@ -1,0 +1,1 @@
+"""Benchmarks: speed and quality goals measured on simulations, with results written to files."""

@@ -1,0 +1,238 @@
+"""Benchmark: what keeping or deleting the cluster after each run costs, against the optimum.
+
+Replays run traces (``teardown_traces``) through keep-or-delete policies (``teardown_policies``),
+ours included (``teardown.decide`` at every run end, its expiry enforced as the reaper does),
+and writes ``teardown_cost.json`` (all numbers) and ``teardown_cost.md`` (tables and the goals
+of performance-model.md section 5(b), each met or not met with the measured number).
+
+Usage::
+
+    python -m benchmarks.teardown_cost [--out benchmarks/results] [--seeds N] [--ttl-draws N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from benchmarks import teardown_policies as policies
+from benchmarks import teardown_report as report
+from benchmarks import teardown_traces as traces
+from components.runtime import teardown, teardown_step
+
+DEFAULT_OUT = pathlib.Path(__file__).resolve().parent / "results"
+DEFAULT_SEEDS = 10
+DEFAULT_TTL_DRAWS = 1000
+BEST_FIXED = "best-fixed-ttl"
+CRON_FAMILIES = ("cron", "change")
+STOCHASTIC_FAMILIES = ("poisson", "bursty")
+
+
+def run_cell(
+    trace: traces.Trace, prices: policies.Prices, seed: int, ttl_draws: int
+) -> dict[str, dict[str, float]]:
+    """Metrics of every policy (and of OPT and the best fixed TTL) on one trace."""
+    gaps = trace.gaps
+    metrics = {"opt": policies.evaluate_opt(gaps, prices)}
+    for policy in policies.POLICIES:
+        ttls = policies.policy_ttls(policy, trace, prices, draws=ttl_draws, seed=seed)
+        metrics[policy] = policies.evaluate(gaps, ttls, prices)
+    expected = policies.randomized_expected_costs(gaps, prices)
+    opt = policies.opt_costs(gaps, prices)
+    positive = opt > 0
+    metrics[policies.RANDOMIZED]["expected_ratio"] = float(expected.sum() / opt.sum())
+    metrics[policies.RANDOMIZED]["worst_gap_ratio"] = float(
+        np.max(expected[positive] / opt[positive])
+    )
+    best = policies.best_fixed_ttl(gaps, prices)
+    metrics[BEST_FIXED] = policies.evaluate(gaps, np.full(len(gaps), best), prices)
+    metrics[BEST_FIXED]["ttl_minutes"] = best / 60.0
+    return metrics
+
+
+def _aggregate(per_seed: list[dict[str, float]]) -> dict[str, object]:
+    """Mean over seeds (min/max of the ratio, max of the worst gap ratio)."""
+    ratios = [m["ratio"] for m in per_seed]
+    out: dict[str, object] = {
+        "ratio": float(np.mean(ratios)),
+        "ratio_min": float(np.min(ratios)),
+        "ratio_max": float(np.max(ratios)),
+        "ratio_per_seed": [round(r, 6) for r in ratios],
+        "worst_gap_ratio": float(np.max([m["worst_gap_ratio"] for m in per_seed])),
+    }
+    for key in per_seed[0]:
+        if key not in ("ratio", "worst_gap_ratio"):
+            out[key] = float(np.mean([m[key] for m in per_seed]))
+    return out
+
+
+def run(seeds: int, ttl_draws: int, progress=None) -> dict[str, object]:
+    """Runs every (trace, break-even time, policy) over ``seeds`` trace seeds.
+
+    Returns:
+        The JSON-ready results: config, one row per (trace, beta, policy), goals.
+    """
+    rows = []
+    for prices in policies.PRICES:
+        collected: dict[tuple[str, str], list[dict[str, float]]] = {}
+        info: dict[str, traces.Trace] = {}
+        for seed in range(seeds):
+            for trace in traces.all_traces(prices.beta_s, seed):
+                info.setdefault(trace.name, trace)
+                for policy, metrics in run_cell(trace, prices, seed, ttl_draws).items():
+                    collected.setdefault((trace.name, policy), []).append(metrics)
+            if progress:
+                progress(f"beta {prices.label}: seed {seed + 1}/{seeds}")
+        for (name, policy), per_seed in collected.items():
+            trace = info[name]
+            rows.append(
+                {
+                    "trace": name,
+                    "family": trace.family,
+                    "beta": prices.label,
+                    "beta_hours": prices.beta_s / 3600.0,
+                    "runs": len(trace.starts),
+                    "policy": policy,
+                    **_aggregate(per_seed),
+                }
+            )
+    return {
+        "benchmark": "teardown_cost",
+        "config": _config(seeds, ttl_draws),
+        "results": rows,
+        "goals": goals(rows, ttl_draws),
+    }
+
+
+def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
+    return {
+        "seeds": seeds,
+        "ttl_draws": ttl_draws,
+        "trace_start": "2027-01-04T00:00:00Z",
+        "prices": [
+            {
+                "beta": p.label,
+                "idle_price_per_hour": p.idle_price_per_hour,
+                "provisioning_minutes": p.provisioning_minutes,
+                "provisioning_price_per_hour": p.provisioning_price_per_hour,
+                "delay_penalty_per_hour": p.delay_penalty_per_hour,
+                "recreation_cost": p.recreation_cost,
+                "beta_seconds": p.beta_s,
+            }
+            for p in policies.PRICES
+        ],
+        "cron_traces": [{"name": n, "cron": c, "runs": k} for n, c, k in traces.CRON_TRACES],
+        "schedule_change": [{"cron": c, "runs": k} for c, k in traces.CHANGE_CRONS],
+        "poisson_mean_gaps_beta": list(traces.POISSON_MEAN_GAPS),
+        "pareto_alpha": traces.PARETO_ALPHA,
+        "duration_median_s": traces.DURATION_MEDIAN_S,
+        "duration_sigma": traces.DURATION_SIGMA,
+        "start_jitter_s": traces.START_JITTER_S,
+        "history_page_size": teardown_step.HISTORY_PAGE_SIZE,
+        "slack_fraction": teardown.DEFAULT_SLACK_FRACTION,
+        "min_slack_seconds": teardown.DEFAULT_MIN_SLACK_SECONDS,
+        "randomized_expected_ratio": policies.RANDOMIZED_EXPECTED_RATIO,
+        "poisson_online_lower_bound": {
+            f"poisson-{k:g}b": policies.poisson_online_bound(k) for k in traces.POISSON_MEAN_GAPS
+        },
+    }
+
+
+def _worst(rows: list[dict], key: str) -> tuple[float, str]:
+    """The largest ``key`` and where it is (with how many other cells tie within 1e-6)."""
+    row = max(rows, key=lambda r: r[key])
+    ties = sum(1 for r in rows if r is not row and abs(r[key] - row[key]) <= 1e-6)
+    where = f"{row['trace']} at beta {row['beta']}"
+    return float(row[key]), where + (f" and {ties} more cells" if ties else "")
+
+
+def goals(rows: list[dict], ttl_draws: int) -> list[dict[str, object]]:
+    """The section 5(b) goals that this benchmark measures, each with its measured number."""
+
+    def pick(policy: str, families: Sequence[str] | None = None) -> list[dict]:
+        return [
+            r for r in rows if r["policy"] == policy and (not families or r["family"] in families)
+        ]
+
+    tol = 1e-9
+    out = []
+    value, where = _worst(pick("ours-auto", CRON_FAMILIES), "ratio_max")
+    out.append(
+        _goal("1", "ours-auto (cron-aware) <= 1.02x OPT on cron traces", 1.02, value, where, tol)
+    )
+    value, where = _worst(pick("break-even-ttl"), "ratio_max")
+    out.append(_goal("2", "break-even TTL <= 2.0x OPT on every trace", 2.0, value, where, tol))
+    value, where = _worst(pick("break-even-ttl"), "worst_gap_ratio")
+    out.append(_goal("2'", "break-even TTL <= 2.0x OPT on every gap", 2.0, value, where, tol))
+    value, where = _worst(pick(policies.RANDOMIZED), "ratio")
+    text = f"randomized TTL <= 1.60x OPT, mean over {ttl_draws} draws x seeds, every trace"
+    out.append(_goal("3", text, 1.60, value, where, tol))
+    stochastic = pick("ours-auto", STOCHASTIC_FAMILIES)
+    value, where = _worst(stochastic, "ratio")
+    text = "stretch: ours-auto <= 1.3x OPT mean on every Poisson and bursty trace"
+    goal = _goal("5", text, 1.3, value, where, tol)
+    goal["average"] = float(np.mean([r["ratio"] for r in stochastic]))
+    out.append(goal)
+    return out
+
+
+def _goal(ident: str, text: str, target: float, value: float, where: str, tol: float) -> dict:
+    return {
+        "id": ident,
+        "goal": text,
+        "target": target,
+        "measured": value,
+        "where": where,
+        "met": bool(value <= target + tol),
+    }
+
+
+def _write(path: pathlib.Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point: runs the benchmark and writes the JSON and Markdown results."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.teardown_cost", description=__doc__)
+    parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT, help="results folder")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="trace seeds per cell")
+    parser.add_argument(
+        "--ttl-draws", type=int, default=DEFAULT_TTL_DRAWS, help="randomized TTL draws per trace"
+    )
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.ttl_draws < 1:
+        parser.error("--seeds and --ttl-draws must be >= 1")
+    results = run(args.seeds, args.ttl_draws, progress=lambda m: print(m, file=sys.stderr))
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path = args.out / "teardown_cost.json"
+    md_path = args.out / "teardown_cost.md"
+    _write(json_path, json.dumps(_finite(results), indent=1, sort_keys=False) + "\n")
+    _write(md_path, report.markdown(results))
+    for goal in results["goals"]:
+        state = "met" if goal["met"] else "NOT met"
+        print(f"goal {goal['id']}: {state}: {goal['measured']:.4f} ({goal['where']})")
+    print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The keep-or-delete benchmark's simulator: costs, OPT, policies and traces (not the benchmark)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks import teardown_cost, teardown_policies, teardown_traces
+
+BETA_1H = teardown_policies.PRICES[1]  # r = 1.0/h, C = 1.0, beta = 1 h
+
+
+def _gaps(*hours: float) -> np.ndarray:
+    return np.array(hours) * 3600.0
+
+
+def test_prices_give_the_stated_break_even_times():
+    assert [p.beta_s for p in teardown_policies.PRICES] == pytest.approx([900, 3600, 14400])
+    assert [p.recreation_cost for p in teardown_policies.PRICES] == pytest.approx([0.25, 1, 4])
+
+
+def test_opt_per_gap_is_min_of_idle_and_recreation():
+    gaps = _gaps(0, 0.25, 1, 3)
+    assert teardown_policies.opt_costs(gaps, BETA_1H) == pytest.approx([0, 0.25, 1, 1])
+
+
+@pytest.mark.parametrize(
+    ("ttl_h", "expected"),
+    [
+        (0.0, [0.0, 1.0, 1.0, 1.0]),  # delete: C for every gap but an empty one
+        (1.0, [0.0, 0.25, 1.0, 2.0]),  # break-even: r g up to beta, then r beta + C
+        (math.inf, [0.0, 0.25, 1.0, 3.0]),  # keep forever: r g
+    ],
+)
+def test_gap_costs_of_fixed_ttls(ttl_h, expected):
+    gaps = _gaps(0, 0.25, 1, 3)
+    ttls = np.full(4, ttl_h * 3600.0)
+    assert teardown_policies.gap_costs(gaps, ttls, BETA_1H) == pytest.approx(expected)
+
+
+def test_evaluate_counts_recreations_and_delay():
+    gaps = _gaps(0.25, 3, 3, 0.5)
+    metrics = teardown_policies.evaluate(gaps, np.full(4, 3600.0), BETA_1H)
+    assert metrics["cost"] == pytest.approx(0.25 + 2 + 2 + 0.5)
+    assert metrics["opt"] == pytest.approx(0.25 + 1 + 1 + 0.5)
+    assert metrics["ratio"] == pytest.approx(4.75 / 2.75)
+    assert metrics["worst_gap_ratio"] == pytest.approx(2.0)
+    assert metrics["creates"] == 2
+    assert metrics["delayed_runs_pct"] == 50.0
+    assert metrics["p95_delay_min"] == pytest.approx(20.0)  # provisioning minutes
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("prices", teardown_policies.PRICES, ids=lambda p: p.label)
+def test_break_even_ttl_is_at_most_twice_opt_on_every_gap(seed, prices):
+    rng = np.random.default_rng(seed)
+    gaps = np.concatenate(
+        [
+            rng.exponential(prices.beta_s, 300),
+            prices.beta_s * rng.pareto(1.5, 300),
+            prices.beta_s * (1 + rng.uniform(0, 1e-3, 50)),
+            np.zeros(3),
+        ]
+    )
+    trace = teardown_traces.Trace(
+        "random",
+        "poisson",
+        np.cumsum(np.append(0.0, gaps)),
+        np.zeros(len(gaps) + 1),
+        (None,) * (len(gaps) + 1),
+    )
+    ttls = teardown_policies.policy_ttls("break-even-ttl", trace, prices)
+    costs = teardown_policies.gap_costs(gaps, ttls, prices)
+    opt = teardown_policies.opt_costs(gaps, prices)
+    assert np.all(costs <= 2.0 * opt + 1e-12)
+    assert np.all(costs >= opt - 1e-12)
+
+
+@pytest.mark.parametrize("cron", ["0 * * * *", "0 */4 * * *", "0 3 * * *", "0 9-18 * * 1-5"])
+@pytest.mark.parametrize("prices", teardown_policies.PRICES, ids=lambda p: p.label)
+def test_ours_equals_opt_on_an_exact_cron_trace(cron, prices):
+    trace = teardown_traces.cron_trace("exact", cron, 60, seed=0, jitter_s=0.0, zero_durations=True)
+    ttls = teardown_policies.ours_ttls(trace, prices, "auto")
+    costs = teardown_policies.gap_costs(trace.gaps, ttls, prices)
+    assert costs == pytest.approx(teardown_policies.opt_costs(trace.gaps, prices), abs=1e-9)
+
+
+def test_ours_keep_without_cadence_is_the_break_even_ttl():
+    trace = teardown_traces.poisson_trace(1.0, BETA_1H.beta_s, seed=3)
+    ttls = teardown_policies.ours_ttls(trace, BETA_1H, "keep")
+    assert ttls == pytest.approx(np.full(len(ttls), BETA_1H.beta_s), abs=1.0)  # label: whole s
+
+
+def test_ours_auto_uses_the_cron_of_each_run_across_a_schedule_change():
+    trace = teardown_traces.change_trace(seed=0)
+    ttls = teardown_policies.ours_ttls(trace, BETA_1H, "auto")
+    first_n = teardown_traces.CHANGE_CRONS[0][1]
+    assert np.all(ttls[: first_n - 1] > 0)  # hourly, 1 h idle <= beta: keep
+    assert ttls[first_n - 1] > 0  # the last hourly run still expects the next hour
+    assert np.all(ttls[first_n:] == 0)  # daily, beyond beta: delete
+
+
+def test_randomized_ttls_lie_in_zero_beta_with_the_expected_ratio():
+    gaps = _gaps(0.01, 0.3, 0.9, 1.0, 2.0, 50.0)
+    ttls = teardown_policies.randomized_ttls(BETA_1H.beta_s, len(gaps), 4000, seed=1)
+    assert ttls.shape == (4000, len(gaps))
+    assert ttls.min() >= 0 and ttls.max() <= BETA_1H.beta_s
+    expected = teardown_policies.randomized_expected_costs(gaps, BETA_1H)
+    opt = teardown_policies.opt_costs(gaps, BETA_1H)
+    assert expected / opt == pytest.approx(np.full(len(gaps), math.e / (math.e - 1)))
+    sampled = teardown_policies.gap_costs(gaps, ttls, BETA_1H).mean(axis=0)
+    assert sampled[1:] == pytest.approx(expected[1:], rel=0.05)
+
+
+def test_best_fixed_ttl_is_no_worse_than_the_simple_ttls():
+    gaps = np.random.default_rng(7).exponential(BETA_1H.beta_s, 200)
+    best = teardown_policies.best_fixed_ttl(gaps, BETA_1H)
+    total = teardown_policies.gap_costs(gaps, np.full(200, best), BETA_1H).sum()
+    for ttl in (0.0, BETA_1H.beta_s, math.inf, 0.5 * BETA_1H.beta_s):
+        assert total <= teardown_policies.gap_costs(gaps, np.full(200, ttl), BETA_1H).sum()
+
+
+def test_poisson_online_bound_at_mean_gap_beta_is_e_over_e_minus_one():
+    assert teardown_policies.poisson_online_bound(1.0) == pytest.approx(math.e / (math.e - 1))
+    assert teardown_policies.poisson_online_bound(0.5) < teardown_policies.poisson_online_bound(1)
+
+
+def test_traces_do_not_overlap_and_have_the_stated_sizes():
+    for trace in teardown_traces.all_traces(BETA_1H.beta_s, seed=0):
+        assert np.all(trace.gaps >= 0), trace.name
+        assert 200 <= len(trace.starts) <= 1000, trace.name
+        assert np.all(trace.durations <= teardown_traces.MAX_DURATION_S), trace.name
+    hourly = teardown_traces.cron_trace("hourly", "0 * * * *", 10, seed=0)
+    assert np.all(np.diff(hourly.starts) < 3600 + teardown_traces.START_JITTER_S)
+
+
+def test_goals_mark_met_and_not_met_from_the_numbers():
+    def row(trace, family, policy, ratio, worst=1.0):
+        return {
+            "trace": trace,
+            "family": family,
+            "beta": "1h",
+            "policy": policy,
+            "ratio": ratio,
+            "ratio_max": ratio,
+            "worst_gap_ratio": worst,
+        }
+
+    rows = [
+        row("hourly", "cron", "ours-auto", 1.0),
+        row("hourly", "cron", "break-even-ttl", 1.0),
+        row("hourly", "cron", "randomized-ttl", 1.58),
+        row("poisson-1b", "poisson", "ours-auto", 1.6),
+        row("poisson-1b", "poisson", "break-even-ttl", 2.0 + 1e-12, worst=2.0),
+        row("poisson-1b", "poisson", "randomized-ttl", 1.61),
+    ]
+    goals = {g["id"]: g for g in teardown_cost.goals(rows, ttl_draws=10)}
+    assert goals["1"]["met"] and goals["2"]["met"] and goals["2'"]["met"]
+    assert not goals["3"]["met"] and goals["3"]["where"] == "poisson-1b at beta 1h"
+    assert not goals["5"]["met"] and goals["5"]["measured"] == 1.6
