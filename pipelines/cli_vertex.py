@@ -228,6 +228,18 @@ def schedule(
     click.echo(f"cron: {created.get('cron', cron)}  next run: {created.get('nextRunTime', '?')}")
     console = "https://console.cloud.google.com/vertex-ai/pipelines/schedules"
     click.echo(f"console: {console}?project={job.project}")
+    if pipeline_schedules.SCHEDULE_CRON in job.parameter_values and not client.reaper_scheduled(
+        job.parent
+    ):
+        click.echo(
+            f"note: this pipeline may keep its cluster warm until an expiry, and only "
+            f"{pipeline_schedules.REAPER_PIPELINE} deletes clusters whose expiry passed; no "
+            f"schedule of it exists in {job.location}. Create one: vsp schedule --project "
+            f"{job.project} --location {job.location} --pipeline-root {job.pipeline_root} "
+            "--template compiled/pipelines/reap_expired_clusters.yaml --cron '30 * * * *' "
+            f"--param project={job.project} --param location={job.location}",
+            err=True,
+        )
 
 
 @click.command("publish")

@@ -29,6 +29,8 @@ from components.runtime.cluster_rules_base import Problems
 log = logging.getLogger(__name__)
 
 SCHEDULE_CRON = "schedule_cron"
+# The pipeline that deletes clusters kept warm past their expiry.
+REAPER_PIPELINE = "reap-expired-clusters"
 LIVE_STATES = ("ACTIVE", "PAUSED")
 API_VERSION = pipeline_jobs.API_VERSION
 
@@ -188,6 +190,18 @@ class SchedulesClient:
             for schedule in self.list(parent, filter_for(display_name))
             if schedule.get("displayName") == display_name and schedule.get("state") in LIVE_STATES
         ]
+
+    def reaper_scheduled(self, parent: str) -> bool:
+        """Whether a live schedule runs the ``reap-expired-clusters`` pipeline in ``parent``."""
+        for schedule in self.list(parent):
+            job = (schedule.get("createPipelineJobRequest") or {}).get("pipelineJob") or {}
+            name = ((job.get("pipelineSpec") or {}).get("pipelineInfo") or {}).get("name")
+            uri = job.get("templateUri") or ""
+            if schedule.get("state") in LIVE_STATES and (
+                name == REAPER_PIPELINE or f"/{REAPER_PIPELINE}/" in uri
+            ):
+                return True
+        return False
 
     def delete(self, name: str) -> None:
         """Deletes a schedule and waits for the delete operation (missing is fine)."""

@@ -265,7 +265,9 @@ def test_schedule_sends_the_exact_body_with_schedule_cron(emulator, cron_templat
     result = _run(_schedule_args(cron_template, "--max-runs", "10", "--label", "team=ml"))
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"created: {PARENT}/schedules/")
-    list_entry, create_entry = emulator.journal()
+    list_entry, create_entry, reaper_lookup = emulator.journal()
+    assert (reaper_lookup["method"], reaper_lookup["query"]) == ("GET", {})
+    assert "no schedule of it exists in us-central1" in result.stderr
     assert (list_entry["method"], list_entry["query"]) == (
         "GET",
         {"filter": 'display_name="nightly"'},
@@ -309,7 +311,12 @@ def test_schedule_refuses_a_duplicate_and_replace_swaps_it(emulator, cron_templa
     new_name = replaced.output.splitlines()[0].removeprefix("created: ")
     calls = [(e["method"], e["path"].rsplit("/", 1)[-1]) for e in emulator.journal()]
     old_id = old_name.rsplit("/", 1)[-1]
-    assert calls[-3:] == [("GET", "schedules"), ("DELETE", old_id), ("POST", "schedules")]
+    assert calls[-4:] == [
+        ("GET", "schedules"),
+        ("DELETE", old_id),
+        ("POST", "schedules"),
+        ("GET", "schedules"),  # is the reaper scheduled?
+    ]
     schedules = requests.get(f"{emulator.base_url}/v1/{PARENT}/schedules").json()["schedules"]
     assert [s["name"] for s in schedules] == [new_name] and new_name != old_name
 
@@ -349,3 +356,27 @@ def test_publish_validates_before_uploading(registry, template):
     host = _run(["publish", template, "--host", "https://us-central1-docker.pkg.dev/p/r"])
     assert host.exit_code == 2 and "host = " in host.output
     assert registry.calls == []
+
+
+def test_schedule_of_a_keeping_pipeline_is_quiet_when_the_reaper_is_scheduled(
+    emulator, cron_template
+):
+    reaper = _run(
+        [
+            "schedule",
+            *LOC,
+            "--template",
+            "compiled/pipelines/reap_expired_clusters.yaml",
+            "--pipeline-root",
+            "gs://bucket/root",
+            "--param",
+            "project=test-project",
+            "--cron",
+            "30 * * * *",
+        ]
+    )
+    assert reaper.exit_code == 0, reaper.output
+    assert "no schedule of it exists" not in reaper.stderr  # the reaper itself keeps nothing
+    result = _run(_schedule_args(cron_template))
+    assert result.exit_code == 0, result.output
+    assert "reap-expired-clusters" not in result.stderr

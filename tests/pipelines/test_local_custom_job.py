@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 from pipelines import local_run, registry, run_summary
 
@@ -39,3 +42,17 @@ def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
     )
     facts = dict(run_summary.facts(result))
     assert facts["preemptions survived"].startswith("8 (resubmissions 1")
+    # The registered model is bit-identical to an uninterrupted run of the same seed (the
+    # step delay only sleeps).
+    gcs = tmp_path / "emulator" / "gcs"
+    trained = gcs / base.removeprefix("gs://") / "model" / "model.npz"
+    reference = tmp_path / "reference"
+    env = {
+        **os.environ,
+        "VSP_CHECKPOINT_DIR": str(reference / "ckpt"),
+        "VSP_MODEL_DIR": str(reference / "model"),
+    }
+    steps = ["--steps", "200", "--seed", "7", "--step-seconds", "0"]
+    command = [sys.executable, "-m", "examples.trainer", *steps]
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
