@@ -69,14 +69,14 @@ def decide_teardown(
     from components.runtime import rest, step, teardown, teardown_report, teardown_step
 
     def run():
-        inputs = teardown.TeardownInputs(
+        inputs = teardown.component_inputs(
+            policy=policy,
+            schedule_cron=schedule_cron,
+            interval_hours=interval_hours,
             idle_price_per_hour=idle_price_per_hour,
             provisioning_minutes=provisioning_minutes,
             provisioning_price_per_hour=provisioning_price_per_hour,
             delay_penalty_per_hour=delay_penalty_per_hour,
-            policy=policy,
-            schedule_cron=schedule_cron or None,
-            interval_seconds=interval_hours * 3600.0 if interval_hours else None,
             slack_fraction=expiry_slack_fraction,
         )
         return teardown_step.decide(

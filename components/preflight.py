@@ -51,14 +51,14 @@ def check_run_parameters(
     def check() -> bool:
         inputs = None
         if check_teardown:
-            inputs = teardown.TeardownInputs(
+            inputs = teardown.component_inputs(
+                policy=teardown_policy,
+                schedule_cron=schedule_cron,
+                interval_hours=interval_hours,
                 idle_price_per_hour=idle_price_per_hour,
                 provisioning_minutes=provisioning_minutes,
                 provisioning_price_per_hour=provisioning_price_per_hour,
                 delay_penalty_per_hour=delay_penalty_per_hour,
-                policy=teardown_policy,
-                schedule_cron=schedule_cron or None,
-                interval_seconds=interval_hours * 3600.0 if interval_hours else None,
             )
         preflight.check_run(
             {

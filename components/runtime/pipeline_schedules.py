@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from components.runtime import errors, operations, pipeline_jobs, polling, rest, teardown
+from components.runtime import errors, operations, pipeline_jobs, polling, rest, teardown_cadence
 from components.runtime.cluster_rules_base import Problems
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ScheduleRequest:
                 "Pass --display-name NAME.",
             )  # fmt: skip
         try:
-            teardown.parse_cron(self.cron)
+            teardown_cadence.parse_cron(self.cron)
         except errors.SpecValidationError as exc:
             problems.add(
                 "cron", self.cron, _sentence(exc.problems[0].problem),

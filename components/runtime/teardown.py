@@ -31,14 +31,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-import statistics
 import time
-import zoneinfo
 from collections.abc import Mapping, Sequence
 
-from croniter import croniter
-
-from components.runtime import teardown_history
+from components.runtime import teardown_cadence, teardown_history
 from components.runtime.errors import SpecProblem, SpecValidationError
 
 POLICIES = ("auto", "delete", "keep")
@@ -47,7 +43,6 @@ LABEL_TEARDOWN = "vsp-teardown"
 LABEL_TIME_FORMAT = "%Y%m%dt%H%M%Sz"
 DEFAULT_SLACK_FRACTION = 0.25
 DEFAULT_MIN_SLACK_SECONDS = 600.0
-_TZ_PREFIXES = ("TZ=", "CRON_TZ=")
 # How long a cluster kept with an unknown next run and free idle time stays before it expires.
 UNKNOWN_CADENCE_TTL_SECONDS = 24 * 3600.0
 
@@ -139,7 +134,31 @@ class TeardownInputs:
                 "give the expected seconds between runs, or leave it unset.",
             )
         if self.schedule_cron is not None:
-            parse_cron(self.schedule_cron)
+            teardown_cadence.parse_cron(self.schedule_cron)
+
+
+def component_inputs(
+    *,
+    policy: str,
+    schedule_cron: str,
+    interval_hours: float,
+    idle_price_per_hour: float,
+    provisioning_minutes: float,
+    provisioning_price_per_hour: float,
+    delay_penalty_per_hour: float,
+    slack_fraction: float = DEFAULT_SLACK_FRACTION,
+) -> TeardownInputs:
+    """``TeardownInputs`` from a component's flat parameters ('' and 0 mean "not given")."""
+    return TeardownInputs(
+        idle_price_per_hour=idle_price_per_hour,
+        provisioning_minutes=provisioning_minutes,
+        provisioning_price_per_hour=provisioning_price_per_hour,
+        delay_penalty_per_hour=delay_penalty_per_hour,
+        policy=policy,
+        schedule_cron=schedule_cron or None,
+        interval_seconds=interval_hours * 3600.0 if interval_hours else None,
+        slack_fraction=slack_fraction,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,65 +239,6 @@ def expired(labels: Mapping[str, str] | None, now: float | None = None) -> bool:
     return (time.time() if now is None else now) > expires_at
 
 
-def parse_cron(schedule_cron: str) -> tuple[str, datetime.tzinfo]:
-    """Split an optional ``TZ=Zone `` prefix off a 5-field cron and validate both.
-
-    Returns:
-        The cron expression and its time zone (UTC without a prefix).
-
-    Raises:
-        UserError: naming ``schedule_cron`` and the fix.
-    """
-    text = schedule_cron.strip() if isinstance(schedule_cron, str) else ""
-    zone: datetime.tzinfo = datetime.timezone.utc
-    if text.startswith(_TZ_PREFIXES):
-        prefix, _, text = text.partition(" ")
-        name = prefix.split("=", 1)[1]
-        try:
-            zone = zoneinfo.ZoneInfo(name)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-            raise _problem(
-                "schedule_cron",
-                schedule_cron,
-                f"unknown time zone {name!r}.",
-                "use an IANA zone, e.g. 'TZ=America/New_York 0 9 * * *'.",
-            ) from exc
-        text = text.strip()
-    if len(text.split()) != 5 or not croniter.is_valid(text):
-        raise _problem(
-            "schedule_cron",
-            schedule_cron,
-            "is not a valid 5-field cron expression.",
-            "use 'minute hour day-of-month month day-of-week', e.g. '0 * * * *', "
-            "optionally prefixed 'TZ=Zone '.",
-        )
-    return text, zone
-
-
-def _cadence(inputs: TeardownInputs, now: float) -> tuple[float, float, str] | None:
-    """Next expected run, run interval and a description of the source, or ``None``."""
-    if inputs.schedule_cron is not None:
-        expr, zone = parse_cron(inputs.schedule_cron)
-        moment = datetime.datetime.fromtimestamp(now, tz=zone)
-        following = croniter(expr, moment).get_next(float)
-        previous = croniter(expr, moment).get_prev(float)
-        # The interval around now (not the one after the next run), so an irregular cron
-        # such as business hours gets the slack of its current cadence.
-        return following, following - previous, f"cron '{inputs.schedule_cron}'"
-    if inputs.interval_seconds is not None:
-        interval = float(inputs.interval_seconds)
-        return now + interval, interval, f"interval {interval:g} s"
-    times = sorted(float(t) for t in inputs.run_start_times)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
-    if not gaps:
-        return None
-    interval = statistics.median(gaps)
-    next_run = times[-1] + interval
-    if next_run < now:  # roll forward over runs already started (e.g. this one)
-        next_run += math.ceil((now - next_run) / interval) * interval
-    return next_run, interval, f"median gap {interval:g} s of {len(times)} earlier runs"
-
-
 def decide(inputs: TeardownInputs) -> TeardownDecision:
     """Decide whether to delete the cluster now or keep it warm for the next run.
 
@@ -296,7 +256,9 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
     deleted = inputs.recreation_cost
     be = inputs.break_even_seconds
     be_text = "never" if math.isinf(be) else f"{be / 3600:.2f} h"
-    cadence = _cadence(inputs, now)
+    cadence = teardown_cadence.predict(
+        inputs.schedule_cron, inputs.interval_seconds, inputs.run_start_times, now
+    )
     history_ttl = None
     if inputs.schedule_cron is None and inputs.interval_seconds is None:
         gaps = teardown_history.idle_gaps(inputs.run_start_times, now)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 
 import pytest
 import requests
@@ -41,6 +42,19 @@ def _execute(tmp_path, state: str, failure_keep_minutes: float = 60.0) -> str:
     component = catalog.component_set(packaging.PREINSTALLED)["finalize_cluster"]
     executor.Executor(executor_input, component).execute()
     return json.loads(output.read_text())["parameterValues"]["Output"]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """The step configures the ``components`` and ``vsp`` loggers as a step process would;
+    put them back so later tests capture logs as before."""
+    loggers = [logging.getLogger(name) for name in ("components", "vsp")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 @pytest.fixture
