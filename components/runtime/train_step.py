@@ -8,6 +8,7 @@ the run fails, so a failed step still shows what happened.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -190,13 +191,7 @@ def train_on_cluster(
 
 def write_text(path: str) -> Callable[[str], None]:
     """A ``write_report`` callback writing to ``path`` (folders created)."""
-
-    def write(text: str) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w") as handle:
-            handle.write(text)
-
-    return write
+    return functools.partial(step_lib.write_file, path)
 
 
 def component_options(

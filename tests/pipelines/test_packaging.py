@@ -51,7 +51,10 @@ def test_cluster_components_do_not_carry_the_training_runtime():
 
 @pytest.mark.parametrize("name", sorted(catalog.COMPONENT_FUNCTIONS))
 def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
-    """Import each staged module in a fresh interpreter that cannot see the repository."""
+    """Import each staged module in a fresh interpreter that cannot see the repository.
+
+    ``-B``: no ``__pycache__`` may appear in the staged copy, which is what gets embedded.
+    """
     modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS[name])
     staged = packaging.staged_runtime(modules)
     code = (
@@ -61,4 +64,5 @@ def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
         "    mod = importlib.import_module('components.runtime.' + m)\n"
         f"    assert mod.__file__.startswith({staged!r}), mod.__file__\n"
     )
-    subprocess.run([sys.executable, "-I", "-c", code], check=True, cwd="/")
+    subprocess.run([sys.executable, "-I", "-B", "-c", code], check=True, cwd="/")
+    assert not list(pathlib.Path(staged).rglob("__pycache__"))
