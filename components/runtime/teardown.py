@@ -34,13 +34,12 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
-from components.runtime import teardown_cadence, teardown_history
+from components.runtime import step, teardown_cadence, teardown_history
 from components.runtime.errors import SpecProblem, SpecValidationError
 
 POLICIES = ("auto", "delete", "keep")
 LABEL_EXPIRES_AT = "vsp-expires-at"
 LABEL_TEARDOWN = "vsp-teardown"
-LABEL_TIME_FORMAT = "%Y%m%dt%H%M%Sz"
 DEFAULT_SLACK_FRACTION = 0.25
 DEFAULT_MIN_SLACK_SECONDS = 600.0
 # How long a cluster kept with an unknown next run and free idle time stays before it expires.
@@ -213,14 +212,12 @@ class TeardownDecision:
 
 def format_label_time(epoch: float) -> str:
     """Format epoch seconds as a label value, ``%Y%m%dt%H%M%Sz`` in UTC."""
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
-    return moment.strftime(LABEL_TIME_FORMAT)
+    return step.timestamp_label(datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc))
 
 
 def parse_label_time(value: str) -> float:
     """Parse a ``%Y%m%dt%H%M%Sz`` UTC label value into epoch seconds."""
-    moment = datetime.datetime.strptime(value, LABEL_TIME_FORMAT)
-    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+    return step.parse_timestamp_label(value).timestamp()
 
 
 def expired(labels: Mapping[str, str] | None, now: float | None = None) -> bool:
