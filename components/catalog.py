@@ -25,6 +25,7 @@ COMPONENT_FUNCTIONS = {
     "delete_cluster": cluster.delete_cluster,
     "ensure_slurm_account": training.ensure_slurm_account,
     "finalize_cluster": cluster_teardown.finalize_cluster,
+    "finalize_custom_jobs": custom_job.finalize_custom_jobs,
     "keep_cluster": cluster_teardown.keep_cluster,
     "reap_expired_clusters": cluster_teardown.reap_expired_clusters,
     "register_model": registration.register_model,

@@ -106,7 +106,7 @@ def train_custom_job(
         model_dir: ``AIP_MODEL_DIR`` of the jobs.
         preemptions: Preemptions survived.
     """
-    from components.runtime import custom_job_step, step, train_step
+    from components.runtime import custom_job_step, step, training_step
     from components.runtime.custom_job_spec import CustomJobTraining
 
     training = CustomJobTraining(
@@ -145,7 +145,7 @@ def train_custom_job(
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=run_key,
             pipeline_run=pipeline_run,
-            **train_step.component_options(
+            **training_step.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
                 poll_seconds=poll_seconds,
@@ -155,7 +155,47 @@ def train_custom_job(
             ),
         ),
     )
-    train_step.publish_metrics(outcome, metrics)
+    training_step.publish_metrics(outcome, metrics)
     base = base_output_directory.rstrip("/")
     result = outcome.result
     return (result.job_ids, f"{base}/checkpoints/", f"{base}/model/", result.preemptions)
+
+
+def finalize_custom_jobs(
+    project: str,
+    location: str,
+    display_name: str,
+    status: dsl.PipelineTaskFinalStatus,
+    run_key: str = "",
+    pipeline_run: str = "",
+) -> list:
+    """The exit task: cancels the run's CustomJobs still queued or running after a failed or
+    cancelled run, so no GPU job is left running on paid capacity.
+
+    Jobs are found by the run-key label ``train_custom_job`` puts on them; after a success
+    nothing is sent.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the jobs.
+        display_name: Display name prefix of the jobs, as given to ``train_custom_job``.
+        status: Final status of the run's tasks (filled in by the pipeline).
+        run_key: The run key given to ``train_custom_job`` ('' = derived from the run).
+        pipeline_run: Pipeline run name (the pipeline passes its job name).
+
+    Returns:
+        Resource names of the jobs cancelled.
+    """
+    from components.runtime import custom_job_step, step
+
+    return step.run_step(
+        "finalize_custom_jobs",
+        lambda: custom_job_step.finalize_custom_jobs(
+            project=project,
+            location=location,
+            display_name=display_name,
+            state=status.state,
+            run_key=run_key,
+            pipeline_run=pipeline_run,
+        ),
+    )

@@ -13,6 +13,13 @@ kfp passes the archive as a single command argument, and Linux refuses one argum
 ``*.py`` files are staged, so caches and editor files never leak into templates. The archive
 kfp writes is not byte-reproducible (tar and gzip record times); ``pipelines.compile``
 normalises it after compiling.
+
+Cancel must reach the step: on Vertex AI Pipelines the container's command runs as PID 1, and
+kfp's lightweight command is two ``sh`` stages (``sh -c "pip install ... && $0 $@"``, then
+``sh -ec "... python3 -m kfp.dsl.executor_main ..."``) that do not ``exec``, so the SIGTERM sent
+on cancel would stop at ``sh`` and never reach the Python handler that cancels the Slurm job or
+CustomJob. ``exec_in_place`` rewrites both stages to ``exec`` their successor, so PID 1 becomes
+the Python step itself. It fails loudly if a kfp release changes the command's shape.
 """
 
 from __future__ import annotations
@@ -136,6 +143,35 @@ def staged_runtime(modules: frozenset[str]) -> str:
     return os.fspath(root)
 
 
+_PIP_STAGE_RUN = '&& "$0" "$@"'
+_EXECUTOR_STAGE_RUN = "_KFP_RUNTIME=true python3 -m kfp.dsl.executor_main"
+
+
+def exec_in_place(command: list[str]) -> list[str]:
+    """kfp's lightweight command with each ``sh`` stage exec-ing the next (see module docstring).
+
+    Raises:
+        RuntimeError: The command does not have the shape this rewrite knows (a kfp upgrade
+            changed it); the component would not receive SIGTERM on cancel.
+    """
+    rewritten = list(command)
+    executor_stages = [i for i, part in enumerate(rewritten) if _EXECUTOR_STAGE_RUN in part]
+    pip_stages = [i for i, part in enumerate(rewritten) if part.rstrip().endswith(_PIP_STAGE_RUN)]
+    if len(executor_stages) != 1 or len(pip_stages) > 1:
+        raise RuntimeError(
+            "kfp's component command changed shape; cannot make the step exec into Python. "
+            "Fix: update components.packaging.exec_in_place for this kfp version."
+        )
+    index = executor_stages[0]
+    rewritten[index] = rewritten[index].replace(
+        _EXECUTOR_STAGE_RUN, "_KFP_RUNTIME=true exec python3 -m kfp.dsl.executor_main"
+    )
+    for index in pip_stages:
+        head, _, tail = rewritten[index].rpartition(_PIP_STAGE_RUN)
+        rewritten[index] = f'{head}&& exec "$0" "$@"{tail}'
+    return rewritten
+
+
 def build_component(
     func: Callable, options: ImageOptions, extra_packages: tuple[str, ...] = ()
 ) -> Callable:
@@ -148,10 +184,13 @@ def build_component(
             specifiers), installed only on a stock image.
     """
     packages = [*RUNTIME_REQUIREMENTS, *extra_packages] if options.install_packages else []
-    return dsl.component(
+    component = dsl.component(
         func,
         base_image=options.base_image,
         packages_to_install=packages,
         install_kfp_package=options.install_packages,
         embedded_artifact_path=staged_runtime(component_modules(func)),
     )
+    container = component.component_spec.implementation.container
+    container.command = exec_in_place(container.command)
+    return component

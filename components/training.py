@@ -97,7 +97,7 @@ def train_on_cluster(
         model_dir: The model directory.
         preemptions: Preemptions survived.
     """
-    from components.runtime import slurm_backend, step, train_step
+    from components.runtime import slurm_backend, step, train_step, training_step
 
     training = slurm_backend.SlurmTraining(
         command=[str(c) for c in command],
@@ -128,7 +128,7 @@ def train_on_cluster(
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=run_key,
             pipeline_run=pipeline_run,
-            **train_step.component_options(
+            **training_step.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
                 poll_seconds=poll_seconds,
@@ -138,7 +138,7 @@ def train_on_cluster(
             ),
         ),
     )
-    train_step.publish_metrics(outcome, metrics)
+    training_step.publish_metrics(outcome, metrics)
     result = outcome.result
     return (result.job_ids, checkpoint_dir, model_dir, result.preemptions)
 

@@ -74,6 +74,22 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
     help="The schedule's cron, e.g. '0 * * * *', for the teardown decision (as `vsp schedule` "
     "passes it): with a frequent cron the cluster is kept warm for the next run.",
 )
+@click.option(
+    "--in-process",
+    is_flag=True,
+    help="Quick iteration: run the pipeline rebuilt from the sources in this environment, "
+    "instead of the compiled template with a fresh virtual environment per step.",
+)
+@click.option(
+    "--templates",
+    default=None,
+    help="Folder of compiled templates to run (default: the repository's compiled/).",
+)
+@click.option(
+    "--enable-caching/--no-enable-caching",
+    default=None,
+    help="Faithful mode: set execution caching of every task (default: the template's own).",
+)
 @cli_common.handle_errors
 def run_local_command(
     pipeline: str,
@@ -84,11 +100,16 @@ def run_local_command(
     preemptions: int,
     preempt_after: float,
     cron: str | None,
+    in_process: bool,
+    templates: str | None,
+    enable_caching: bool | None,
 ) -> None:
     """Run PIPELINE locally with kfp.local on the Vertex emulator.
 
-    The emulator's state (clusters, models) lives in --state-dir and survives between runs, so
-    a second run can reuse a cluster the first one kept warm.
+    By default the compiled template (what users deploy) runs as Vertex AI Pipelines runs it:
+    each step in a fresh virtual environment holding only what its YAML installs, with the
+    execution cache on. The emulator's state (clusters, models) lives in --state-dir and
+    survives between runs, so a second run can reuse a cluster the first one kept warm.
     """
     from pipelines import local_run, registry, run_summary  # noqa: PLC0415
 
@@ -104,10 +125,19 @@ def run_local_command(
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
     result = local_run.run_local(
-        pipeline, arguments, state_dir=state_dir, pipeline_root=outputs, settings=settings
+        pipeline,
+        arguments,
+        state_dir=state_dir,
+        pipeline_root=outputs,
+        settings=settings,
+        in_process=in_process,
+        template_dir=templates,
+        enable_caching=enable_caching,
     )
     click.echo("")
     click.echo(f"pipeline {result.pipeline}: {'SUCCEEDED' if result.succeeded else 'FAILED'}")
+    mode = "in-process (sources)" if in_process else "faithful (compiled template, venv per step)"
+    click.echo(f"  mode: {mode}")
     click.echo(f"  wall time: {result.seconds:.1f} s")
     click.echo(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
     click.echo(f"  injected preemptions: {preemptions}")

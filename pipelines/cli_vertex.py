@@ -93,6 +93,13 @@ def _job_options(func):
             help="Print the request body and send nothing (a registry tag is still resolved).",
         ),
         click.option("--display-name", default=None, help="Default: the pipeline's name."),
+        click.option(
+            "--enable-caching/--no-enable-caching",
+            default=None,
+            help="Set execution caching of every task. Default: the template's own per-task "
+            "settings (ours cache only the pure parameter check; forcing caching on can make "
+            "a scheduled run skip its teardown and leave the cluster running).",
+        ),
         click.option("--label", "labels", multiple=True, help="Run label KEY=VALUE (repeat)."),
         click.option("--service-account", default=None, help="Email the runs act as."),
         click.option("--pipeline-root", required=True, help="gs:// directory for outputs."),
@@ -155,12 +162,22 @@ def _job_request(
         service_account=options["service_account"],
         labels=_pairs(options["labels"], "--label"),
         display_name=options["display_name"],
+        enable_caching=options["enable_caching"],
         **extra,
     )
     resolved = request.resolved(resolve_tag)
     if resolved.template != request.template:
         click.echo(f"template: {request.template} -> {resolved.template}", err=True)
     return resolved
+
+
+def _warn_caching(enabled: bool | None) -> None:
+    if enabled:
+        click.echo(
+            "warning: --enable-caching turns caching on for every task, teardown included: a "
+            "run identical to an earlier one would skip deleting or labelling its cluster.",
+            err=True,
+        )
 
 
 def _dry_run(method: str, path: str, body: dict[str, Any]) -> None:
@@ -175,6 +192,7 @@ def _dry_run(method: str, path: str, body: dict[str, Any]) -> None:
 def submit(job_id: str | None, **options: Any) -> None:
     """Submit one run of a pipeline template to Vertex AI Pipelines."""
     request = _job_request(options, job_id=job_id)
+    _warn_caching(request.enable_caching)
     path = f"{pipeline_jobs.API_VERSION}/{request.parent}/pipelineJobs"
     if options["dry_run"]:
         _dry_run("POST", f"{path}?pipelineJobId={request.job_id}", request.body())
@@ -209,6 +227,7 @@ def schedule(
 ) -> None:
     """Create a cron schedule of runs (refused when a live one has the same display name)."""
     job = _job_request(options, cron=cron)
+    _warn_caching(job.enable_caching)
     request = pipeline_schedules.ScheduleRequest(
         job=job,
         display_name=job.display_name or "",

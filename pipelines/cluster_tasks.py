@@ -6,6 +6,8 @@ from typing import Any
 
 from kfp import dsl
 
+from pipelines import task_policy
+
 # Pipeline parameters forwarded to ``create_cluster`` unchanged.
 CLUSTER_PARAMETERS = (
     "project",
@@ -31,8 +33,7 @@ def create_cluster(components: dict, values: dict[str, Any]):
         **{name: values[name] for name in CLUSTER_PARAMETERS if name in values},
         pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
-    task.set_display_name("create-cluster")
-    return task
+    return task_policy.apply(task, "create-cluster")
 
 
 def delete_cluster(components: dict, values: dict[str, Any]):
@@ -40,5 +41,4 @@ def delete_cluster(components: dict, values: dict[str, Any]):
     task = components["delete_cluster"](
         project=values["project"], location=values["location"], cluster_id=values["cluster_id"]
     )
-    task.set_display_name("delete-cluster")
-    return task
+    return task_policy.apply(task, "delete-cluster")

@@ -1,9 +1,20 @@
 """Runs a pipeline on this machine with ``kfp.local`` against the Vertex emulator.
 
 Unless ``VERTEX_EMULATOR_HOST`` is already set, an emulator is started in-process on a free
-port with its state in ``state_dir``; every step runs as a subprocess of the current Python
-(``SubprocessRunner(use_venv=False)``), inherits ``VERTEX_EMULATOR_HOST`` and so talks to the
-emulator through the same client code as on Vertex AI.
+port with its state in ``state_dir``; every step inherits ``VERTEX_EMULATOR_HOST`` and so talks
+to the emulator through the same client code as on Vertex AI.
+
+Two modes:
+
+* **faithful** (the default, what the main job and CI use): the template users deploy,
+  ``compiled/pipelines/<name>.yaml``, is run as Vertex AI Pipelines runs it. Each step runs its
+  compiled command in a fresh virtual environment (``SubprocessRunner(use_venv=True)``) that
+  holds only what the YAML installs, with kfp.local's execution cache on (Vertex caches by
+  default) and the task retries the template sets. pip's download cache is shared, so only the
+  first run downloads.
+* **in-process** (``in_process=True``, for quick iteration): the pipeline is rebuilt from the
+  sources and each step runs in the current interpreter's environment
+  (``SubprocessRunner(use_venv=False)``), without the cache.
 """
 
 from __future__ import annotations
@@ -18,16 +29,21 @@ import pathlib
 import time
 from typing import Any
 
-from kfp import local
+import yaml
+from google.protobuf import json_format
+from kfp import components, local
+from kfp.local import pipeline_orchestrator
+from kfp.pipeline_spec import pipeline_spec_pb2
 
 import vertex_emulator
 from components import catalog, packaging
-from components.runtime import errors, rest
+from components.runtime import errors, pipeline_caching, rest
 from pipelines import registry
 
 log = logging.getLogger(__name__)
 
 GCS_ROOT_ENV = "VSP_GCS_FUSE_ROOT"
+COMPILED_DIR = pathlib.Path(__file__).resolve().parent.parent / "compiled"
 
 
 @dataclasses.dataclass
@@ -45,6 +61,7 @@ class LocalRunResult:
         outputs: Task output files of the run by ``task/output``, e.g. ``train-on-cluster/report``.
         parameters: Output parameters of each task that ran, by task name.
         run_dir: kfp.local's folder of the run ('' when none was found).
+        mode: ``faithful`` (compiled template, a venv per step) or ``in-process``.
     """
 
     pipeline: str
@@ -57,6 +74,7 @@ class LocalRunResult:
     outputs: dict[str, str] = dataclasses.field(default_factory=dict)
     parameters: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     run_dir: str = ""
+    mode: str = "faithful"
 
 
 def classify_call(entry: dict[str, Any]) -> str:
@@ -146,6 +164,22 @@ def emulator_for_run(
                 os.environ[name] = value
 
 
+def compiled_template(pipeline: str, template_dir: str | os.PathLike | None = None) -> pathlib.Path:
+    """The compiled template of a registered pipeline, ``<template_dir>/pipelines/<name>.yaml``.
+
+    Raises:
+        errors.UserError: The template does not exist (names the fix).
+    """
+    root = pathlib.Path(template_dir) if template_dir else COMPILED_DIR
+    path = root / "pipelines" / f"{pipeline.replace('-', '_')}.yaml"
+    if not path.is_file():
+        raise errors.UserError(
+            f"no compiled template {path}. Fix: run `vsp compile` (or pass the folder that "
+            "holds pipelines/<name>.yaml), or use --in-process to run from the sources."
+        )
+    return path
+
+
 def run_local(
     pipeline: str,
     arguments: dict[str, Any],
@@ -153,6 +187,9 @@ def run_local(
     state_dir: str | None = None,
     pipeline_root: str = ".vsp/local_outputs",
     settings: vertex_emulator.EmulatorSettings | None = None,
+    in_process: bool = False,
+    template_dir: str | os.PathLike | None = None,
+    enable_caching: bool | None = None,
 ) -> LocalRunResult:
     """Runs a registered pipeline locally.
 
@@ -162,6 +199,12 @@ def run_local(
         state_dir: Emulator state directory (default ``.vsp/emulator``).
         pipeline_root: Where kfp.local writes task outputs.
         settings: Emulator timings for an in-process emulator.
+        in_process: Run the pipeline rebuilt from the sources in this interpreter's
+            environment instead of the compiled template in fresh virtual environments.
+        template_dir: Folder of compiled templates for the faithful mode (default the
+            repository's ``compiled/``).
+        enable_caching: Faithful mode: True or False sets caching of every task, as
+            ``vsp submit --enable-caching`` does; None keeps the template's settings.
 
     Returns:
         The outcome, with the emulator journal of the run.
@@ -169,20 +212,35 @@ def run_local(
     if pipeline not in registry.PIPELINES:
         known = ", ".join(sorted(registry.PIPELINES))
         raise errors.UserError(f"unknown pipeline {pipeline!r}. Fix: use one of {known}.")
-    build = registry.PIPELINES[pipeline]
-    pipeline_func = build(catalog.component_set(packaging.PREINSTALLED))
-    arguments = coerce_arguments(pipeline_func, arguments)
+    root = str(pathlib.Path(pipeline_root).resolve())
+    if in_process:
+        pipeline_func = registry.PIPELINES[pipeline](catalog.component_set(packaging.PREINSTALLED))
+        arguments = coerce_arguments(pipeline_func, arguments)
+
+        def launch(values: dict[str, Any]) -> None:
+            pipeline_func(**values)
+
+        runner = local.SubprocessRunner(use_venv=False)
+    else:
+        path = compiled_template(pipeline, template_dir)
+        template = components.load_component_from_file(str(path))
+        arguments = coerce_arguments(template, arguments)
+        spec = yaml.safe_load(path.read_text())
+        if enable_caching is not None:
+            spec = pipeline_caching.with_caching(spec, enable_caching)
+        pipeline_spec = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+
+        def launch(values: dict[str, Any]) -> None:
+            pipeline_orchestrator.run_local_pipeline(pipeline_spec=pipeline_spec, arguments=values)
+
+        runner = local.SubprocessRunner(use_venv=True)
     with emulator_for_run(state_dir, settings, str(arguments.get("cluster_id", ""))) as state:
         before = len(vertex_emulator.read_journal(state)) if state else 0
-        local.init(
-            local.SubprocessRunner(use_venv=False),
-            pipeline_root=str(pathlib.Path(pipeline_root).resolve()),
-            raise_on_error=True,
-        )
+        local.init(runner, pipeline_root=root, raise_on_error=True, enable_caching=not in_process)
         start = time.monotonic()
         error = ""
         try:
-            pipeline_func(**arguments)
+            launch(arguments)
         except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
             error = str(exc)
         seconds = time.monotonic() - start
@@ -200,6 +258,7 @@ def run_local(
         _task_outputs(run_dir),
         _task_parameters(run_dir),
         str(run_dir or ""),
+        "in-process" if in_process else "faithful",
     )
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from kfp import dsl
 
+from pipelines import task_policy
+
 # Pipeline parameters of the training pipelines that configure the registration.
 MODEL_PARAMETERS = {
     "project": "project",
@@ -36,8 +38,7 @@ def register_model(components: dict, values: dict[str, Any], train: Any):
         preemptions=train.outputs["preemptions"],
         pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
-    task.set_display_name("register-model")
-    return task
+    return task_policy.apply(task, "register-model")
 
 
 # Pipeline parameters of the teardown decision, checked early when the pipeline has one.
@@ -71,5 +72,4 @@ def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
         check_teardown=bool(teardown),
         **teardown,
     )
-    task.set_display_name("check-parameters")
-    return task
+    return task_policy.apply(task, "check-parameters")

@@ -8,6 +8,8 @@ touched. ``vsp clusters reap`` does the same from a terminal.
 
 from kfp import dsl
 
+from pipelines import task_policy
+
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "reap-expired-clusters"
 
@@ -30,6 +32,6 @@ def build(components: dict):
             dry_run: Only list what would be deleted.
         """
         task = reap(project=project, location=location, dry_run=dry_run)
-        task.set_display_name("reap-expired-clusters")
+        task_policy.apply(task, "reap-expired-clusters")
 
     return reap_expired_clusters

@@ -19,7 +19,7 @@ documented kind.
 
 from kfp import dsl
 
-from pipelines import cluster_tasks, model_tasks
+from pipelines import cluster_tasks, model_tasks, task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "slurm-spot-training"
@@ -144,7 +144,7 @@ def build(components: dict):
             cluster_id=cluster_id,
             failure_keep_minutes=failure_keep_minutes,
         )
-        finalize.set_display_name("finalize-cluster")
+        task_policy.apply(finalize, "finalize-cluster")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
             check = model_tasks.check_parameters(components, values, model_dir)
             create = cluster_tasks.create_cluster(components, values)
@@ -173,7 +173,7 @@ def build(components: dict):
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
             )
             train.after(create)
-            train.set_display_name("train-on-cluster")
+            task_policy.apply(train, "train-on-cluster")
             register = model_tasks.register_model(components, values, train)
             decide = decide_teardown(
                 project=project,
@@ -189,7 +189,7 @@ def build(components: dict):
                 pipeline_name=NAME,
             )
             decide.after(register)
-            decide.set_display_name("decide-teardown")
+            task_policy.apply(decide, "decide-teardown")
             with dsl.If(decide.outputs["action"] == "keep", name="keep-warm"):
                 keep = keep_cluster(
                     project=project,
@@ -197,7 +197,7 @@ def build(components: dict):
                     cluster_id=cluster_id,
                     labels=decide.outputs["labels"],
                 )
-                keep.set_display_name("keep-cluster")
+                task_policy.apply(keep, "keep-cluster")
             with dsl.Else(name="delete-now"):
                 cluster_tasks.delete_cluster(components, values)
 

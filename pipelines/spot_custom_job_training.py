@@ -1,20 +1,24 @@
 """The ``spot-custom-job-training`` pipeline: Spot CustomJobs with resubmission, then registration.
 
 No cluster is needed: train-custom-job resumes from checkpoints across preemptions and
-resubmissions, and register-model adds the trained model as a new Model Registry version.
+resubmissions, and register-model adds the trained model as a new Model Registry version. Both sit
+in a ``dsl.ExitHandler`` whose exit task, finalize-custom-jobs, cancels the run's CustomJobs that
+are still queued or running when the run failed or was cancelled (found by their run-key label).
 """
 
 from kfp import dsl
 
-from pipelines import model_tasks
+from pipelines import model_tasks, task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "spot-custom-job-training"
+EXIT_GROUP = "train-register"
 
 
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
     train_custom_job = components["train_custom_job"]
+    finalize_custom_jobs = components["finalize_custom_jobs"]
 
     @dsl.pipeline(
         name=NAME,
@@ -79,29 +83,37 @@ def build(components: dict):
             code_version: Training code version (e.g. a commit), stored on the model version.
         """
         values = dict(locals())
-        train = train_custom_job(
+        finalize = finalize_custom_jobs(
             project=project,
             location=location,
             display_name=display_name,
-            base_output_directory=base_output_directory,
-            machine_type=machine_type,
-            accelerator_type=accelerator_type,
-            accelerator_count=accelerator_count,
-            container_image=container_image,
-            command=command,
-            args=args,
-            env=env,
-            fallback_strategy=fallback_strategy,
-            max_preemptions=max_preemptions,
-            fallback_after_preemptions=fallback_after_preemptions,
-            capacity_wait_seconds=capacity_wait_seconds,
-            spot_price_per_node_hour=spot_price_per_node_hour,
-            ondemand_price_per_node_hour=ondemand_price_per_node_hour,
-            poll_seconds=poll_seconds,
             pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         )
-        train.set_display_name("train-custom-job")
-        train.after(model_tasks.check_parameters(components, values, base_output_directory))
-        model_tasks.register_model(components, values, train)
+        task_policy.apply(finalize, "finalize-custom-jobs")
+        with dsl.ExitHandler(finalize, name=EXIT_GROUP):
+            train = train_custom_job(
+                project=project,
+                location=location,
+                display_name=display_name,
+                base_output_directory=base_output_directory,
+                machine_type=machine_type,
+                accelerator_type=accelerator_type,
+                accelerator_count=accelerator_count,
+                container_image=container_image,
+                command=command,
+                args=args,
+                env=env,
+                fallback_strategy=fallback_strategy,
+                max_preemptions=max_preemptions,
+                fallback_after_preemptions=fallback_after_preemptions,
+                capacity_wait_seconds=capacity_wait_seconds,
+                spot_price_per_node_hour=spot_price_per_node_hour,
+                ondemand_price_per_node_hour=ondemand_price_per_node_hour,
+                poll_seconds=poll_seconds,
+                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            )
+            task_policy.apply(train, "train-custom-job")
+            train.after(model_tasks.check_parameters(components, values, base_output_directory))
+            model_tasks.register_model(components, values, train)
 
     return spot_custom_job_training

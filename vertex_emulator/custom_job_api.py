@@ -120,7 +120,7 @@ def cancel_custom_job(request: router.Request) -> router.Response:
     return router.Response({})
 
 
-_FILTER_TERM = re.compile(r'^\s*([\w.]+)\s*(=|!=)\s*"?([^"]*)"?\s*$')
+_FILTER_TERM = re.compile(r'^\s*([\w.-]+)\s*(=|!=)\s*"?([^"]*)"?\s*$')
 
 
 def _filter(text: str) -> list[tuple[str, str, str]]:

@@ -1,6 +1,7 @@
 """Crash-safe training checkpoints: atomic save, verified load, keep-last-N retention.
 
-Stdlib + numpy only (no kfp, no cloud SDK), so trainer code can import it anywhere.
+Stdlib + numpy only (no kfp, no cloud SDK), so trainer code can import it anywhere. The readers
+that the pipeline steps need without numpy (listing, verifying) live in ``manifests``.
 
 Layout: one **directory** per checkpoint under a checkpoint root::
 
@@ -37,7 +38,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
 import zipfile
@@ -47,32 +47,27 @@ from typing import Any
 
 import numpy as np
 
-from components.runtime import errors, model_dir
+from components.runtime import errors, file_primitives, manifests, model_dir
 
 log = logging.getLogger(__name__)
 
-FORMAT = "vsp-checkpoint"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-ARRAYS_FILE = "arrays.npz"
-METADATA_FILE = "metadata.json"
-GCS_FUSE_ROOT_ENV = "VSP_GCS_FUSE_ROOT"
-_NAME_RE = re.compile(r"^ckpt-(\d{10,})$")
+FORMAT = manifests.CHECKPOINT_FORMAT
+FORMAT_VERSION = manifests.CHECKPOINT_FORMAT_VERSION
+MANIFEST = manifests.MANIFEST
+ARRAYS_FILE = manifests.CHECKPOINT_ARRAYS_FILE
+METADATA_FILE = manifests.CHECKPOINT_METADATA_FILE
+GCS_FUSE_ROOT_ENV = file_primitives.GCS_FUSE_ROOT_ENV
 
-PathLike = str | os.PathLike
-
-
-class CorruptCheckpointError(errors.UserError):
-    """A checkpoint is torn (no valid manifest) or its files do not match the manifest."""
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointRef:
-    """A checkpoint found on disk whose manifest verified. ``manifest`` is the parsed JSON."""
-
-    path: Path
-    step: int
-    manifest: dict[str, Any]
+PathLike = file_primitives.PathLike
+# The numpy-free readers live in ``manifests`` (the pipeline steps use them); they are named here
+# too so trainer code needs one import.
+CorruptCheckpointError = manifests.CorruptCheckpointError
+CheckpointRef = manifests.CheckpointRef
+to_local_path = file_primitives.to_local_path
+checkpoint_name = manifests.checkpoint_name
+list_checkpoints = manifests.list_checkpoints
+verify = manifests.verify_checkpoint
+latest_valid = manifests.latest_valid_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,28 +78,6 @@ class Checkpoint:
     step: int
     arrays: dict[str, np.ndarray]
     metadata: dict[str, Any]
-
-
-def to_local_path(path: PathLike, *, gcs_root: str | None = None) -> Path:
-    """Maps ``gs://bucket/x`` to the GCS FUSE mount (``/gcs/bucket/x``); other paths unchanged.
-
-    Args:
-        path: A local path, a ``/gcs/...`` path or a ``gs://`` URI.
-        gcs_root: Mount point of GCS FUSE; default ``$VSP_GCS_FUSE_ROOT`` or ``/gcs``.
-    """
-    text = os.fspath(path)
-    if text.startswith("gs://"):
-        rest = text[len("gs://") :].strip("/")
-        if not rest:
-            raise errors.UserError(f"{text!r} names no bucket. Fix: use gs://BUCKET/PATH.")
-        root = gcs_root or os.environ.get(GCS_FUSE_ROOT_ENV) or "/gcs"
-        return Path(root, rest)
-    return Path(text).expanduser()
-
-
-def checkpoint_name(step: int) -> str:
-    """The directory name of the checkpoint of ``step``: ``ckpt-{step:010d}``."""
-    return f"ckpt-{step:010d}"
 
 
 def remove_tree(path: Path) -> None:
@@ -149,13 +122,16 @@ def save(
     root = to_local_path(directory)
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
-    staging = root / f"{model_dir.TMP_PREFIX}{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    staging = root / f"{file_primitives.TMP_PREFIX}{final.name}-{tag}"
     staging.mkdir()
     try:
-        model_dir.write_synced(staging / ARRAYS_FILE, lambda f: model_dir.write_npz(f, checked))
-        model_dir.write_synced(staging / METADATA_FILE, meta_bytes)
-        model_dir.fsync_dir(staging)
-        files = model_dir.describe_files(staging, [ARRAYS_FILE, METADATA_FILE])
+        file_primitives.write_synced(
+            staging / ARRAYS_FILE, lambda f: model_dir.write_npz(f, checked)
+        )
+        file_primitives.write_synced(staging / METADATA_FILE, meta_bytes)
+        file_primitives.fsync_dir(staging)
+        files = file_primitives.describe_files(staging, [ARRAYS_FILE, METADATA_FILE])
         if final.exists():
             log.warning("replacing existing checkpoint %s", final)
             remove_tree(final)
@@ -163,8 +139,8 @@ def save(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    model_dir.fsync_dir(root)
-    created, created_iso = model_dir.utc_now()
+    file_primitives.fsync_dir(root)
+    created, created_iso = file_primitives.utc_now()
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -173,7 +149,7 @@ def save(
         "created": created_iso,
         "files": files,
     }
-    model_dir.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
+    file_primitives.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
     ref = CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
@@ -191,68 +167,6 @@ def _move_dir(source: Path, target: Path) -> None:
         for child in source.iterdir():
             os.replace(child, target / child.name)
         source.rmdir()
-
-
-def list_checkpoints(directory: PathLike) -> list[tuple[int, Path]]:
-    """(step, path) of every ``ckpt-*`` directory, valid or not, by ascending step."""
-    root = to_local_path(directory)
-    if not root.exists():
-        return []
-    if not root.is_dir():
-        raise errors.UserError(f"checkpoint root {root} is not a directory")
-    found = []
-    for entry in root.iterdir():
-        match = _NAME_RE.match(entry.name)
-        if match and entry.is_dir():
-            found.append((int(match.group(1)), entry))
-    return sorted(found)
-
-
-def verify(path: PathLike) -> CheckpointRef:
-    """Checks one checkpoint directory; raises ``CorruptCheckpointError`` saying why it is bad."""
-    path = to_local_path(path)
-    match = _NAME_RE.match(path.name)
-    if not match:
-        raise CorruptCheckpointError(f"{path}: not a ckpt-NNNNNNNNNN directory")
-    step = int(match.group(1))
-    try:
-        raw = (path / MANIFEST).read_bytes()
-    except FileNotFoundError:
-        raise CorruptCheckpointError(f"{path}: no {MANIFEST} (torn save)") from None
-    except OSError as exc:
-        raise CorruptCheckpointError(f"{path}: cannot read {MANIFEST}: {exc}") from exc
-    try:
-        manifest = json.loads(raw)
-    except ValueError as exc:
-        raise CorruptCheckpointError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CorruptCheckpointError(f"{path}: {MANIFEST} is not a {FORMAT} manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        version = manifest.get("format_version")
-        raise CorruptCheckpointError(f"{path}: unsupported format_version {version!r}")
-    if manifest.get("step") != step:
-        raise CorruptCheckpointError(f"{path}: manifest step {manifest.get('step')!r} != {step}")
-    files = manifest.get("files")
-    listed = files if isinstance(files, dict) else {}
-    required = (ARRAYS_FILE, METADATA_FILE)
-    problems = [f"manifest does not list {n!r}" for n in required if n not in listed]
-    try:
-        problems += model_dir.file_problems(path, files)
-    except OSError as exc:
-        problems.append(f"cannot read files: {exc}")
-    if problems:
-        raise CorruptCheckpointError(f"{path}: " + "; ".join(problems))
-    return CheckpointRef(path=path, step=step, manifest=manifest)
-
-
-def latest_valid(directory: PathLike) -> CheckpointRef | None:
-    """The newest checkpoint that verifies, logging why each newer one was skipped; or None."""
-    for _, path in reversed(list_checkpoints(directory)):
-        try:
-            return verify(path)
-        except CorruptCheckpointError as exc:
-            log.warning("skipping checkpoint: %s", exc)
-    return None
 
 
 def load(checkpoint: CheckpointRef | PathLike) -> Checkpoint:
@@ -282,9 +196,9 @@ def clean_temp_files(directory: PathLike) -> list[Path]:
     root = to_local_path(directory)
     if not root.is_dir():
         return []
-    candidates = [e for e in root.iterdir() if e.name.startswith(model_dir.TMP_PREFIX)]
+    candidates = [e for e in root.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
     for _, path in list_checkpoints(root):
-        candidates += [e for e in path.iterdir() if e.name.startswith(model_dir.TMP_PREFIX)]
+        candidates += [e for e in path.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
     for entry in candidates:
         log.info("removing leftover temp file %s", entry)
         if entry.is_dir():

@@ -71,13 +71,8 @@ class CustomJobBackend(TrainingBackend):
         self.training = training
         self._seen: dict[str, Outcome] = {}
 
-    def _list(self) -> list[dict[str, Any]]:
-        path = f"v1/{self.parent}/customJobs"
-        return list(self.client.list_all(path, "customJobs", {"pageSize": 100}))
-
     def find(self, run_key: str) -> list[Attempt]:
-        key = run_label(run_key)
-        mine = [j for j in self._list() if (j.get("labels") or {}).get(RUN_KEY_LABEL) == key]
+        mine = run_jobs(self.client, self.parent, run_key)
         mine.sort(key=lambda j: int((j.get("labels") or {}).get(ATTEMPT_LABEL, "0") or 0))
         return [Attempt(j["name"].rsplit("/", 1)[-1], _target(j)) for j in mine if j.get("name")]
 
@@ -125,6 +120,35 @@ class CustomJobBackend(TrainingBackend):
 
     def log_tail(self, attempt: Attempt) -> str:
         return f"(see the job's logs in Cloud Logging: {self.uri(attempt)})"
+
+
+def run_jobs(client: rest.VertexRestClient, parent: str, run_key: str) -> list[dict[str, Any]]:
+    """The CustomJobs of ``parent`` labelled with ``run_key``, found with the API's label filter
+    (and checked again here, so a service that ignored the filter still gives the right set)."""
+    key = run_label(run_key)
+    query = {"pageSize": 100, "filter": f'labels.{RUN_KEY_LABEL}="{key}"'}
+    jobs = client.list_all(f"v1/{parent}/customJobs", "customJobs", query)
+    return [j for j in jobs if (j.get("labels") or {}).get(RUN_KEY_LABEL) == key]
+
+
+def cancel_unfinished(client: rest.VertexRestClient, parent: str, run_key: str) -> list[str]:
+    """Sends ``:cancel`` to every job of the run still queued, pending or running.
+
+    Returns:
+        The names of the jobs cancelled. A job that finished meanwhile is skipped (logged).
+    """
+    cancelled = []
+    for job in run_jobs(client, parent, run_key):
+        if classify(job) not in (Outcome.PENDING, Outcome.RUNNING) or not job.get("name"):
+            continue
+        try:
+            client.post(f"v1/{job['name']}:cancel", {}, idempotent=True)
+        except (errors.NotFoundError, errors.InvalidArgumentError) as exc:
+            log.info("cancel of %s: %s (already finished?)", job["name"], exc.message)
+            continue
+        log.info("cancelled %s", job["name"])
+        cancelled.append(job["name"])
+    return cancelled
 
 
 def _target(job: dict[str, Any]) -> Target:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.runtime import custom_job_backend, errors, rest, train_step
+from components.runtime import custom_job_backend, errors, rest, step, training_step
 from components.runtime.custom_job_spec import CustomJobTraining
 from components.runtime.recovery import Target
 
@@ -25,7 +25,7 @@ def train_custom_job(
     run_key: str = "",
     pipeline_run: str = "",
     **supervise_options: Any,
-) -> train_step.TrainOutcome:
+) -> training_step.TrainOutcome:
     """Trains with Spot CustomJobs until one succeeds; see ``training_run``.
 
     Args:
@@ -39,7 +39,7 @@ def train_custom_job(
         capacity_wait_seconds: Longest wait for Spot capacity (0 = no limit).
         run_key: Identity of the run's jobs ('' = from the pipeline run).
         pipeline_run: Pipeline run name.
-        **supervise_options: Passed to ``train_step.supervise``.
+        **supervise_options: Passed to ``training_step.supervise``.
     """
     training.validate()
     if fallback_strategy not in ("", "STANDARD", "FLEX_START"):
@@ -50,7 +50,7 @@ def train_custom_job(
     targets = [Target("SPOT", spot=True)]
     if fallback_strategy:
         targets.append(Target(fallback_strategy, spot=False))
-    strategy = train_step.spot_strategy(
+    strategy = training_step.spot_strategy(
         targets,
         max_preemptions=max_preemptions,
         max_user_failures=max_user_failures,
@@ -61,11 +61,46 @@ def train_custom_job(
         rest.VertexRestClient(location), f"projects/{project}/locations/{location}", training
     )
     base = training.base_output_directory.rstrip("/")
-    return train_step.supervise(
+    return training_step.supervise(
         backend,
         strategy,
-        train_step.run_key_for(pipeline_run, training.display_name, run_key),
+        training_step.run_key_for(pipeline_run, training.display_name, run_key),
         checkpoint_dir=f"{base}/checkpoints",
         model_dir=f"{base}/model",
         **supervise_options,
     )
+
+
+def finalize_custom_jobs(
+    *,
+    project: str,
+    location: str,
+    display_name: str,
+    state: str,
+    run_key: str = "",
+    pipeline_run: str = "",
+) -> list[str]:
+    """The exit task of a CustomJob pipeline: no job of a failed or cancelled run left running.
+
+    After a cancel the training step normally cancels its job itself (SIGTERM), but a step
+    killed outright, or a run that failed elsewhere while a job was queued, would leave it
+    running on paid capacity. This finds the run's jobs by their run-key label (the same key as
+    ``train_custom_job`` derives) and cancels the unfinished ones.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region.
+        display_name: Display name prefix of the jobs (part of the derived run key).
+        state: Final state of the run's group (``SUCCEEDED``, ``FAILED``, ``CANCELLED``).
+        run_key: The training step's explicit run key ('' = derived from the pipeline run).
+        pipeline_run: Pipeline run name.
+
+    Returns:
+        Names of the jobs cancelled (none after a success).
+    """
+    final = step.normalize_final_state(state)
+    if final == "SUCCEEDED":
+        return []
+    key = training_step.run_key_for(pipeline_run, display_name, run_key)
+    parent = f"projects/{project}/locations/{location}"
+    return custom_job_backend.cancel_unfinished(rest.VertexRestClient(location), parent, key)

@@ -11,132 +11,47 @@ A model directory holds the trained model and a ``manifest.json`` written last::
 there; otherwise it raises ``ModelDirError`` (a ``UserError``) naming each problem. A "register
 model" step registers only a directory that verifies.
 
-The primitives (atomic writes, fsync of directories tolerant of GCS FUSE, sha256 digests, the
-pickle-free ``.npz`` codec, JSON encoding) are shared with ``checkpoint.py``. Stdlib + numpy only.
+The pickle-free ``.npz`` codec and the JSON encoding are shared with ``checkpoint.py``; the
+file primitives are in ``file_primitives`` and the numpy-free verification in ``manifests``
+(the registration step runs without numpy). Stdlib + numpy only.
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import json
 import logging
 import os
-import secrets
-import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from components.runtime import errors
+from components.runtime import errors, file_primitives, manifests
 
 log = logging.getLogger(__name__)
 
-FORMAT = "vsp-model"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-MODEL_FILE = "model.npz"
-METADATA_FILE = "metadata.json"
-TMP_PREFIX = ".tmp-"
+FORMAT = manifests.MODEL_FORMAT
+FORMAT_VERSION = manifests.MODEL_FORMAT_VERSION
+MANIFEST = manifests.MANIFEST
+MODEL_FILE = manifests.MODEL_FILE
+METADATA_FILE = manifests.MODEL_METADATA_FILE
+TMP_PREFIX = file_primitives.TMP_PREFIX
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps: same arrays -> same bytes
 
-Writer = Callable[[IO[bytes]], None]
-
-
-class ModelDirError(errors.UserError):
-    """A model directory does not verify; ``problems`` lists what is wrong, one item each."""
-
-    def __init__(self, path: Path, problems: list[str]):
-        self.path = path
-        self.problems = list(problems)
-        super().__init__(
-            f"model directory {path} does not verify: {'; '.join(self.problems)}. "
-            "Fix: rerun the step that writes it; do not register this directory."
-        )
-
-
-# ----- file primitives -----
-
-
-def fsync_dir(path: str | os.PathLike) -> bool:
-    """fsyncs a directory so renames in it are durable; False where unsupported (GCS FUSE)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        log.debug("directory fsync of %s failed (tolerated): %s", path, exc)
-        return False
-    return True
-
-
-def write_synced(path: Path, data: bytes | Writer) -> None:
-    """Writes ``data`` (bytes, or a function writing to the file) to ``path``; flush + fsync."""
-    with open(path, "wb") as f:
-        if callable(data):
-            data(f)
-        else:
-            f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def write_file_atomic(path: Path, data: bytes | Writer) -> None:
-    """Writes a temp file next to ``path``, fsyncs it, renames it over ``path``, fsyncs the dir."""
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        write_synced(tmp, data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def file_digest(path: Path) -> tuple[int, str]:
-    """The size in bytes and hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
-def describe_files(directory: Path, names: list[str]) -> dict[str, dict[str, Any]]:
-    """The manifest ``files`` entry (size and sha256) of each named file in ``directory``."""
-    described = {}
-    for name in names:
-        size, sha = file_digest(directory / name)
-        described[name] = {"size": size, "sha256": sha}
-    return described
-
-
-def file_problems(directory: Path, files: Any) -> list[str]:
-    """Checks files against a manifest ``files`` mapping; returns one message per mismatch."""
-    if not isinstance(files, dict) or not files:
-        return ["manifest has no 'files' mapping"]
-    problems = []
-    for name, entry in sorted(files.items()):
-        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
-            problems.append(f"manifest entry for {name!r} is malformed")
-            continue
-        target = directory / name
-        if "/" in name or name.startswith(".") or not target.is_file():
-            problems.append(f"file {name!r} is missing")
-            continue
-        size, sha = file_digest(target)
-        if size != entry["size"]:
-            problems.append(f"file {name!r} has {size} bytes, manifest says {entry['size']}")
-        elif sha != entry.get("sha256"):
-            problems.append(f"file {name!r} sha256 {sha[:12]}... does not match the manifest")
-    return problems
+Writer = file_primitives.Writer
+# The numpy-free parts live in ``file_primitives`` and ``manifests`` (the registration step
+# verifies a model directory without numpy); they are named here too for trainer code.
+ModelDirError = manifests.ModelDirError
+verify_model_dir = manifests.verify_model_dir
+fsync_dir = file_primitives.fsync_dir
+write_synced = file_primitives.write_synced
+write_file_atomic = file_primitives.write_file_atomic
+file_digest = file_primitives.file_digest
+describe_files = file_primitives.describe_files
+file_problems = file_primitives.file_problems
+utc_now = file_primitives.utc_now
 
 
 def _json_default(value: Any) -> Any:
@@ -192,12 +107,6 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
                 key = info.filename[: -len(".npy")]
                 arrays[key] = np.lib.format.read_array(member, allow_pickle=False)
     return arrays
-
-
-def utc_now() -> tuple[float, str]:
-    """Current time as (unix seconds, ISO-8601 UTC string)."""
-    now = time.time()
-    return now, datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc).isoformat()
 
 
 # ----- the model directory -----
@@ -277,39 +186,6 @@ def _previous_files(root: Path) -> set[str]:
     except (OSError, ValueError, AttributeError):
         return set()
     return {n for n in files if isinstance(n, str) and "/" not in n and not n.startswith(".")}
-
-
-def verify_model_dir(path: str | os.PathLike) -> dict[str, Any]:
-    """Returns the manifest of a complete model directory, else raises ``ModelDirError``.
-
-    Problems named: missing directory, missing or unparsable manifest, wrong format or version,
-    a listed file missing, a size or sha256 mismatch, a file present but not in the manifest.
-    """
-    root = Path(path)
-    if not root.is_dir():
-        raise ModelDirError(root, ["the directory does not exist"])
-    try:
-        manifest = json.loads((root / MANIFEST).read_bytes())
-    except FileNotFoundError:
-        raise ModelDirError(root, [f"{MANIFEST} is missing (the writer did not finish)"]) from None
-    except ValueError as exc:
-        raise ModelDirError(root, [f"{MANIFEST} is not valid JSON: {exc}"]) from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ModelDirError(root, [f"{MANIFEST} is not a {FORMAT} manifest"])
-    if manifest.get("format_version") != FORMAT_VERSION:
-        version = manifest.get("format_version")
-        raise ModelDirError(root, [f"unsupported format_version {version!r}"])
-    files = manifest.get("files")
-    problems = file_problems(root, files)
-    if isinstance(files, dict) and MODEL_FILE not in files:
-        problems.append(f"manifest does not list {MODEL_FILE!r}")
-    listed = set(files) if isinstance(files, dict) else set()
-    for entry in sorted(root.iterdir()):
-        if entry.name != MANIFEST and entry.name not in listed:
-            problems.append(f"extra file {entry.name!r} is not listed in the manifest")
-    if problems:
-        raise ModelDirError(root, problems)
-    return manifest
 
 
 def read_model_dir(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

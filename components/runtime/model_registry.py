@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components.runtime import (
-    checkpoint,
     errors,
+    file_primitives,
     gcp_resources,
-    model_dir,
+    manifests,
     operations,
     polling,
     rest,
@@ -155,7 +155,7 @@ def register_model(
         errors.UserError: The model directory does not verify or an argument is invalid.
         errors.TransientError: The upload kept failing transiently.
     """
-    model_dir.verify_model_dir(checkpoint.to_local_path(artifact_uri))
+    manifests.verify_model_dir(file_primitives.to_local_path(artifact_uri))
     aliases = list(version_aliases)
     _check_args(model_id, display_name, serving_image, aliases)
     all_labels = build_labels(labels, provenance, run_label)

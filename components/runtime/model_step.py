@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 
-from components.runtime import checkpoint, errors, model_dir, model_registry, rest, step
+from components.runtime import errors, file_primitives, manifests, model_registry, rest, step
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def to_gcs_uri(path: str, *, gcs_root: str | None = None) -> str:
         if not text[len("gs://") :].strip("/"):
             raise errors.UserError(f"{text!r} names no bucket. Fix: use gs://BUCKET/PATH.")
         return text.rstrip("/")
-    root = os.path.abspath(gcs_root or os.environ.get(checkpoint.GCS_FUSE_ROOT_ENV) or "/gcs")
+    root = os.path.abspath(gcs_root or os.environ.get(file_primitives.GCS_FUSE_ROOT_ENV) or "/gcs")
     absolute = os.path.abspath(text) if text else ""
     if absolute.startswith(root + os.sep) and absolute[len(root) + 1 :]:
         return "gs://" + absolute[len(root) + 1 :]
@@ -114,7 +114,7 @@ def register(
     if not (project or "").strip() or not (location or "").strip():
         raise errors.UserError("project and location are required. Fix: pass both.")
     artifact_uri = to_gcs_uri(model_dir_path)
-    manifest = model_dir.verify_model_dir(checkpoint.to_local_path(artifact_uri))
+    manifest = manifests.verify_model_dir(file_primitives.to_local_path(artifact_uri))
     manifest_step = manifest.get("step")
     run_label = pipeline_run or f"manual-{model_id}"
     provenance = provenance_labels(

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from components.runtime import errors, pipeline_templates, polling, rest
+from components.runtime import errors, pipeline_caching, pipeline_templates, polling, rest
 from components.runtime.cluster_rules_base import EMAIL, Problems, check_labels
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,9 @@ class PipelineJobRequest:
         labels: Labels of the run.
         display_name: Display name; default: the pipeline's name (or the package name).
         job_id: ``pipelineJobId``; default: ``<pipeline-name>-<UTC timestamp>``.
+        enable_caching: True or False sets execution caching of every task (as the Vertex AI
+            SDK's ``enable_caching`` does); None keeps the template's own per-task settings.
+            Only a local template can be rewritten.
 
     Raises:
         errors.SpecValidationError: Any field is invalid (all problems listed).
@@ -83,6 +86,7 @@ class PipelineJobRequest:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     display_name: str | None = None
     job_id: str | None = None
+    enable_caching: bool | None = None
     _spec: dict[str, Any] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )
@@ -107,6 +111,14 @@ class PipelineJobRequest:
             )  # fmt: skip
         check_labels(problems, "labels", dict(self.labels))
         self._check_parameters(problems, spec)
+        if self.enable_caching is not None and spec is None and self.template:
+            problems.add(
+                "enable_caching", self.enable_caching,
+                "Caching can be overridden only for a local template (its tasks' settings are "
+                "rewritten before sending); a registry template is sent by URI.",
+                "Submit the compiled YAML file instead, or omit --enable-caching/"
+                "--no-enable-caching to keep the template's per-task settings.",
+            )  # fmt: skip
         if self.display_name is None and pipeline_name:
             object.__setattr__(self, "display_name", pipeline_name)
         if (self.display_name is not None or pipeline_name) and (
@@ -188,7 +200,9 @@ class PipelineJobRequest:
     def body(self) -> dict[str, Any]:
         """The PipelineJob JSON body (the id travels as the ``pipelineJobId`` query parameter)."""
         body: dict[str, Any] = {"displayName": self.display_name}
-        if self._spec is not None:
+        if self._spec is not None and self.enable_caching is not None:
+            body["pipelineSpec"] = pipeline_caching.with_caching(self._spec, self.enable_caching)
+        elif self._spec is not None:
             body["pipelineSpec"] = self._spec
         else:
             body["templateUri"] = self.template

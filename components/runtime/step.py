@@ -21,6 +21,7 @@ T = TypeVar("T")
 log = logging.getLogger("vsp.step")
 
 _LABEL_VALUE_BAD = re.compile(r"[^a-z0-9_-]+")
+FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 def configure_logging() -> None:
@@ -82,3 +83,20 @@ def write_file(path: str, text: str) -> None:
     os.makedirs(folder, exist_ok=True)
     with open(path, "w") as handle:
         handle.write(text)
+
+
+def normalize_final_state(state: str) -> str:
+    """The final state as ``SUCCEEDED``, ``FAILED`` or ``CANCELLED``.
+
+    Tolerates the enum spellings of the Pipelines API (``PIPELINE_STATE_FAILED``,
+    ``TASK_STATE_CANCELLED``) and any case. Anything else, empty included, is read as
+    ``FAILED``, so an exit task then takes its failure path (clean up) rather than
+    assuming the run succeeded.
+    """
+    text = (state or "").strip().upper()
+    for prefix in ("PIPELINE_STATE_", "TASK_STATE_", "STATE_"):
+        text = text.removeprefix(prefix)
+    if text not in FINAL_STATES:
+        log.warning("final state %r is not one of %s; taking the failure path", state, FINAL_STATES)
+        return "FAILED"
+    return text

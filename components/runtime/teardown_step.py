@@ -31,6 +31,7 @@ from components.runtime import (
     cluster_resource,
     errors,
     rest,
+    step,
     teardown,
 )
 
@@ -40,7 +41,6 @@ HISTORY_PAGE_SIZE = 50
 FINISHED_OR_RUNNING = frozenset(
     {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_FAILED"}
 )
-FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 RETRY_LABEL_VALUE = "retry"
 
 
@@ -173,13 +173,13 @@ def finalize(
     Args:
         client: REST client.
         ref: The cluster.
-        state: ``SUCCEEDED``, ``FAILED`` or ``CANCELLED`` (see ``normalize_state``).
+        state: ``SUCCEEDED``, ``FAILED`` or ``CANCELLED`` (see ``step.normalize_final_state``).
         failure_keep_minutes: After a failure, keep the cluster this long for a retry
             (0 = delete it).
         delete: Deletes the cluster; returns whether it existed.
         now: Epoch seconds; default ``time.time()``.
     """
-    state = normalize_state(state)
+    state = step.normalize_final_state(state)
     if failure_keep_minutes < 0:
         raise errors.UserError(
             f"failure_keep_minutes = {failure_keep_minutes}: must be >= 0. Fix: use 0 to delete "
@@ -203,23 +203,6 @@ def finalize(
     existed = delete()
     why = "was cancelled" if state == "CANCELLED" else "failed (failure_keep_minutes is 0)"
     return FinalizeResult("deleted" if existed else "absent", f"the run {why}")
-
-
-def normalize_state(state: str) -> str:
-    """The final state as ``SUCCEEDED``, ``FAILED`` or ``CANCELLED``.
-
-    Tolerates the enum spellings of the Pipelines API (``PIPELINE_STATE_FAILED``,
-    ``TASK_STATE_CANCELLED``) and any case. Anything else, empty included, is read as
-    ``FAILED``, so the exit task then takes the failure path (keep with an expiry, or delete)
-    rather than leaving the cluster without one.
-    """
-    text = (state or "").strip().upper()
-    for prefix in ("PIPELINE_STATE_", "TASK_STATE_", "STATE_"):
-        text = text.removeprefix(prefix)
-    if text not in FINAL_STATES:
-        log.warning("final state %r is not one of %s; taking the failure path", state, FINAL_STATES)
-        return "FAILED"
-    return text
 
 
 def parse_run_times(values: Sequence[object]) -> list[float]:

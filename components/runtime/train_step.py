@@ -1,153 +1,21 @@
 """Entry point of the ``train_on_cluster`` component: Spot training on a Slurm training cluster.
 
-Builds the Slurm backend and the recovery strategy from the component's parameters, runs the
-supervisor, and writes the metrics and the report. The report and metrics are written also when
-the run fails, so a failed step still shows what happened.
+Builds the Slurm backend and the recovery strategy from the component's parameters and runs the
+shared supervisor (``training_step.supervise``), which also writes the metrics and the report.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
-import logging
-import os
-import time
-from collections.abc import Callable
 from typing import Any
 
 from components.runtime import (
-    checkpoint,
     cluster_resource,
     errors,
-    polling,
-    recovery,
     rest,
     slurm_api,
     slurm_backend,
-    training_metrics,
-    training_report,
-    training_run,
+    training_step,
 )
-from components.runtime import step as step_lib
-
-log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class TrainOutcome:
-    """What ``train_on_cluster`` returns to the component.
-
-    Attributes:
-        result: The run (all attempts and the timeline).
-        metrics: Flat metrics for KFP.
-        report_html: The HTML report.
-    """
-
-    result: training_run.RunResult
-    metrics: dict[str, float]
-    report_html: str
-
-
-def run_key_for(pipeline_run: str, cluster_id: str, explicit: str = "") -> str:
-    """The run key: given, or derived from the pipeline run (stable across step retries)."""
-    if explicit:
-        return explicit
-    base = step_lib.label_value(pipeline_run) or "manual"
-    return f"vsp-{cluster_id}-{base}"[:120]
-
-
-def checkpoint_times(directory: str) -> list[float]:
-    """Creation times (epoch s) of the checkpoints in ``directory`` that verify."""
-    times = []
-    for _step, path in checkpoint.list_checkpoints(checkpoint.to_local_path(directory)):
-        try:
-            ref = checkpoint.verify(path)
-        except errors.UserError:
-            continue
-        created = ref.manifest.get("created_unix")
-        if isinstance(created, (int, float)):
-            times.append(float(created))
-    return times
-
-
-def _losses(model_dir: str) -> list[float]:
-    path = os.path.join(checkpoint.to_local_path(model_dir), "metrics.json")
-    try:
-        with open(path) as handle:
-            return [float(v) for v in json.load(handle).get("loss_history", [])]
-    except (OSError, ValueError, TypeError):
-        return []
-
-
-def supervise(
-    backend: training_run.TrainingBackend,
-    strategy: recovery.RecoveryStrategy,
-    run_key: str,
-    *,
-    checkpoint_dir: str,
-    model_dir: str,
-    prices: training_metrics.Prices | None = None,
-    timeout_seconds: float | None = None,
-    gcp_resources_path: str = "",
-    poll_backoff: polling.Backoff = training_run.DEFAULT_BACKOFF,
-    write_report: Callable[[str], None] | None = None,
-) -> TrainOutcome:
-    """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
-
-    Raises:
-        errors.UserError: The trainer failed beyond its restart budget.
-        errors.TransientError: Preemption budget or capacity exhausted.
-        errors.StepCancelled: The step was cancelled (its jobs were cancelled first).
-    """
-    log.info("run key %s; checkpoints in %s", run_key, checkpoint_dir)
-    supervisor = training_run.TrainingSupervisor(
-        backend,
-        strategy,
-        run_key,
-        gcp_resources_path=gcp_resources_path,
-        timeout=timeout_seconds,
-        backoff=poll_backoff,
-    )
-    failure: BaseException | None = None
-    try:
-        result = supervisor.run()
-    except (errors.VspError, errors.StepCancelled) as exc:
-        failure = exc
-        result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
-    metrics = training_metrics.compute(
-        result,
-        prices=prices or training_metrics.Prices(),
-        checkpoint_times=checkpoint_times(checkpoint_dir),
-        now=time.time(),
-    )
-    title = f"Training run {run_key}" + (" (failed)" if failure else "")
-    page = training_report.html_report(title, result, metrics, losses=_losses(model_dir))
-    log.info("\n%s", training_report.markdown(title, result, metrics))
-    if write_report is not None:
-        write_report(page)
-    if failure is not None:
-        raise failure
-    return TrainOutcome(result, metrics, page)
-
-
-def spot_strategy(
-    targets: list[recovery.Target],
-    *,
-    max_preemptions: int,
-    max_user_failures: int,
-    fallback_after_preemptions: int,
-    capacity_wait_seconds: float,
-) -> recovery.SpotRecovery:
-    """The Spot recovery strategy over ``targets`` (Spot first, optional fallback second)."""
-    return recovery.SpotRecovery(
-        primary=targets[0],
-        fallback=targets[1] if len(targets) > 1 else None,
-        max_preemptions=max_preemptions,
-        max_user_failures=max_user_failures,
-        fallback_after=fallback_after_preemptions,
-        capacity_wait_seconds=capacity_wait_seconds,
-    )
 
 
 def train_on_cluster(
@@ -165,61 +33,25 @@ def train_on_cluster(
     run_key: str = "",
     pipeline_run: str = "",
     **supervise_options: Any,
-) -> TrainOutcome:
+) -> training_step.TrainOutcome:
     """Spot training as Slurm jobs on a training cluster; see ``training_run``."""
     if not training.command:
         raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
     ref = cluster_resource.ClusterRef(project, location, cluster_id)
     client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
     targets = slurm_backend.targets(spot_partition, fallback_partition)
-    strategy = spot_strategy(
+    strategy = training_step.spot_strategy(
         targets,
         max_preemptions=max_preemptions,
         max_user_failures=max_user_failures,
         fallback_after_preemptions=fallback_after_preemptions,
         capacity_wait_seconds=capacity_wait_seconds,
     )
-    return supervise(
+    return training_step.supervise(
         slurm_backend.SlurmBackend(client, training, targets),
         strategy,
-        run_key_for(pipeline_run, cluster_id, run_key),
+        training_step.run_key_for(pipeline_run, cluster_id, run_key),
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
         **supervise_options,
     )
-
-
-def write_text(path: str) -> Callable[[str], None]:
-    """A ``write_report`` callback writing to ``path`` (folders created)."""
-    return functools.partial(step_lib.write_file, path)
-
-
-def component_options(
-    *,
-    spot_price: float,
-    ondemand_price: float,
-    poll_seconds: float,
-    timeout_seconds: float,
-    gcp_resources_path: str,
-    report_path: str,
-) -> dict[str, Any]:
-    """The ``supervise`` options a training component passes, from its flat parameters."""
-    return {
-        "prices": training_metrics.Prices(spot_price, ondemand_price),
-        "timeout_seconds": timeout_seconds,
-        "gcp_resources_path": gcp_resources_path,
-        "poll_backoff": polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
-        "write_report": write_text(report_path),
-    }
-
-
-def publish_metrics(outcome: TrainOutcome, metrics_artifact: Any) -> None:
-    """Logs the metrics on a KFP ``Metrics`` artifact and writes them into its file as JSON."""
-    for name, value in outcome.metrics.items():
-        metrics_artifact.log_metric(name, float(value))
-    write_text(metrics_artifact.path)(json_text(outcome.metrics))
-
-
-def json_text(metrics: dict[str, Any]) -> str:
-    """Metrics as a JSON document (also written into the Metrics artifact's file)."""
-    return json.dumps({k: float(v) for k, v in metrics.items()}, indent=2, sort_keys=True)

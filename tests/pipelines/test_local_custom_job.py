@@ -1,4 +1,5 @@
-"""spot-custom-job-training through kfp.local: eight preemptions, two jobs, one model version."""
+"""spot-custom-job-training from its compiled template through kfp.local, a venv per step as on
+Vertex AI Pipelines: eight preemptions, two jobs, one model version."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
         settings=local_run.local_settings(0.3, preemptions=8, preempt_after=1.0),
     )
     assert result.succeeded, result.error
+    assert result.mode == "faithful"
     assert result.calls["create custom job"] == 2  # Vertex's six restarts, then one resubmission
     metrics = json.loads(pathlib.Path(result.outputs["train-custom-job/metrics"]).read_text())
     assert metrics["preemptions"] == 8 and metrics["resubmissions"] == 1

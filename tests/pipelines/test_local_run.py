@@ -1,4 +1,5 @@
-"""`vsp run-local` runs the cluster lifecycle on the emulator through kfp.local."""
+"""`vsp run-local` on the emulator through kfp.local: the cluster lifecycle from the sources
+(in-process mode), and the main pipeline as Vertex runs it (compiled template, a venv per step)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def _run(tmp_path, monkeypatch, **overrides):
         state_dir=str(tmp_path / "emulator"),
         pipeline_root=str(tmp_path / "outputs"),
         settings=FAST,
+        in_process=True,
     )
 
 
@@ -55,7 +57,11 @@ def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypa
     assert result.journal[0]["path"].endswith("/modelDevelopmentClusters/Bad-Id")
 
 
-def test_slurm_spot_training_survives_three_preemptions_bit_identically(tmp_path, monkeypatch):
+def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically(
+    tmp_path, monkeypatch
+):
+    """The faithful mode: compiled/pipelines/slurm_spot_training.yaml, each step in a fresh
+    venv with only what its YAML installs (no numpy), as on Vertex AI Pipelines."""
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
     result = local_run.run_local(
@@ -66,6 +72,7 @@ def test_slurm_spot_training_survives_three_preemptions_bit_identically(tmp_path
         settings=local_run.local_settings(0.3, preemptions=3, preempt_after=2.5),
     )
     assert result.succeeded, result.error
+    assert result.mode == "faithful"
     submits = [
         e for e in result.journal if (e.get("body") or {}).get("path", "").endswith("/job/submit")
     ]

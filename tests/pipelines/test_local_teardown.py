@@ -25,6 +25,7 @@ def _run(tmp_path, monkeypatch, pipeline="slurm-spot-training", preemptions=0, *
         state_dir=str(tmp_path / "emulator"),
         pipeline_root=str(tmp_path / "outputs"),
         settings=local_run.local_settings(0.3, preemptions=preemptions, preempt_after=0.6),
+        in_process=True,
     )
 
 

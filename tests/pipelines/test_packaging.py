@@ -66,3 +66,29 @@ def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
     )
     subprocess.run([sys.executable, "-I", "-B", "-c", code], check=True, cwd="/")
     assert not list(pathlib.Path(staged).rglob("__pycache__"))
+
+
+def test_custom_job_component_does_not_embed_the_slurm_client():
+    modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS["train_custom_job"])
+    assert {"custom_job_backend", "training_step", "training_run"} <= modules
+    assert not {m for m in modules if m.startswith(("slurm_", "cluster_")) or m == "train_step"}
+
+
+@pytest.mark.parametrize("name", sorted(catalog.COMPONENT_FUNCTIONS))
+def test_no_step_embeds_the_numpy_trainer_library(name):
+    """Steps read manifests with the standard library (``manifests``); writing checkpoints and
+    models (numpy) is the trainer's side."""
+    modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS[name])
+    assert not modules & {"checkpoint", "model_dir"}
+
+
+def test_commands_exec_into_python_so_pid_1_gets_sigterm():
+    command = catalog.component_set()["delete_cluster"].component_spec.implementation.container
+    install, executor = command.command[2], command.command[5]
+    assert install.rstrip().endswith('&& exec "$0" "$@"')
+    assert "_KFP_RUNTIME=true exec python3 -m kfp.dsl.executor_main" in executor
+
+
+def test_an_unknown_command_shape_fails_loudly():
+    with pytest.raises(RuntimeError, match="exec_in_place"):
+        packaging.exec_in_place(["sh", "-c", "python3 -m something_else"])

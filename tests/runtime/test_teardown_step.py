@@ -8,7 +8,7 @@ import datetime
 import pytest
 import requests
 
-from components.runtime import cluster_resource, errors, rest, teardown, teardown_step
+from components.runtime import cluster_resource, errors, rest, step, teardown, teardown_step
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
 REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
@@ -213,7 +213,7 @@ def test_a_negative_retry_window_is_a_user_error(emulator, client):
     ],
 )
 def test_final_states_are_read_tolerantly_and_unknown_ones_take_the_failure_path(given, read):
-    assert teardown_step.normalize_state(given) == read
+    assert step.normalize_final_state(given) == read
 
 
 def test_real_delete_through_the_exit_task(emulator, client, cluster, emulator_api):

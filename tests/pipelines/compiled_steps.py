@@ -1,0 +1,88 @@
+"""Reading a compiled component YAML the way the step container sees it.
+
+``CompiledStep.load(name)`` gives the executor's exact ``command``, the pip requirements its
+install stage lists, the embedded runtime archive's module names and the program text kfp writes
+to ``ephemeral_component.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import io
+import pathlib
+import re
+import shlex
+import tarfile
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+COMPILED = REPO / "compiled"
+_ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledStep:
+    """One compiled component: its container command and what it carries."""
+
+    name: str
+    command: list[str]
+    args: list[str]
+    image: str
+
+    @classmethod
+    def load(cls, name: str) -> CompiledStep:
+        spec = yaml.safe_load((COMPILED / "components" / f"{name}.yaml").read_text())
+        [container] = [e["container"] for e in spec["deploymentSpec"]["executors"].values()]
+        return cls(name, container["command"], container["args"], container["image"])
+
+    @property
+    def install_stage(self) -> str:
+        """The ``sh -c`` text that pip-installs the requirements, then execs the next stage."""
+        assert self.command[:2] == ["sh", "-c"], self.command[:2]
+        return self.command[2]
+
+    @property
+    def program(self) -> str:
+        """The Python source kfp writes to ``ephemeral_component.py``."""
+        return self.command[-1]
+
+    def requirements(self) -> list[str]:
+        """Every requirement the install stage passes to pip (flags dropped)."""
+        found = []
+        for line in self.install_stage.splitlines():
+            if "pip install" not in line:
+                continue
+            for segment in line.split("&&"):
+                words = shlex.split(segment)
+                if "install" not in words:
+                    continue
+                tail = words[words.index("install") + 1 :]
+                found += [w for w in tail if not w.startswith("-") and w not in ('"$0"', "$0")]
+        return [r for r in found if "python_version<" not in r]
+
+    def embedded_files(self) -> dict[str, bytes]:
+        """The embedded runtime archive's files by path (e.g. ``components/runtime/rest.py``)."""
+        match = _ARCHIVE.search(self.program)
+        assert match, f"{self.name} embeds no runtime archive"
+        raw = gzip.decompress(base64.b64decode(match.group(1)))
+        files = {}
+        with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
+            for member in archive.getmembers():
+                if member.isfile():
+                    files[member.name.removeprefix("./")] = archive.extractfile(member).read()
+        return files
+
+    def runtime_modules(self) -> list[str]:
+        """Dotted names of the embedded runtime modules."""
+        return sorted(
+            path[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+            for path in self.embedded_files()
+            if path.endswith(".py")
+        )
+
+
+def component_names() -> list[str]:
+    return sorted(p.stem for p in (COMPILED / "components").glob("*.yaml"))

@@ -1,0 +1,129 @@
+"""The exit task of spot-custom-job-training, run through kfp's executor with the final status
+Vertex passes: after a failure or a cancel the run's unfinished CustomJobs get ``:cancel``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+import pytest
+import requests
+from kfp.dsl import executor
+
+from components import catalog, packaging
+from components.runtime import custom_job_backend, training_step
+
+PROJECT, LOCATION = "test-project", "us-central1"
+PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
+RUN = "spot-custom-job-training-20261203"
+FAST = {
+    "custom_job_queue_delay_seconds": 0.05,
+    "custom_job_pending_delay_seconds": 0.05,
+    "custom_job_kill_wait_seconds": 0.3,
+}
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    loggers = [logging.getLogger(name) for name in ("components", "vsp")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def _job(server, run_key: str, seconds: float) -> dict:
+    """A CustomJob labelled as ``train_custom_job`` labels its attempts."""
+    body = {
+        "displayName": "train-attempt-0",
+        "labels": {custom_job_backend.RUN_KEY_LABEL: custom_job_backend.run_label(run_key)},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": 1,
+                    "containerSpec": {
+                        "imageUri": "python:3.11-slim",
+                        "command": [sys.executable, "-c", f"import time; time.sleep({seconds})"],
+                    },
+                }
+            ],
+            "scheduling": {"strategy": "SPOT"},
+        },
+    }
+    response = requests.post(f"{server.base_url}/v1/{PARENT}/customJobs", json=body, timeout=5)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _state(server, name: str) -> str:
+    return requests.get(f"{server.base_url}/v1/{name}", timeout=5).json()["state"]
+
+
+def _execute(tmp_path, state: str) -> list:
+    """Runs ``finalize_custom_jobs`` through kfp's executor, as the pipeline backend does."""
+    output = tmp_path / "output.json"
+    executor_input = {
+        "inputs": {
+            "parameterValues": {
+                "project": PROJECT,
+                "location": LOCATION,
+                "display_name": "train",
+                "pipeline_run": RUN,
+                "run_key": "",
+                "status": {
+                    "state": state,
+                    "pipelineJobResourceName": f"{PARENT}/pipelineJobs/{RUN}",
+                    "pipelineTaskName": "exit-handler-1",
+                    "error": {"code": 1, "message": "ended"} if state != "SUCCEEDED" else {},
+                },
+            }
+        },
+        "outputs": {
+            "parameters": {"Output": {"outputFile": str(tmp_path / "Output")}},
+            "outputFile": str(output),
+        },
+    }
+    component = catalog.component_set(packaging.PREINSTALLED)["finalize_custom_jobs"]
+    executor.Executor(executor_input, component).execute()
+    return json.loads(output.read_text())["parameterValues"]["Output"]
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "FAILED"])
+def test_a_failed_or_cancelled_run_cancels_its_running_custom_job(
+    state, emulator_factory, tmp_path
+):
+    server = emulator_factory(**FAST)
+    key = training_step.run_key_for(RUN, "train")
+    mine = _job(server, key, 60)
+    finished = _job(server, key, 0)
+    other = _job(server, "another-run", 60)
+    deadline = time.monotonic() + 10
+    while _state(server, mine["name"]) != "JOB_STATE_RUNNING" or (
+        _state(server, finished["name"]) != "JOB_STATE_SUCCEEDED"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _execute(tmp_path, state) == [mine["name"]]
+    cancels = [e["path"] for e in server.journal() if e["path"].endswith(":cancel")]
+    assert cancels == [f"/v1/{mine['name']}:cancel"]
+    lists = [e for e in server.journal() if e["method"] == "GET" and e["path"].endswith("Jobs")]
+    label = custom_job_backend.run_label(key)
+    assert lists[-1]["query"]["filter"] == f'labels.vsp-run-key="{label}"'
+    deadline = time.monotonic() + 10
+    while _state(server, mine["name"]) != "JOB_STATE_CANCELLED":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _state(server, other["name"]) == "JOB_STATE_RUNNING"
+
+
+def test_a_succeeded_run_sends_nothing(emulator_factory, tmp_path):
+    server = emulator_factory(**FAST)
+    _job(server, training_step.run_key_for(RUN, "train"), 60)
+    before = len(server.journal())
+    assert _execute(tmp_path, "SUCCEEDED") == []
+    assert len(server.journal()) == before
