@@ -132,10 +132,14 @@ def delete_cluster(
     cluster_id: str,
     gcp_resources: dsl.OutputPath(str),
     timeout_seconds: float = 3600.0,
+    pipeline_run: str = "",
+    in_use_recheck_minutes: float = 30.0,
 ) -> bool:
     """Deletes a Vertex AI training cluster and waits until it is gone.
 
     Idempotent: a cluster that does not exist (never created, or already deleted) is success.
+    A cluster on which another run still has unfinished Slurm jobs is not deleted: it is kept,
+    labelled with an expiry for the reaper, and the users are logged.
 
     Args:
         project: Google Cloud project id.
@@ -143,9 +147,12 @@ def delete_cluster(
         cluster_id: Id of the cluster to delete.
         gcp_resources: Output: the delete operation (proto-JSON).
         timeout_seconds: Seconds to wait for the deletion.
+        pipeline_run: The deleting pipeline run (the pipelines pass the job name placeholder);
+            its own Slurm jobs do not count as another run's use.
+        in_use_recheck_minutes: When in use, minutes until the reaper looks again.
 
     Returns:
-        True when the cluster existed and was deleted; False when it was already absent.
+        True when the cluster existed and was deleted; False when it was absent or in use.
     """
     from components.runtime import cluster_step, step
 
@@ -157,5 +164,7 @@ def delete_cluster(
             cluster_id=cluster_id,
             timeout_seconds=timeout_seconds,
             gcp_resources_path=gcp_resources,
+            pipeline_run=pipeline_run,
+            recheck_minutes=in_use_recheck_minutes,
         ),
     )

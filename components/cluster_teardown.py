@@ -131,6 +131,7 @@ def finalize_cluster(
     status: dsl.PipelineTaskFinalStatus,
     failure_keep_minutes: float = 60.0,
     timeout_seconds: float = 3600.0,
+    pipeline_run: str = "",
 ) -> str:
     """The exit task: makes sure no cluster is left running without an owner.
 
@@ -147,6 +148,8 @@ def finalize_cluster(
         status: Final status of the run's tasks (filled in by the pipeline).
         failure_keep_minutes: Minutes to keep the cluster after a failure (0 = delete).
         timeout_seconds: Seconds to wait for a deletion.
+        pipeline_run: This pipeline run (the pipeline passes the job name placeholder); a
+            deletion skips a cluster on which another run still has unfinished Slurm jobs.
 
     Returns:
         What it did: none, deleted, kept or absent.
@@ -164,6 +167,7 @@ def finalize_cluster(
                 location=location,
                 cluster_id=cluster_id,
                 timeout_seconds=timeout_seconds,
+                pipeline_run=pipeline_run,
             ),
         )
         import logging

@@ -46,6 +46,7 @@ def train_custom_job(
     poll_seconds: float = 30.0,
     run_key: str = "",
     pipeline_run: str = "",
+    task_name: str = "",
 ) -> NamedTuple(
     "Outputs",
     [("job_ids", list), ("checkpoint_dir", str), ("model_dir", str), ("preemptions", int)],
@@ -98,7 +99,11 @@ def train_custom_job(
         timeout_seconds: Longest time the whole run may take, seconds.
         poll_seconds: Longest interval between job state polls, seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
-        pipeline_run: Pipeline run name (pass the job name placeholder).
+        pipeline_run: Pipeline run name (pass the job name placeholder); every job is labelled
+            with it, so the exit task finds the run's jobs.
+        task_name: This task's name in the pipeline (the pipelines pass the task-name
+            placeholder); part of the derived run key, so two training tasks of one run never
+            share jobs.
 
     Returns:
         job_ids: CustomJob ids of every attempt, oldest first.
@@ -145,6 +150,7 @@ def train_custom_job(
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=run_key,
             pipeline_run=pipeline_run,
+            task_name=task_name,
             **training_step.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
@@ -164,23 +170,19 @@ def train_custom_job(
 def finalize_custom_jobs(
     project: str,
     location: str,
-    display_name: str,
     status: dsl.PipelineTaskFinalStatus,
-    run_key: str = "",
     pipeline_run: str = "",
 ) -> list:
     """The exit task: cancels the run's CustomJobs still queued or running after a failed or
     cancelled run, so no GPU job is left running on paid capacity.
 
-    Jobs are found by the run-key label ``train_custom_job`` puts on them; after a success
-    nothing is sent.
+    Jobs are found by the ``vsp-pipeline-run`` label ``train_custom_job`` puts on every attempt;
+    after a success nothing is sent.
 
     Args:
         project: Google Cloud project id.
         location: Vertex AI region of the jobs.
-        display_name: Display name prefix of the jobs, as given to ``train_custom_job``.
         status: Final status of the run's tasks (filled in by the pipeline).
-        run_key: The run key given to ``train_custom_job`` ('' = derived from the run).
         pipeline_run: Pipeline run name (the pipeline passes its job name).
 
     Returns:
@@ -191,11 +193,6 @@ def finalize_custom_jobs(
     return step.run_step(
         "finalize_custom_jobs",
         lambda: custom_job_step.finalize_custom_jobs(
-            project=project,
-            location=location,
-            display_name=display_name,
-            state=status.state,
-            run_key=run_key,
-            pipeline_run=pipeline_run,
+            project=project, location=location, state=status.state, pipeline_run=pipeline_run
         ),
     )

@@ -39,6 +39,7 @@ def train_on_cluster(
     poll_seconds: float = 20.0,
     run_key: str = "",
     pipeline_run: str = "",
+    task_name: str = "",
 ) -> NamedTuple(
     "Outputs",
     [
@@ -90,6 +91,9 @@ def train_on_cluster(
         poll_seconds: Longest interval between job state polls, seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
         pipeline_run: Pipeline run name (pass the job name placeholder).
+        task_name: This task's name in the pipeline (the pipelines pass the task-name
+            placeholder); part of the derived run key, so two training tasks of one run never
+            share jobs.
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.
@@ -128,6 +132,7 @@ def train_on_cluster(
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=run_key,
             pipeline_run=pipeline_run,
+            task_name=task_name,
             **training_step.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,

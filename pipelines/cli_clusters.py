@@ -24,15 +24,20 @@ def _location_options(func):
 @_location_options
 @cli_common.handle_errors
 def list_clusters(project: str, location: str) -> None:
-    """List clusters with their state."""
+    """List clusters: name, state, created, teardown, expiry, last run using it, last use."""
     client = rest.VertexRestClient(location)
     ref = cluster_resource.ClusterRef(project, location, "-")
+    click.echo("name\tstate\tcreated\tteardown\texpires\tlast run\tlast used")
     for cluster in cluster_resource.list_clusters(client, ref.parent):
         labels = cluster.get("labels") or {}
-        expiry = labels.get("vsp-expires-at", "")
-        name = cluster.get("name", "").rsplit("/", 1)[-1]
-        state = cluster_resource.cluster_state(cluster)
-        click.echo(f"{name}\t{state}\t{cluster.get('createTime', '')}\t{expiry}".rstrip())
+        columns = [
+            cluster.get("name", "").rsplit("/", 1)[-1],
+            cluster_resource.cluster_state(cluster),
+            cluster.get("createTime", ""),
+            *(labels.get(k, "") for k in ("vsp-teardown", "vsp-expires-at", "vsp-last-run")),
+            labels.get("vsp-last-used-at", ""),
+        ]
+        click.echo("\t".join(columns).rstrip())
 
 
 @clusters.command("get")

@@ -26,7 +26,7 @@ def build(components: dict):
     def cluster_lifecycle(
         project: str,
         location: str = "us-central1",
-        cluster_id: str = "vspcluster",
+        cluster_id: str = cluster_tasks.default_cluster_id(NAME),
         network: str = "",
         subnetwork: str = "",
         zone: str = "",
@@ -44,7 +44,8 @@ def build(components: dict):
         Args:
             project: Google Cloud project id.
             location: Vertex AI region.
-            cluster_id: Cluster id (1-10 lowercase letters and digits).
+            cluster_id: Cluster id (1-10 lowercase letters and digits); the default is derived
+                from the pipeline name, so different pipelines never share a cluster.
             network: VPC network, ``projects/P/global/networks/N`` (or a bare name).
             subnetwork: Subnetwork, ``projects/P/regions/R/subnetworks/S`` (or a bare name).
             zone: Zone of the node pools, e.g. ``us-central1-b``.

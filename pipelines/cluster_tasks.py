@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
 from kfp import dsl
@@ -27,6 +29,16 @@ CLUSTER_PARAMETERS = (
 )
 
 
+def default_cluster_id(pipeline_name: str) -> str:
+    """The default cluster id of a pipeline, derived from its name: its first letters and a hash
+    of the whole name (10 characters, the id limit), so two different pipelines never share a
+    cluster by accident, and every run of one pipeline finds the cluster it kept warm."""
+    letters = re.sub(r"[^a-z0-9]", "", pipeline_name.lower())[:4] or "vsp"
+    if not letters[0].isalpha():
+        letters = "c" + letters[:3]
+    return letters + hashlib.sha256(pipeline_name.encode()).hexdigest()[: 10 - len(letters)]
+
+
 def create_cluster(components: dict, values: dict[str, Any]):
     """Adds the create-cluster task, fed from the pipeline parameters in ``values``."""
     task = components["create_cluster"](
@@ -39,6 +51,9 @@ def create_cluster(components: dict, values: dict[str, Any]):
 def delete_cluster(components: dict, values: dict[str, Any]):
     """Adds the delete-cluster task (use it as the exit task of a ``dsl.ExitHandler``)."""
     task = components["delete_cluster"](
-        project=values["project"], location=values["location"], cluster_id=values["cluster_id"]
+        project=values["project"],
+        location=values["location"],
+        cluster_id=values["cluster_id"],
+        pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
     return task_policy.apply(task, "delete-cluster")

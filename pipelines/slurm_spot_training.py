@@ -49,7 +49,7 @@ def build(components: dict):
         model_id: str,
         serving_image: str,
         location: str = "us-central1",
-        cluster_id: str = "vsptrain",
+        cluster_id: str = cluster_tasks.default_cluster_id(NAME),
         network: str = "",
         subnetwork: str = "",
         zone: str = "",
@@ -97,7 +97,8 @@ def build(components: dict):
             model_id: Model Registry id; a new version is added when the model exists.
             serving_image: Serving container image of the registered model.
             location: Vertex AI region.
-            cluster_id: Cluster id (1-10 lowercase letters and digits).
+            cluster_id: Cluster id (1-10 lowercase letters and digits); the default is derived
+                from the pipeline name, so different pipelines never share a cluster.
             network: VPC network, ``projects/P/global/networks/N``.
             subnetwork: Subnetwork, ``projects/P/regions/R/subnetworks/S``.
             zone: Zone of the node pools.
@@ -143,6 +144,7 @@ def build(components: dict):
             location=location,
             cluster_id=cluster_id,
             failure_keep_minutes=failure_keep_minutes,
+            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         )
         task_policy.apply(finalize, "finalize-cluster")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
@@ -171,6 +173,7 @@ def build(components: dict):
                 ondemand_price_per_node_hour=ondemand_price_per_node_hour,
                 poll_seconds=poll_seconds,
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             )
             train.after(create)
             task_policy.apply(train, "train-on-cluster")

@@ -3,7 +3,8 @@
 No cluster is needed: train-custom-job resumes from checkpoints across preemptions and
 resubmissions, and register-model adds the trained model as a new Model Registry version. Both sit
 in a ``dsl.ExitHandler`` whose exit task, finalize-custom-jobs, cancels the run's CustomJobs that
-are still queued or running when the run failed or was cancelled (found by their run-key label).
+are still queued or running when the run failed or was cancelled (found by their pipeline-run
+label).
 """
 
 from kfp import dsl
@@ -84,10 +85,7 @@ def build(components: dict):
         """
         values = dict(locals())
         finalize = finalize_custom_jobs(
-            project=project,
-            location=location,
-            display_name=display_name,
-            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            project=project, location=location, pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER
         )
         task_policy.apply(finalize, "finalize-custom-jobs")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
@@ -111,6 +109,7 @@ def build(components: dict):
                 ondemand_price_per_node_hour=ondemand_price_per_node_hour,
                 poll_seconds=poll_seconds,
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             )
             task_policy.apply(train, "train-custom-job")
             train.after(model_tasks.check_parameters(components, values, base_output_directory))

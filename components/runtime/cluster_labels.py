@@ -21,6 +21,7 @@ of one cluster sequential (one pipeline run at a time).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ from components.runtime import (
     cluster_rules_base,
     errors,
     rest,
+    step,
     teardown,
 )
 
@@ -226,6 +228,18 @@ def mark_kept(
     return update_managed_labels(client, ref, set_labels=labels, remove=remove, options=options)
 
 
+LABEL_LAST_RUN = "vsp-last-run"
+LABEL_LAST_USED_AT = "vsp-last-used-at"
+
+
+def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
+    """The labels a run that reuses a cluster records on it: who and when."""
+    labels = {LABEL_LAST_USED_AT: teardown.format_label_time(time.time() if now is None else now)}
+    if pipeline_run:
+        labels[LABEL_LAST_RUN] = step.label_value(pipeline_run)
+    return labels
+
+
 def claim_for_run(
     client: rest.VertexRestClient,
     ref: cluster_resource.ClusterRef,
@@ -233,7 +247,8 @@ def claim_for_run(
     *,
     options: cluster_resource.ClusterOptions | None = None,
 ) -> dict[str, Any] | None:
-    """Claims a kept cluster for a new run: removes ``vsp-expires-at`` and ``vsp-teardown``.
+    """Claims a kept cluster for a new run: removes ``vsp-expires-at`` and ``vsp-teardown`` and
+    records the run (``vsp-last-run``, ``vsp-last-used-at``).
 
     A reaper deletes only clusters with a past ``vsp-expires-at``, so after this call it leaves
     the cluster alone. ``vsp-pipeline-run`` (the run that created the cluster) is not changed.
@@ -241,7 +256,7 @@ def claim_for_run(
     Args:
         client: REST client for the cluster's location.
         ref: Which cluster.
-        run_label: The claiming run, for the log.
+        run_label: The claiming run (its pipeline run name).
         options: Waits, attempts, backoff and clock.
 
     Returns:
@@ -249,4 +264,6 @@ def claim_for_run(
     """
     log.info("run %s claims cluster %s", run_label or "(unnamed)", ref.cluster_id)
     remove = [teardown.LABEL_EXPIRES_AT, teardown.LABEL_TEARDOWN]
-    return update_managed_labels(client, ref, remove=remove, options=options)
+    return update_managed_labels(
+        client, ref, set_labels=usage_labels(run_label), remove=remove, options=options
+    )

@@ -7,8 +7,10 @@ never touched, so the reaper deletes only what this tool marked.
 Every expired cluster is read again right before its DELETE: when a new run claimed it meanwhile
 (``cluster_labels.claim_for_run`` cleared the label, or a new decision moved it into the future)
 it is kept. Only RUNNING and ERROR clusters are deleted; a PROVISIONING or UPDATING cluster is
-busy (the next reap looks at it again) and a STOPPING one is already being deleted. The delete is
-``ClusterResource.delete``: not resent blindly after a lost answer, and waited for until gone.
+busy (the next reap looks at it again) and a STOPPING one is already being deleted. A RUNNING
+cluster with unfinished Slurm jobs is in use: it is kept with a new expiry (``cluster_in_use``).
+The delete is ``ClusterResource.delete``: not resent blindly after a lost answer, and waited
+for until gone.
 A claim that lands between the re-read and the DELETE cannot be seen; the window is one request.
 """
 
@@ -20,7 +22,14 @@ import logging
 import time
 from typing import Any
 
-from components.runtime import cluster_resource, errors, rest, teardown
+from components.runtime import (
+    cluster_in_use,
+    cluster_labels,
+    cluster_resource,
+    errors,
+    rest,
+    teardown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +156,20 @@ def _reap_one(
     expired, reason = expiry_verdict(current, now)
     if not expired:
         return ReapEntry(name, KEPT, f"claimed meanwhile: {reason}")
+    if cluster_resource.cluster_state(current) == cluster_resource.RUNNING:
+        try:  # the last look before deleting: is anyone training on it? (see cluster_in_use)
+            users = cluster_in_use.active_foreign_jobs(client, resource.ref, "")
+        except errors.VspError as exc:
+            log.error("could not read the Slurm queue of %s: %s", name, exc)
+            return ReapEntry(name, FAILED, f"Slurm queue unreadable, not deleted: {exc}")
+        if users:
+            why = f"expired but in use by {cluster_in_use.describe(users)}"
+            if not dry_run:
+                labels = cluster_in_use.in_use_labels(now, cluster_in_use.DEFAULT_RECHECK_MINUTES)
+                cluster_labels.update_managed_labels(
+                    client, resource.ref, set_labels=labels, options=options
+                )
+            return ReapEntry(name, KEPT, why)
     if dry_run:
         return ReapEntry(name, WOULD_DELETE, reason)
     try:

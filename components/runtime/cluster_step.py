@@ -11,6 +11,7 @@ from typing import Any
 
 from components.runtime import (
     cluster_builder,
+    cluster_in_use,
     cluster_labels,
     cluster_ops,
     cluster_resource,
@@ -87,8 +88,13 @@ def delete_cluster(
     timeout_seconds: float = 3600.0,
     gcp_resources_path: str = "",
     options: cluster_resource.ClusterOptions | None = None,
+    pipeline_run: str = "",
+    recheck_minutes: float = cluster_in_use.DEFAULT_RECHECK_MINUTES,
 ) -> bool:
     """Deletes the cluster and waits until it is gone; a missing cluster is success.
+
+    A cluster with unfinished Slurm jobs of another run is not deleted: it is kept with an
+    expiry ``recheck_minutes`` ahead, for the reaper (see ``cluster_in_use``).
 
     Returns:
         True when the cluster existed and was deleted.
@@ -99,4 +105,12 @@ def delete_cluster(
     resource = cluster_resource.ClusterResource(
         rest.VertexRestClient(location), ref, gcp_resources_path=gcp_resources_path, options=options
     )
-    return resource.delete()
+    action = cluster_in_use.delete_unless_in_use(
+        resource.client,
+        ref,
+        pipeline_run=pipeline_run,
+        delete=resource.delete,
+        recheck_minutes=recheck_minutes,
+        options=options,
+    )
+    return action == "deleted"

@@ -22,6 +22,7 @@ from components.runtime.training_run import TrainingBackend
 log = logging.getLogger(__name__)
 
 RUN_KEY_LABEL = "vsp-run-key"
+PIPELINE_RUN_LABEL = "vsp-pipeline-run"
 ATTEMPT_LABEL = "vsp-attempt"
 _STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
 
@@ -61,14 +62,23 @@ class CustomJobBackend(TrainingBackend):
         client: REST client of the job's location.
         parent: ``projects/P/locations/L``.
         training: What every attempt runs.
+        pipeline_run: Pipeline run name, put on every job as ``vsp-pipeline-run`` so the run's
+            exit task finds all of its jobs ('' = no such label).
     """
 
     resource_type = "CustomJob"
 
-    def __init__(self, client: rest.VertexRestClient, parent: str, training: CustomJobTraining):
+    def __init__(
+        self,
+        client: rest.VertexRestClient,
+        parent: str,
+        training: CustomJobTraining,
+        pipeline_run: str = "",
+    ):
         self.client = client
         self.parent = parent
         self.training = training
+        self.run_labels = {PIPELINE_RUN_LABEL: run_label(pipeline_run)} if pipeline_run else {}
         self._seen: dict[str, Outcome] = {}
 
     def find(self, run_key: str) -> list[Attempt]:
@@ -77,7 +87,7 @@ class CustomJobBackend(TrainingBackend):
         return [Attempt(j["name"].rsplit("/", 1)[-1], _target(j)) for j in mine if j.get("name")]
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
-        labels = {RUN_KEY_LABEL: run_label(run_key), ATTEMPT_LABEL: str(index)}
+        labels = {**self.run_labels, RUN_KEY_LABEL: run_label(run_key), ATTEMPT_LABEL: str(index)}
         body = self.training.request_body(target.name, labels, index)
         try:
             job = self.client.post(f"v1/{self.parent}/customJobs", body)
@@ -122,23 +132,29 @@ class CustomJobBackend(TrainingBackend):
         return f"(see the job's logs in Cloud Logging: {self.uri(attempt)})"
 
 
-def run_jobs(client: rest.VertexRestClient, parent: str, run_key: str) -> list[dict[str, Any]]:
-    """The CustomJobs of ``parent`` labelled with ``run_key``, found with the API's label filter
-    (and checked again here, so a service that ignored the filter still gives the right set)."""
-    key = run_label(run_key)
-    query = {"pageSize": 100, "filter": f'labels.{RUN_KEY_LABEL}="{key}"'}
+def labelled_jobs(
+    client: rest.VertexRestClient, parent: str, label: str, value: str
+) -> list[dict[str, Any]]:
+    """The CustomJobs of ``parent`` whose ``label`` is ``value``, found with the API's label
+    filter (and checked again here, so a service that ignored the filter gives the right set)."""
+    query = {"pageSize": 100, "filter": f'labels.{label}="{value}"'}
     jobs = client.list_all(f"v1/{parent}/customJobs", "customJobs", query)
-    return [j for j in jobs if (j.get("labels") or {}).get(RUN_KEY_LABEL) == key]
+    return [j for j in jobs if (j.get("labels") or {}).get(label) == value]
 
 
-def cancel_unfinished(client: rest.VertexRestClient, parent: str, run_key: str) -> list[str]:
-    """Sends ``:cancel`` to every job of the run still queued, pending or running.
+def run_jobs(client: rest.VertexRestClient, parent: str, run_key: str) -> list[dict[str, Any]]:
+    """The CustomJobs of ``parent`` that carry ``run_key``."""
+    return labelled_jobs(client, parent, RUN_KEY_LABEL, run_label(run_key))
+
+
+def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: str) -> list[str]:
+    """Sends ``:cancel`` to every job of the pipeline run still queued, pending or running.
 
     Returns:
         The names of the jobs cancelled. A job that finished meanwhile is skipped (logged).
     """
     cancelled = []
-    for job in run_jobs(client, parent, run_key):
+    for job in labelled_jobs(client, parent, PIPELINE_RUN_LABEL, run_label(pipeline_run)):
         if classify(job) not in (Outcome.PENDING, Outcome.RUNNING) or not job.get("name"):
             continue
         try:

@@ -24,6 +24,7 @@ def train_custom_job(
     capacity_wait_seconds: float = 0.0,
     run_key: str = "",
     pipeline_run: str = "",
+    task_name: str = "",
     **supervise_options: Any,
 ) -> training_step.TrainOutcome:
     """Trains with Spot CustomJobs until one succeeds; see ``training_run``.
@@ -38,7 +39,8 @@ def train_custom_job(
         fallback_after_preemptions: Fall back after this many preemptions (0 = never).
         capacity_wait_seconds: Longest wait for Spot capacity (0 = no limit).
         run_key: Identity of the run's jobs ('' = from the pipeline run).
-        pipeline_run: Pipeline run name.
+        pipeline_run: Pipeline run name (also labelled on every job for the exit task).
+        task_name: The pipeline task's name (part of the derived run key).
         **supervise_options: Passed to ``training_step.supervise``.
     """
     training.validate()
@@ -58,13 +60,16 @@ def train_custom_job(
         capacity_wait_seconds=capacity_wait_seconds,
     )
     backend = custom_job_backend.CustomJobBackend(
-        rest.VertexRestClient(location), f"projects/{project}/locations/{location}", training
+        rest.VertexRestClient(location),
+        f"projects/{project}/locations/{location}",
+        training,
+        pipeline_run=pipeline_run,
     )
     base = training.base_output_directory.rstrip("/")
     return training_step.supervise(
         backend,
         strategy,
-        training_step.run_key_for(pipeline_run, training.display_name, run_key),
+        training_step.run_key_for(pipeline_run, training.display_name, run_key, task_name),
         checkpoint_dir=f"{base}/checkpoints",
         model_dir=f"{base}/model",
         **supervise_options,
@@ -72,35 +77,30 @@ def train_custom_job(
 
 
 def finalize_custom_jobs(
-    *,
-    project: str,
-    location: str,
-    display_name: str,
-    state: str,
-    run_key: str = "",
-    pipeline_run: str = "",
+    *, project: str, location: str, state: str, pipeline_run: str
 ) -> list[str]:
     """The exit task of a CustomJob pipeline: no job of a failed or cancelled run left running.
 
     After a cancel the training step normally cancels its job itself (SIGTERM), but a step
     killed outright, or a run that failed elsewhere while a job was queued, would leave it
-    running on paid capacity. This finds the run's jobs by their run-key label (the same key as
-    ``train_custom_job`` derives) and cancels the unfinished ones.
+    running on paid capacity. This finds every job of the pipeline run by its
+    ``vsp-pipeline-run`` label (put on each attempt by ``train_custom_job``, whatever its task
+    or run key) and cancels the unfinished ones.
 
     Args:
         project: Google Cloud project id.
         location: Vertex AI region.
-        display_name: Display name prefix of the jobs (part of the derived run key).
         state: Final state of the run's group (``SUCCEEDED``, ``FAILED``, ``CANCELLED``).
-        run_key: The training step's explicit run key ('' = derived from the pipeline run).
         pipeline_run: Pipeline run name.
 
     Returns:
         Names of the jobs cancelled (none after a success).
     """
-    final = step.normalize_final_state(state)
-    if final == "SUCCEEDED":
+    if step.normalize_final_state(state) == "SUCCEEDED":
         return []
-    key = training_step.run_key_for(pipeline_run, display_name, run_key)
+    if not pipeline_run:
+        raise errors.UserError("pipeline_run is empty. Fix: pass the pipeline job name.")
     parent = f"projects/{project}/locations/{location}"
-    return custom_job_backend.cancel_unfinished(rest.VertexRestClient(location), parent, key)
+    return custom_job_backend.cancel_unfinished(
+        rest.VertexRestClient(location), parent, pipeline_run
+    )

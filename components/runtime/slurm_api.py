@@ -9,17 +9,24 @@ failure (``SlurmSubmitUnknownError``) look the job up by run key with ``find_job
 Answers are unwrapped and classified by ``slurm_errors`` (wrapper ``status`` and Slurm's own
 ``errors``; warnings are logged). Google-level errors (bad path, request too large, permission,
 unknown cluster, UNAVAILABLE) arrive as the REST client's ``ApiError`` subclasses.
+
+A cluster that is being updated (another run's label change, a pool resize) refuses the Slurm
+Job API with FAILED_PRECONDITION for a while; nothing was proxied then, so every call, a
+submission included, waits with backoff (``busy_wait`` seconds at most) and is sent again,
+rather than failing a training run because a neighbour touched the cluster.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 from urllib import parse
 
 from components.runtime import (
     cluster_resource,
     errors,
+    polling,
     rest,
     slurm_accounting,
     slurm_errors,
@@ -30,6 +37,16 @@ from components.runtime import (
 log = logging.getLogger(__name__)
 
 METHODS = ("GET", "POST", "DELETE")
+_BUSY = re.compile(r"\b(UPDATING|PROVISIONING|REPAIRING)\b")
+BUSY_WAIT_SECONDS = 900.0
+
+
+class ClusterBusyError(errors.TransientError):
+    """The cluster refused the Slurm Job API while it is updating; the call was not proxied."""
+
+
+def _busy(exc: errors.ApiError) -> bool:
+    return exc.status == "FAILED_PRECONDITION" and bool(_BUSY.search(exc.message or ""))
 
 
 class SlurmClient:
@@ -48,6 +65,8 @@ class SlurmClient:
         version: str = slurm_script.DEFAULT_VERSION,
     ):
         slurm_script.is_legacy(version)  # validates the form v0.0.N
+        self.busy_wait = BUSY_WAIT_SECONDS
+        self.clock: polling.Clock = polling.RealClock()
         self.rest = rest_client
         self.cluster_ref = cluster_ref
         self.version = version
@@ -83,10 +102,37 @@ class SlurmClient:
         request: dict[str, Any] = {"method": f"HTTP_METHOD_{method}", "path": path}
         if method == "POST":
             request["body"] = body or {}
-        answer = self.rest.post(self.proxy_path, request, idempotent=idempotent)
+        answer = self._post(request, idempotent=idempotent)
         response = slurm_errors.SlurmResponse.from_proxy(answer, method, path)
         response.log_warnings()
         return response
+
+    def _post(self, request: dict[str, Any], *, idempotent: bool) -> dict[str, Any]:
+        """Posts to the proxy, waiting out a cluster that is busy updating (see the module)."""
+
+        def attempt() -> tuple[dict[str, Any] | None, Exception | None]:
+            try:
+                return self.rest.post(self.proxy_path, request, idempotent=idempotent), None
+            except errors.InvalidArgumentError as exc:
+                if _busy(exc):
+                    raise ClusterBusyError(str(exc)) from exc
+                return None, exc
+            except errors.VspError as exc:  # not retried here (a submit is never resent)
+                return None, exc
+
+        answer, failure = polling.poll_until(
+            attempt,
+            lambda _: True,
+            what=f"Slurm API of {self.cluster_ref.cluster_id} (cluster busy)",
+            timeout=self.busy_wait,
+            backoff=polling.Backoff(initial=1.0, maximum=15.0),
+            clock=self.clock,
+            on_change=lambda *_: None,  # an answer is not news; only the busy waits are logged
+            heartbeat=None,
+        ).value
+        if failure is not None:
+            raise failure
+        return answer
 
     def read(self, path: str, what: str) -> dict[str, Any]:
         """A GET that must succeed (retried on transient failures); returns Slurm's payload.

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from components.runtime import slurm_api, slurm_errors, slurm_job, slurm_script
+from components.runtime import errors, slurm_api, slurm_errors, slurm_job, slurm_script
+from components.runtime import step as step_lib
 from components.runtime.recovery import Attempt, Outcome, Target
 from components.runtime.training_run import TrainingBackend
 
@@ -66,6 +69,11 @@ class SlurmTraining:
     def stdout_path(self) -> str:
         return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
 
+    def digest(self) -> str:
+        """A digest of what the run trains and where: command and directories."""
+        identity = [list(self.command), self.working_directory, self.checkpoint_dir, self.model_dir]
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+
 
 class SlurmBackend(TrainingBackend):
     """Attempts as Slurm jobs.
@@ -74,13 +82,20 @@ class SlurmBackend(TrainingBackend):
         client: Slurm Job API client of the cluster.
         training: What to run.
         targets: The partitions attempts may use, by name (Spot or not).
+        pipeline_run: The pipeline run, recorded in each job's comment so a teardown tells this
+            run's jobs from another run's ('' = none).
     """
 
     resource_type = "SlurmJob"
 
     def __init__(
-        self, client: slurm_api.SlurmClient, training: SlurmTraining, targets: Sequence[Target]
+        self,
+        client: slurm_api.SlurmClient,
+        training: SlurmTraining,
+        targets: Sequence[Target],
+        pipeline_run: str = "",
     ):
+        self.pipeline_run = pipeline_run
         self.client = client
         self.training = training
         self.targets = {t.name: t for t in targets}
@@ -90,7 +105,24 @@ class SlurmBackend(TrainingBackend):
         return self.targets.get(partition) or Target(partition, spot=False)
 
     def find(self, run_key: str) -> list[Attempt]:
+        """The run's earlier jobs, oldest first.
+
+        Raises:
+            errors.UserError: A job carries the run key but was submitted for another command
+                or other directories: re-attaching would report its result as this step's.
+        """
         jobs = self.client.find_jobs(run_key, include_accounting=True)
+        mine = self.training.digest()
+        for job in jobs:
+            if job.spec_digest and job.spec_digest != mine:
+                raise errors.UserError(
+                    f"run key {run_key!r} already belongs to Slurm job {job.job_id} (working "
+                    f"directory {job.working_directory or '?'}, spec {job.spec_digest}), which "
+                    f"trains something else than this step (command {list(self.training.command)}"
+                    f", working directory {self.training.working_directory}, checkpoints "
+                    f"{self.training.checkpoint_dir}, spec {mine}). Fix: give this task its own "
+                    "run_key, or leave run_key empty so it is derived from the run and the task."
+                )
         return [Attempt(str(j.job_id), self._target(j.partition or "")) for j in reversed(jobs)]
 
     def description(self, run_key: str, index: int, target: Target) -> slurm_script.JobDescription:
@@ -117,6 +149,8 @@ class SlurmBackend(TrainingBackend):
             requeue=training.requeue,
             warning_signal="USR1",
             warning_seconds=training.warning_seconds,
+            spec_digest=training.digest(),
+            pipeline_run=step_lib.label_value(self.pipeline_run),
         )
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:

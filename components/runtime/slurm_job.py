@@ -243,6 +243,29 @@ class JobInfo:
         held_reason = "held" in self.state_reason.lower()
         return self.base_state == "PENDING" and ("REQUEUE_HOLD" in self.flags or held_reason)
 
+    def comment_value(self, key: str) -> str:
+        """The value of a ``key=value`` word of the comment ('' when absent)."""
+        for word in self.comment.split():
+            if word.startswith(f"{key}="):
+                return word[len(key) + 1 :]
+        return ""
+
+    @property
+    def spec_digest(self) -> str:
+        """The ``vsp-spec=`` digest in the comment ('' when the job has none)."""
+        return self.comment_value("vsp-spec")
+
+    @property
+    def pipeline_run(self) -> str:
+        """The ``vsp-pipeline-run=`` label value in the comment ('' when the job has none)."""
+        return self.comment_value("vsp-pipeline-run")
+
+    @property
+    def working_directory(self) -> str:
+        """The job's working directory (live queue or accounting record)."""
+        raw = self.raw
+        return str(raw.get("current_working_directory") or raw.get("working_directory") or "")
+
     def carries_run_key(self, run_key: str) -> bool:
         """Whether this job belongs to ``run_key`` (job name, or ``vsp-run-key=`` in comment)."""
         return self.name == run_key or f"vsp-run-key={run_key}" in self.comment.split()

@@ -32,6 +32,8 @@ MAX_REQUEST_BYTES = 1_000_000
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 RUN_KEY_ENV = "VSP_RUN_KEY"
 COMMENT_PREFIX = "vsp-run-key="
+SPEC_PREFIX = "vsp-spec="
+PIPELINE_RUN_PREFIX = "vsp-pipeline-run="
 VERSION_RE = re.compile(r"^v0\.0\.(\d+)$")
 
 
@@ -91,6 +93,11 @@ class JobDescription:
             ``SIGUSR1``, or ``USR1@30`` which also sets the seconds). None = no warning.
         warning_seconds: Seconds before the end to send ``warning_signal`` (1-65535).
         extra_fields: Further ``job_desc_msg`` fields passed as given (not the managed ones).
+        spec_digest: A digest of what the run trains (``vsp-spec=`` in the comment), so a step
+            that finds a job by its run key can tell whether it is its own ('' = none).
+        pipeline_run: The pipeline run submitting the job, as a label value
+            (``vsp-pipeline-run=`` in the comment), so a teardown can tell its own jobs from
+            another run's ('' = none).
     """
 
     run_key: str
@@ -112,6 +119,8 @@ class JobDescription:
     warning_signal: str | None = None
     warning_seconds: int = 60
     extra_fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    spec_digest: str = ""
+    pipeline_run: str = ""
 
     def __post_init__(self) -> None:
         if self.command is not None and not isinstance(self.command, str | bytes):
@@ -131,7 +140,12 @@ class JobDescription:
     @property
     def comment(self) -> str:
         """The job comment that carries the run key."""
-        return f"{COMMENT_PREFIX}{self.run_key}"
+        words = [f"{COMMENT_PREFIX}{self.run_key}"]
+        if self.spec_digest:
+            words.append(f"{SPEC_PREFIX}{self.spec_digest}")
+        if self.pipeline_run:
+            words.append(f"{PIPELINE_RUN_PREFIX}{self.pipeline_run}")
+        return " ".join(words)
 
     def environment_list(self) -> list[str]:
         """The environment as ``"K=V"`` strings (adds ``PATH`` and ``VSP_RUN_KEY`` if missing)."""

@@ -32,6 +32,7 @@ def train_on_cluster(
     capacity_wait_seconds: float = 0.0,
     run_key: str = "",
     pipeline_run: str = "",
+    task_name: str = "",
     **supervise_options: Any,
 ) -> training_step.TrainOutcome:
     """Spot training as Slurm jobs on a training cluster; see ``training_run``."""
@@ -48,9 +49,9 @@ def train_on_cluster(
         capacity_wait_seconds=capacity_wait_seconds,
     )
     return training_step.supervise(
-        slurm_backend.SlurmBackend(client, training, targets),
+        slurm_backend.SlurmBackend(client, training, targets, pipeline_run=pipeline_run),
         strategy,
-        training_step.run_key_for(pipeline_run, cluster_id, run_key),
+        training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name),
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
         **supervise_options,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -47,12 +48,30 @@ class TrainOutcome:
     report_html: str
 
 
-def run_key_for(pipeline_run: str, cluster_id: str, explicit: str = "") -> str:
-    """The run key: given, or derived from the pipeline run (stable across step retries)."""
+MAX_RUN_KEY = 120
+
+
+def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "") -> str:
+    """The run key: given, or derived from the pipeline run and the task (stable across retries).
+
+    The task name is part of the derived key, so two training tasks of one pipeline run never
+    share (and silently re-attach to) each other's jobs. A key longer than ``MAX_RUN_KEY`` keeps
+    a hash of the whole, so keys that share a long prefix stay distinct.
+
+    Args:
+        pipeline_run: Pipeline run name ('' outside a pipeline: ``manual``).
+        scope: The cluster id, or the CustomJob display name.
+        explicit: A run key given by the user; used as is.
+        task: The pipeline task's name ('' = none).
+    """
     if explicit:
         return explicit
-    base = step_lib.label_value(pipeline_run) or "manual"
-    return f"vsp-{cluster_id}-{base}"[:120]
+    parts = [scope, step_lib.label_value(pipeline_run) or "manual", step_lib.label_value(task)]
+    key = "vsp-" + "-".join(p for p in parts if p)
+    if len(key) <= MAX_RUN_KEY:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
 
 
 def _losses(model_dir: str) -> list[float]:

@@ -16,7 +16,11 @@ def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
     runner = CliRunner()
     listed = runner.invoke(cli.main, ["clusters", "list", *LOC])
     assert listed.exit_code == 0, listed.output
-    assert listed.output.split("\t")[:2] == ["demo", "RUNNING"]
+    header, row = listed.output.splitlines()
+    assert header.split("\t") == [
+        "name", "state", "created", "teardown", "expires", "last run", "last used"
+    ]  # fmt: skip
+    assert row.split("\t")[:2] == ["demo", "RUNNING"]
     got = runner.invoke(cli.main, ["clusters", "get", *LOC, "demo"])
     assert json.loads(got.output)["clusterStatus"]["state"] == "RUNNING"
     deleted = runner.invoke(cli.main, ["clusters", "delete", *LOC, "demo"])

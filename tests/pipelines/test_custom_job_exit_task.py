@@ -13,7 +13,7 @@ import requests
 from kfp.dsl import executor
 
 from components import catalog, packaging
-from components.runtime import custom_job_backend, training_step
+from components.runtime import custom_job_backend
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
@@ -36,11 +36,15 @@ def _restore_logging():
         logger.propagate = propagate
 
 
-def _job(server, run_key: str, seconds: float) -> dict:
+def _job(server, pipeline_run: str, seconds: float) -> dict:
     """A CustomJob labelled as ``train_custom_job`` labels its attempts."""
+    labels = {
+        custom_job_backend.PIPELINE_RUN_LABEL: custom_job_backend.run_label(pipeline_run),
+        custom_job_backend.RUN_KEY_LABEL: "vsp-train-" + custom_job_backend.run_label(pipeline_run),
+    }
     body = {
         "displayName": "train-attempt-0",
-        "labels": {custom_job_backend.RUN_KEY_LABEL: custom_job_backend.run_label(run_key)},
+        "labels": labels,
         "jobSpec": {
             "workerPoolSpecs": [
                 {
@@ -72,9 +76,7 @@ def _execute(tmp_path, state: str) -> list:
             "parameterValues": {
                 "project": PROJECT,
                 "location": LOCATION,
-                "display_name": "train",
                 "pipeline_run": RUN,
-                "run_key": "",
                 "status": {
                     "state": state,
                     "pipelineJobResourceName": f"{PARENT}/pipelineJobs/{RUN}",
@@ -98,9 +100,8 @@ def test_a_failed_or_cancelled_run_cancels_its_running_custom_job(
     state, emulator_factory, tmp_path
 ):
     server = emulator_factory(**FAST)
-    key = training_step.run_key_for(RUN, "train")
-    mine = _job(server, key, 60)
-    finished = _job(server, key, 0)
+    mine = _job(server, RUN, 60)
+    finished = _job(server, RUN, 0)
     other = _job(server, "another-run", 60)
     deadline = time.monotonic() + 10
     while _state(server, mine["name"]) != "JOB_STATE_RUNNING" or (
@@ -112,8 +113,8 @@ def test_a_failed_or_cancelled_run_cancels_its_running_custom_job(
     cancels = [e["path"] for e in server.journal() if e["path"].endswith(":cancel")]
     assert cancels == [f"/v1/{mine['name']}:cancel"]
     lists = [e for e in server.journal() if e["method"] == "GET" and e["path"].endswith("Jobs")]
-    label = custom_job_backend.run_label(key)
-    assert lists[-1]["query"]["filter"] == f'labels.vsp-run-key="{label}"'
+    label = custom_job_backend.run_label(RUN)
+    assert lists[-1]["query"]["filter"] == f'labels.vsp-pipeline-run="{label}"'
     deadline = time.monotonic() + 10
     while _state(server, mine["name"]) != "JOB_STATE_CANCELLED":
         assert time.monotonic() < deadline
@@ -123,7 +124,7 @@ def test_a_failed_or_cancelled_run_cancels_its_running_custom_job(
 
 def test_a_succeeded_run_sends_nothing(emulator_factory, tmp_path):
     server = emulator_factory(**FAST)
-    _job(server, training_step.run_key_for(RUN, "train"), 60)
+    _job(server, RUN, 60)
     before = len(server.journal())
     assert _execute(tmp_path, "SUCCEEDED") == []
     assert len(server.journal()) == before

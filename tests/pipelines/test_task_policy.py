@@ -131,3 +131,18 @@ def test_caching_override_of_a_registry_template_is_refused():
     )
     assert result.exit_code == 2, result.output
     assert "enable_caching" in result.output and "Submit the compiled YAML file" in result.output
+
+
+def test_default_cluster_ids_come_from_the_pipeline_names_and_differ():
+    from components.runtime import cluster_rules_base  # noqa: PLC0415
+    from pipelines import cluster_lifecycle, cluster_tasks, slurm_spot_training  # noqa: PLC0415
+
+    defaults = {}
+    for module in (cluster_lifecycle, slurm_spot_training):
+        spec = _spec(module.NAME.replace("-", "_"))
+        default = spec["root"]["inputDefinitions"]["parameters"]["cluster_id"]["defaultValue"]
+        assert default == cluster_tasks.default_cluster_id(module.NAME)
+        assert cluster_rules_base.SLURM_CLUSTER_ID.fullmatch(default)
+        defaults[module.NAME] = default
+    assert len(set(defaults.values())) == 2
+    assert cluster_tasks.default_cluster_id("2024 pipeline")[0].isalpha()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.runtime import checkpoint, errors, model_dir
+from components.runtime import checkpoint, errors, file_primitives, model_dir
 
 
 def _arrays(step: int) -> dict[str, np.ndarray]:
@@ -160,7 +160,7 @@ def test_crash_before_manifest_leaves_previous_as_newest_valid(
     def crash(path: Path, data) -> None:
         raise OSError("simulated crash before the manifest")
 
-    monkeypatch.setattr(model_dir, "write_file_atomic", crash)
+    monkeypatch.setattr(file_primitives, "write_file_atomic", crash)
     with pytest.raises(OSError, match="simulated"):
         _save(tmp_path, 8)
     monkeypatch.undo()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import requests
@@ -81,19 +82,20 @@ def test_mark_kept_without_expiry_removes_a_stale_expiry(
     assert labels_now(emulator_api) == {**BASE, "vsp-teardown": "keep"}
 
 
-def test_claim_for_run_removes_the_expiry_and_keeps_the_run_label(
+def test_claim_for_run_removes_the_expiry_records_the_user_and_keeps_the_run_label(
     emulator, emulator_api, cluster_body, client
 ):
     existing(emulator_api, cluster_body, {**BASE, "vsp-teardown": "keep", "vsp-expires-at": FUTURE})
     cluster = cluster_labels.claim_for_run(client, REF, "run-2", options=options())
     (patch,) = patches(emulator)
     assert patch["query"] == PARAMS
-    assert patch["body"] == {"labels": BASE}
-    assert cluster["labels"] == BASE
-    assert cluster["labels"]["vsp-pipeline-run"] == "run-1"
+    used = patch["body"]["labels"].pop("vsp-last-used-at")
+    assert re.fullmatch(r"\d{8}t\d{6}z", used)
+    assert patch["body"] == {"labels": {**BASE, "vsp-last-run": "run-2"}}
+    assert cluster["labels"] == {**BASE, "vsp-last-run": "run-2", "vsp-last-used-at": used}
+    assert cluster["labels"]["vsp-pipeline-run"] == "run-1"  # who created it stays
     again = cluster_labels.claim_for_run(client, REF, "run-3", options=options())
-    assert again["labels"] == BASE
-    assert len(patches(emulator)) == 1
+    assert again["labels"]["vsp-last-run"] == "run-3"
 
 
 @pytest.mark.parametrize(
@@ -148,7 +150,9 @@ def test_patch_that_did_not_take_effect_is_sent_again(
 ):
     existing(emulator_api, cluster_body)
     emulator.add_fault(method="PATCH", path=f"{CLUSTER_PATH}$", **fault)
-    cluster = cluster_labels.claim_for_run(client, REF, "run-2", options=options())
+    cluster = cluster_labels.update_managed_labels(
+        client, REF, remove=["vsp-expires-at"], options=options()
+    )
     assert cluster["labels"] == BASE
     assert patches(emulator) == []  # nothing to remove: no write at all
     cluster = cluster_labels.mark_kept(client, REF, {"vsp-teardown": "delete"}, options=options())
