@@ -45,7 +45,7 @@ def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
                 "preemptions survived",
                 f"{train.get('preemptions', 0):g} "
                 f"(resubmissions {train.get('resubmissions', 0):g}, "
-                f"goodput {train.get('goodput', 0):.2f}, cost {train.get('cost', 0):.4f})",
+                f"goodput {_goodput(train)}, cost {train.get('cost', 0):.4f})",
             )
         )
     register = params.get("register-model")
@@ -118,3 +118,8 @@ def write_report(result: local_run.LocalRunResult) -> str:
 def summary_lines(result: local_run.LocalRunResult) -> list[str]:
     """The facts as indented lines for the terminal."""
     return [f"  {what}: {value}" for what, value in facts(result)]
+
+
+def _goodput(metrics: dict) -> str:
+    """Goodput to two places, or ``unknown`` when the step could not see the checkpoints."""
+    return f"{metrics['goodput']:.2f}" if "goodput" in metrics else "unknown (see the report)"

@@ -12,11 +12,15 @@
 * ``cluster_body``: a fresh minimal valid cluster request body (snake_case).
 * ``slurm_emulator_factory``: like ``emulator_factory`` with fast Slurm timings
   (``SLURM_SETTINGS``); at teardown it SIGKILLs every Slurm job process the servers started.
+* ``slurm_cluster``: ``make(cluster_id, labels=None)`` -> a Slurm emulator with a RUNNING
+  cluster from ``tests/data/cluster_full.yaml`` (trivial prolog) whose caller has the ``ml``
+  association on ``spot`` and ``ondemand``, as ``ensure_slurm_account`` leaves it.
 """
 
 from __future__ import annotations
 
 import copy
+import pathlib
 import time
 from typing import Any
 
@@ -40,6 +44,7 @@ SLURM_SETTINGS = FAST_SETTINGS.replace(
     slurm_node_recovery_seconds=0.3,
 )
 
+DATA = pathlib.Path(__file__).resolve().parent / "data"
 PROJECT = "test-project"
 LOCATION = "us-central1"
 
@@ -223,3 +228,29 @@ def slurm_emulator_factory(emulator_factory):
     yield make
     for emulator in started:
         emulator.app.slurm.shutdown()
+
+
+@pytest.fixture
+def slurm_cluster(slurm_emulator_factory):
+    """See the module docstring."""
+    from components.runtime import (  # noqa: PLC0415
+        cluster_resource,
+        cluster_rules,
+        rest,
+        slurm_api,
+    )
+
+    def make(cluster_id: str, labels: dict[str, str] | None = None) -> server.EmulatorServer:
+        emulator = slurm_emulator_factory()
+        body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+        # The example prolog checks for 8 GPUs with nvidia-smi, which this machine lacks.
+        body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
+        if labels:
+            body["labels"] = {**body.get("labels", {}), **labels}
+        EmulatorApi(emulator).create_running(cluster_id, body)
+        ref = cluster_resource.ClusterRef(PROJECT, LOCATION, cluster_id)
+        client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
+        client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
+        return emulator
+
+    return make

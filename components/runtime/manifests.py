@@ -135,6 +135,12 @@ def latest_valid_checkpoint(directory: file_primitives.PathLike) -> CheckpointRe
     return None
 
 
+def checkpoints_visible(directory: file_primitives.PathLike) -> bool:
+    """Whether this process can see the checkpoint directory (a pipeline step cannot see the
+    cluster's own storage; it sees Cloud Storage through ``/gcs``)."""
+    return file_primitives.to_local_path(directory).is_dir()
+
+
 def checkpoint_times(directory: file_primitives.PathLike) -> list[float]:
     """Creation times (epoch s) of the checkpoints in ``directory`` that verify."""
     times = []

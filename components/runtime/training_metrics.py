@@ -104,7 +104,7 @@ def compute(
     result: RunResult,
     *,
     prices: Prices = Prices(),
-    checkpoint_times: Iterable[float] = (),
+    checkpoint_times: Iterable[float] | None = (),
     now: float | None = None,
 ) -> dict[str, float]:
     """The run's metrics as a flat dict (the keys are the KFP Metrics names).
@@ -112,18 +112,22 @@ def compute(
     Args:
         result: The finished (or failed) run.
         prices: Node-hour prices for the cost and saving estimates.
-        checkpoint_times: Epoch seconds at which checkpoints were written.
+        checkpoint_times: Epoch seconds at which checkpoints were written; None when the step
+            cannot see the checkpoint directory. Then, if any run was interrupted, work lost
+            and goodput are unknown and left out (never reported as 0).
         now: End of still-open intervals (default: the last event's time).
     """
     end = now if now is not None else max((e["time"] for e in result.events), default=0.0)
     intervals = run_intervals(result, end)
     running = sum(i.end - i.start for i in intervals)
-    lost = min(running, work_lost_seconds(intervals, checkpoint_times))
+    interrupted = any(i.ended_by in _INTERRUPTIONS for i in intervals)
+    known = checkpoint_times is not None or not interrupted
+    lost = min(running, work_lost_seconds(intervals, checkpoint_times or ())) if known else 0.0
     spot_hours = sum(i.node_seconds for i in intervals if i.spot) / 3600
     other_hours = sum(i.node_seconds for i in intervals if not i.spot) / 3600
     cost = spot_hours * prices.spot_node_hour + other_hours * prices.ondemand_node_hour
     all_ondemand = (spot_hours + other_hours) * prices.ondemand_node_hour
-    return {
+    metrics = {
         "preemptions": float(result.preemptions),
         "resubmissions": float(result.resubmissions),
         "attempts": float(len(result.attempts)),
@@ -136,3 +140,6 @@ def compute(
         "cost": round(cost, 4),
         "estimated_spot_saving": round(all_ondemand - cost, 4),
     }
+    if not known:
+        del metrics["work_lost_seconds"], metrics["goodput"]
+    return metrics

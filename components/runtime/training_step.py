@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import html
 import json
 import logging
 import os
@@ -74,6 +75,16 @@ def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "
     return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
 
 
+def unknown_goodput_note(checkpoint_dir: str) -> str:
+    """Why work lost and goodput are missing, and how to get them."""
+    return (
+        f"unknown: the checkpoint directory {checkpoint_dir} is not visible from this step (it "
+        "is on the cluster's own storage), so when each checkpoint was written cannot be read. "
+        "Put checkpoint_dir on Cloud Storage (gs://BUCKET/PATH, which the cluster sees as "
+        "/gcs/BUCKET/PATH) to measure them."
+    )
+
+
 def _losses(model_dir: str) -> list[float]:
     path = os.path.join(file_primitives.to_local_path(model_dir), "metrics.json")
     try:
@@ -118,14 +129,22 @@ def supervise(
     except (errors.VspError, errors.StepCancelled) as exc:
         failure = exc
         result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
+    visible = manifests.checkpoints_visible(checkpoint_dir)
     metrics = training_metrics.compute(
         result,
         prices=prices or training_metrics.Prices(),
-        checkpoint_times=manifests.checkpoint_times(checkpoint_dir),
+        checkpoint_times=manifests.checkpoint_times(checkpoint_dir) if visible else None,
         now=time.time(),
     )
+    notes = []
+    if "goodput" not in metrics:
+        note = unknown_goodput_note(checkpoint_dir)
+        log.warning("%s", note)
+        notes.append(("Work lost and goodput", html.escape(note)))
     title = f"Training run {run_key}" + (" (failed)" if failure else "")
-    page = training_report.html_report(title, result, metrics, losses=_losses(model_dir))
+    page = training_report.html_report(
+        title, result, metrics, losses=_losses(model_dir), extra_sections=notes
+    )
     log.info("\n%s", training_report.markdown(title, result, metrics))
     if write_report is not None:
         write_report(page)

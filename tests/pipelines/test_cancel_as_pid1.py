@@ -24,7 +24,6 @@ import pytest
 from kfp import components
 from kfp.local import executor_input_utils
 
-from components.runtime import cluster_resource, cluster_rules, rest, slurm_api
 from tests.pipelines import compiled_steps
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -42,15 +41,8 @@ def stock_python(tmp_path_factory):
 
 
 @pytest.fixture
-def cluster(slurm_emulator_factory, emulator_api_for):
-    emulator = slurm_emulator_factory()
-    body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
-    body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
-    emulator_api_for(emulator).create_running(CLUSTER, body)
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
-    client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
-    return emulator
+def cluster(slurm_cluster):
+    return slurm_cluster(CLUSTER)
 
 
 def _executor_input(tmp_path) -> str:

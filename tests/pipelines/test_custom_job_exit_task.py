@@ -3,17 +3,14 @@ Vertex passes: after a failure or a cancel the run's unfinished CustomJobs get `
 
 from __future__ import annotations
 
-import json
-import logging
 import sys
 import time
 
 import pytest
 import requests
-from kfp.dsl import executor
 
-from components import catalog, packaging
 from components.runtime import custom_job_backend
+from tests.pipelines import exit_tasks
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
@@ -25,15 +22,7 @@ FAST = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    loggers = [logging.getLogger(name) for name in ("components", "vsp")]
-    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
-    yield
-    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
-        logger.propagate = propagate
+_restore_logging = pytest.fixture(autouse=True)(exit_tasks.saved_step_loggers)
 
 
 def _job(server, pipeline_run: str, seconds: float) -> dict:
@@ -70,29 +59,8 @@ def _state(server, name: str) -> str:
 
 def _execute(tmp_path, state: str) -> list:
     """Runs ``finalize_custom_jobs`` through kfp's executor, as the pipeline backend does."""
-    output = tmp_path / "output.json"
-    executor_input = {
-        "inputs": {
-            "parameterValues": {
-                "project": PROJECT,
-                "location": LOCATION,
-                "pipeline_run": RUN,
-                "status": {
-                    "state": state,
-                    "pipelineJobResourceName": f"{PARENT}/pipelineJobs/{RUN}",
-                    "pipelineTaskName": "exit-handler-1",
-                    "error": {"code": 1, "message": "ended"} if state != "SUCCEEDED" else {},
-                },
-            }
-        },
-        "outputs": {
-            "parameters": {"Output": {"outputFile": str(tmp_path / "Output")}},
-            "outputFile": str(output),
-        },
-    }
-    component = catalog.component_set(packaging.PREINSTALLED)["finalize_custom_jobs"]
-    executor.Executor(executor_input, component).execute()
-    return json.loads(output.read_text())["parameterValues"]["Output"]
+    parameters = {"project": PROJECT, "location": LOCATION, "pipeline_run": RUN}
+    return exit_tasks.execute(tmp_path, "finalize_custom_jobs", parameters, state)
 
 
 @pytest.mark.parametrize("state", ["CANCELLED", "FAILED"])

@@ -3,58 +3,28 @@
 from __future__ import annotations
 
 import copy
-import json
-import logging
 
 import pytest
 import requests
-from kfp.dsl import executor
 
-from components import catalog, packaging
+from tests.pipelines import exit_tasks
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "exitcase"
 
 
 def _execute(tmp_path, state: str, failure_keep_minutes: float = 60.0) -> str:
     """Runs ``finalize_cluster`` through kfp's executor, as the pipeline backend does."""
-    output = tmp_path / "output.json"
-    executor_input = {
-        "inputs": {
-            "parameterValues": {
-                "project": PROJECT,
-                "location": LOCATION,
-                "cluster_id": CLUSTER,
-                "failure_keep_minutes": failure_keep_minutes,
-                "timeout_seconds": 60.0,
-                "status": {
-                    "state": state,
-                    "pipelineJobResourceName": f"projects/1/locations/{LOCATION}/pipelineJobs/r",
-                    "pipelineTaskName": "exit-handler-1",
-                    "error": {"code": 1, "message": "cancelled"} if state != "SUCCEEDED" else {},
-                },
-            }
-        },
-        "outputs": {
-            "parameters": {"Output": {"outputFile": str(tmp_path / "Output")}},
-            "outputFile": str(output),
-        },
+    parameters = {
+        "project": PROJECT,
+        "location": LOCATION,
+        "cluster_id": CLUSTER,
+        "failure_keep_minutes": failure_keep_minutes,
+        "timeout_seconds": 60.0,
     }
-    component = catalog.component_set(packaging.PREINSTALLED)["finalize_cluster"]
-    executor.Executor(executor_input, component).execute()
-    return json.loads(output.read_text())["parameterValues"]["Output"]
+    return exit_tasks.execute(tmp_path, "finalize_cluster", parameters, state)
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """The step configures the ``components`` and ``vsp`` loggers as a step process would;
-    put them back so later tests capture logs as before."""
-    loggers = [logging.getLogger(name) for name in ("components", "vsp")]
-    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
-    yield
-    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
-        logger.propagate = propagate
+_restore_logging = pytest.fixture(autouse=True)(exit_tasks.saved_step_loggers)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from components.runtime import (
     cluster_in_use,
     cluster_reaper,
     cluster_resource,
-    cluster_rules,
     cluster_step,
     rest,
     slurm_api,
@@ -27,15 +26,8 @@ PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
 
 
 @pytest.fixture
-def cluster(slurm_emulator_factory, emulator_api_for):
-    emulator = slurm_emulator_factory()
-    body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
-    body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
-    body["labels"] = {**body.get("labels", {}), "vsp-managed": "true"}
-    emulator_api_for(emulator).create_running(CLUSTER, body)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
-    client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
-    return emulator
+def cluster(slurm_cluster):
+    return slurm_cluster(CLUSTER, labels={"vsp-managed": "true"})
 
 
 def _start_job(tmp_path, pipeline_run: str, seconds: float = 60) -> int:

@@ -8,12 +8,8 @@ import sys
 import pytest
 
 from components.runtime import (
-    cluster_resource,
-    cluster_rules,
     errors,
     polling,
-    rest,
-    slurm_api,
     slurm_backend,
     train_step,
     training_step,
@@ -39,15 +35,8 @@ def test_derived_keys_differ_by_task_and_stay_within_the_limit():
 
 
 @pytest.fixture
-def cluster(slurm_emulator_factory, emulator_api_for):
-    emulator = slurm_emulator_factory()
-    body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
-    body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
-    emulator_api_for(emulator).create_running(CLUSTER, body)
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
-    client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
-    return emulator
+def cluster(slurm_cluster):
+    return slurm_cluster(CLUSTER)
 
 
 def _train(tmp_path, folder: str, command: list[str], **keys):

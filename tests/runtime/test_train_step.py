@@ -13,12 +13,8 @@ import time
 import pytest
 
 from components.runtime import (
-    cluster_resource,
-    cluster_rules,
     errors,
     polling,
-    rest,
-    slurm_api,
     slurm_backend,
     train_step,
 )
@@ -31,17 +27,8 @@ TRAINER = [sys.executable, "-m", "examples.trainer", "--seed", "3", "--samples",
 
 
 @pytest.fixture
-def cluster(slurm_emulator_factory, emulator_api_for):
-    emulator = slurm_emulator_factory()
-    body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
-    # The example prolog checks for 8 GPUs with nvidia-smi, which this machine does not have.
-    body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
-    emulator_api_for(emulator).create_running(CLUSTER, body)
-    # The example cluster enforces associations: what ensure_slurm_account does first.
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
-    client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
-    return emulator
+def cluster(slurm_cluster):
+    return slurm_cluster(CLUSTER)
 
 
 def training(tmp_path, command, **changes) -> slurm_backend.SlurmTraining:

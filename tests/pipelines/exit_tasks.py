@@ -1,0 +1,47 @@
+"""Running an exit task as the pipeline backend does: kfp's executor, with the final status of
+the run's group among its inputs, and the ``Output`` parameter read back."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from kfp.dsl import executor
+
+from components import catalog, packaging
+
+PARENT = "projects/test-project/locations/us-central1"
+
+
+def execute(tmp_path, component: str, parameters: dict[str, Any], state: str) -> Any:
+    """Runs ``component`` with ``parameters`` and ``status`` = ``state``; returns ``Output``."""
+    output = tmp_path / "output.json"
+    status = {
+        "state": state,
+        "pipelineJobResourceName": f"{PARENT}/pipelineJobs/r",
+        "pipelineTaskName": "exit-handler-1",
+        "error": {"code": 1, "message": "ended"} if state != "SUCCEEDED" else {},
+    }
+    executor_input = {
+        "inputs": {"parameterValues": {**parameters, "status": status}},
+        "outputs": {
+            "parameters": {"Output": {"outputFile": str(tmp_path / "Output")}},
+            "outputFile": str(output),
+        },
+    }
+    built = catalog.component_set(packaging.PREINSTALLED)[component]
+    executor.Executor(executor_input, built).execute()
+    return json.loads(output.read_text())["parameterValues"]["Output"]
+
+
+def saved_step_loggers():
+    """A generator for a fixture: a step configures the ``components`` and ``vsp`` loggers as
+    a step process would; this puts them back afterwards so later tests capture logs."""
+    loggers = [logging.getLogger(name) for name in ("components", "vsp")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
