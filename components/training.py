@@ -28,6 +28,7 @@ def train_on_cluster(
     gpus_per_node: int = 0,
     time_limit_minutes: int = 0,
     account: str = "",
+    log_directory: str = "",
     max_preemptions: int = 10,
     max_user_failures: int = 0,
     fallback_after_preemptions: int = 0,
@@ -78,6 +79,10 @@ def train_on_cluster(
         gpus_per_node: GPUs per node (0 = none requested).
         time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
         account: Slurm account to charge ('' = the user's default account).
+        log_directory: Folder of the jobs' stdout (``slurm-JOBID.out``), as the cluster sees it
+            ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``) the step,
+            which cannot see the cluster's disks, shows the trainer's new log lines while it
+            polls and the tail on failure.
         max_preemptions: Preemptions survived before the step fails.
         max_user_failures: Restarts after the trainer itself failed (non-zero exit).
         fallback_after_preemptions: Move to the fallback partition after this many preemptions
@@ -114,6 +119,7 @@ def train_on_cluster(
         gpus_per_node=gpus_per_node,
         time_limit_minutes=time_limit_minutes or None,
         account=account or None,
+        standard_output=f"{log_directory.rstrip('/')}/slurm-%j.out" if log_directory else None,
         warning_seconds=warning_seconds,
     )
     report.metadata["title"] = "Spot training report"

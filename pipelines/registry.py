@@ -81,6 +81,7 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run = f"run-{stamp}-{os.getpid()}"
         run_dir = os.path.join(shared_dir, "slurm-spot-training", run)
+        run_gcs = os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run)
         return {
             **LOCAL_CLUSTER,
             **LOCAL_MODEL,
@@ -89,7 +90,9 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
             "working_directory": run_dir,
             "checkpoint_dir": os.path.join(run_dir, "checkpoints"),
             # The model goes to Cloud Storage through the FUSE mount, where the registry reads it.
-            "model_dir": os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run, "model"),
+            "model_dir": os.path.join(run_gcs, "model"),
+            # Job logs on Cloud Storage too: the step streams the trainer's lines from there.
+            "log_directory": os.path.join(run_gcs, "logs"),
             "poll_seconds": 0.5,
             "spot_price_per_node_hour": 0.9,
             "ondemand_price_per_node_hour": 3.0,

@@ -64,6 +64,7 @@ def build(components: dict):
         nodes: int = 1,
         gpus_per_node: int = 0,
         time_limit_minutes: int = 0,
+        log_directory: str = "",
         max_preemptions: int = 10,
         max_user_failures: int = 0,
         fallback_after_preemptions: int = 5,
@@ -114,6 +115,9 @@ def build(components: dict):
             nodes: Nodes per training job.
             gpus_per_node: GPUs per node requested from Slurm (0 = none).
             time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
+            log_directory: Folder of the jobs' stdout as the cluster sees it ('' = the working
+                directory); on Cloud Storage (``/gcs/BUCKET/PATH``) the training step shows
+                the trainer's log lines while it runs.
             max_preemptions: Preemptions survived before the run fails.
             max_user_failures: Restarts after the trainer itself failed.
             fallback_after_preemptions: Move to ``ondemand`` after this many preemptions.
@@ -165,6 +169,7 @@ def build(components: dict):
                 nodes=nodes,
                 gpus_per_node=gpus_per_node,
                 time_limit_minutes=time_limit_minutes,
+                log_directory=log_directory,
                 max_preemptions=max_preemptions,
                 max_user_failures=max_user_failures,
                 fallback_after_preemptions=fallback_after_preemptions,

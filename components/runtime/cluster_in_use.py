@@ -87,7 +87,9 @@ def delete_unless_in_use(
         ``deleted``, ``absent`` (nothing to delete) or ``in-use`` (kept with an expiry).
     """
     cluster = cluster_resource.ClusterResource(client, ref, options=options).get()
-    if cluster is not None and cluster_resource.cluster_state(cluster) == cluster_resource.RUNNING:
+    if cluster is None:
+        return "absent"
+    if cluster_resource.cluster_state(cluster) == cluster_resource.RUNNING:
         users = active_foreign_jobs(client, ref, pipeline_run)
         if users:
             log.warning(

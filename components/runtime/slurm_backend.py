@@ -8,7 +8,6 @@ from the newest valid checkpoint.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
 import json
@@ -16,7 +15,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from components.runtime import errors, slurm_api, slurm_errors, slurm_job, slurm_script
+from components.runtime import errors, job_logs, slurm_api, slurm_errors, slurm_job, slurm_script
 from components.runtime import step as step_lib
 from components.runtime.recovery import Attempt, Outcome, Target
 from components.runtime.training_run import TrainingBackend
@@ -96,6 +95,7 @@ class SlurmBackend(TrainingBackend):
         pipeline_run: str = "",
     ):
         self.pipeline_run = pipeline_run
+        self._logs = job_logs.LogFollower()
         self.client = client
         self.training = training
         self.targets = {t.name: t for t in targets}
@@ -195,13 +195,16 @@ class SlurmBackend(TrainingBackend):
     def uri(self, attempt: Attempt) -> str:
         return self.client.rest.url(f"{self.client.cluster_ref.path}/slurmJobs/{attempt.job_id}")
 
+    def _log_path(self, attempt: Attempt) -> str:
+        return self.training.stdout_path().replace("%j", attempt.job_id)
+
     def log_tail(self, attempt: Attempt, lines: int = 20) -> str:
-        path = self.training.stdout_path().replace("%j", attempt.job_id)
-        try:
-            with open(path, errors="replace") as handle:
-                return "".join(collections.deque(handle, maxlen=lines)).rstrip()
-        except OSError:
-            return f"(log not readable from this step: {path} on the cluster)"
+        return job_logs.tail(self._log_path(attempt), lines)
+
+    def new_log_lines(self, attempt: Attempt) -> list[str]:
+        if attempt.outcome is Outcome.PENDING:
+            return []
+        return self._logs.new_lines(self._log_path(attempt))
 
 
 def targets(spot_partition: str, fallback_partition: str) -> list[Target]:

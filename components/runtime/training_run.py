@@ -63,6 +63,10 @@ class TrainingBackend(abc.ABC):
         """The last lines of the attempt's log, for error messages ('' when unknown)."""
         return ""
 
+    def new_log_lines(self, attempt: Attempt) -> list[str]:
+        """Log lines of the attempt written since the last call, shown while polling."""
+        return []
+
 
 @dataclasses.dataclass
 class RunResult:
@@ -198,6 +202,8 @@ class TrainingSupervisor:
             nonlocal pending_since, seen_requeues, switch
             before = attempt.outcome
             self.backend.refresh(attempt)
+            for line in self.backend.new_log_lines(attempt):
+                log.info("[job %s] %s", attempt.job_id, line)
             if attempt.requeues > seen_requeues:
                 log.warning(
                     "job %s was preempted and requeued (%d requeue(s) so far)",

@@ -38,8 +38,17 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
     assert result.succeeded, result.error
     assert result.calls["create cluster"] == 1
     assert result.calls["delete cluster"] == 1
-    writes = [(e["method"], e["status"]) for e in result.journal if e["method"] != "GET"]
-    assert writes == [("POST", 200), ("DELETE", 200)]
+    writes = [
+        (e["method"], e["status"], (e.get("body") or {}).get("path", ""))
+        for e in result.journal
+        if e["method"] != "GET"
+    ]
+    # create; the in-use check reads the live Slurm queue right before the delete; delete
+    assert writes == [
+        ("POST", 200, ""),
+        ("POST", 200, "/slurm/v0.0.42/jobs"),
+        ("DELETE", 200, ""),
+    ]
     create = next(e for e in result.journal if e["method"] == "POST")
     assert create["query"] == {"model_development_cluster_id": "vsplocal"}
     assert create["body"]["labels"]["vsp-pipeline-run"].startswith("cluster-lifecycle-")
