@@ -23,16 +23,22 @@ from kfp import compiler
 from components import catalog, packaging
 from pipelines import registry
 
-_ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
+EMBEDDED_ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
 
 
-def _repack(archive_b64: str) -> str:
+def archive_members(archive_b64: str) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """The members of an embedded archive (base64 of a gzipped tar) with each file's bytes."""
     raw = gzip.decompress(base64.b64decode(archive_b64))
     members: list[tuple[tarfile.TarInfo, bytes | None]] = []
     with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as source:
         for info in source.getmembers():
             data = source.extractfile(info).read() if info.isfile() else None
             members.append((info, data))
+    return members
+
+
+def _repack(archive_b64: str) -> str:
+    members = archive_members(archive_b64)
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as target:
         for info, data in sorted(members, key=lambda m: m[0].name):
@@ -52,7 +58,9 @@ def _repack(archive_b64: str) -> str:
 
 def normalise_embedded_archives(text: str) -> str:
     """Re-packs every embedded runtime archive in a compiled YAML text deterministically."""
-    return _ARCHIVE.sub(lambda m: f"__KFP_EMBEDDED_ARCHIVE_B64 = '{_repack(m.group(1))}'", text)
+    return EMBEDDED_ARCHIVE.sub(
+        lambda m: f"__KFP_EMBEDDED_ARCHIVE_B64 = '{_repack(m.group(1))}'", text
+    )
 
 
 def _compile_one(obj, path: pathlib.Path) -> None:

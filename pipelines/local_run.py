@@ -29,7 +29,6 @@ import pathlib
 import time
 from typing import Any
 
-import yaml
 from google.protobuf import json_format
 from kfp import components, local
 from kfp.local import pipeline_orchestrator
@@ -225,10 +224,12 @@ def run_local(
         path = compiled_template(pipeline, template_dir)
         template = components.load_component_from_file(str(path))
         arguments = coerce_arguments(template, arguments)
-        spec = yaml.safe_load(path.read_text())
+        pipeline_spec = template.pipeline_spec
         if enable_caching is not None:
-            spec = pipeline_caching.with_caching(spec, enable_caching)
-        pipeline_spec = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+            spec = pipeline_caching.with_caching(
+                json_format.MessageToDict(pipeline_spec), enable_caching
+            )
+            pipeline_spec = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
 
         def launch(values: dict[str, Any]) -> None:
             pipeline_orchestrator.run_local_pipeline(pipeline_spec=pipeline_spec, arguments=values)

@@ -71,6 +71,42 @@ def in_use_labels(now: float, recheck_minutes: float) -> dict[str, str]:
     }
 
 
+def keep_if_in_use(
+    client: rest.VertexRestClient,
+    ref: cluster_resource.ClusterRef,
+    cluster: dict,
+    *,
+    pipeline_run: str,
+    recheck_minutes: float = DEFAULT_RECHECK_MINUTES,
+    options: cluster_resource.ClusterOptions | None = None,
+    now: float | None = None,
+    dry_run: bool = False,
+) -> list[slurm_job.JobInfo]:
+    """The check every teardown makes right before a DELETE, on the cluster as just read.
+
+    A RUNNING cluster with unfinished jobs of another run is labelled in use with an expiry
+    ``recheck_minutes`` ahead (unless ``dry_run``) and its users are logged.
+
+    Returns:
+        The jobs that keep it (empty: it may be deleted).
+    """
+    if cluster_resource.cluster_state(cluster) != cluster_resource.RUNNING:
+        return []
+    users = active_foreign_jobs(client, ref, pipeline_run)
+    if users:
+        log.warning(
+            "not deleting cluster %s: in use by %s; it is kept and looked at again after "
+            "%s minutes (the reaper deletes it once it is idle and expired)",
+            ref.cluster_id,
+            describe(users),
+            recheck_minutes,
+        )
+        if not dry_run:
+            labels = in_use_labels(time.time() if now is None else now, recheck_minutes)
+            cluster_labels.update_managed_labels(client, ref, set_labels=labels, options=options)
+    return users
+
+
 def delete_unless_in_use(
     client: rest.VertexRestClient,
     ref: cluster_resource.ClusterRef,
@@ -89,17 +125,14 @@ def delete_unless_in_use(
     cluster = cluster_resource.ClusterResource(client, ref, options=options).get()
     if cluster is None:
         return "absent"
-    if cluster_resource.cluster_state(cluster) == cluster_resource.RUNNING:
-        users = active_foreign_jobs(client, ref, pipeline_run)
-        if users:
-            log.warning(
-                "not deleting cluster %s: in use by %s; it is kept and looked at again after "
-                "%s minutes (the reaper deletes it once it is idle and expired)",
-                ref.cluster_id,
-                describe(users),
-                recheck_minutes,
-            )
-            labels = in_use_labels(time.time() if now is None else now, recheck_minutes)
-            cluster_labels.update_managed_labels(client, ref, set_labels=labels, options=options)
-            return IN_USE
+    if keep_if_in_use(
+        client,
+        ref,
+        cluster,
+        pipeline_run=pipeline_run,
+        recheck_minutes=recheck_minutes,
+        options=options,
+        now=now,
+    ):
+        return IN_USE
     return "deleted" if delete() else "absent"

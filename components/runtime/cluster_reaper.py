@@ -24,7 +24,6 @@ from typing import Any
 
 from components.runtime import (
     cluster_in_use,
-    cluster_labels,
     cluster_resource,
     errors,
     rest,
@@ -156,20 +155,16 @@ def _reap_one(
     expired, reason = expiry_verdict(current, now)
     if not expired:
         return ReapEntry(name, KEPT, f"claimed meanwhile: {reason}")
-    if cluster_resource.cluster_state(current) == cluster_resource.RUNNING:
-        try:  # the last look before deleting: is anyone training on it? (see cluster_in_use)
-            users = cluster_in_use.active_foreign_jobs(client, resource.ref, "")
-        except errors.VspError as exc:
-            log.error("could not read the Slurm queue of %s: %s", name, exc)
-            return ReapEntry(name, FAILED, f"Slurm queue unreadable, not deleted: {exc}")
-        if users:
-            why = f"expired but in use by {cluster_in_use.describe(users)}"
-            if not dry_run:
-                labels = cluster_in_use.in_use_labels(now, cluster_in_use.DEFAULT_RECHECK_MINUTES)
-                cluster_labels.update_managed_labels(
-                    client, resource.ref, set_labels=labels, options=options
-                )
-            return ReapEntry(name, KEPT, why)
+    try:  # the last look before deleting: is anyone training on it? (see cluster_in_use)
+        users = cluster_in_use.keep_if_in_use(
+            client, resource.ref, current, pipeline_run="", options=options, now=now,
+            dry_run=dry_run,
+        )  # fmt: skip
+    except errors.VspError as exc:
+        log.error("could not read the Slurm queue of %s: %s", name, exc)
+        return ReapEntry(name, FAILED, f"Slurm queue unreadable, not deleted: {exc}")
+    if users:
+        return ReapEntry(name, KEPT, f"expired but in use by {cluster_in_use.describe(users)}")
     if dry_run:
         return ReapEntry(name, WOULD_DELETE, reason)
     try:

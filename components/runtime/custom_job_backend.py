@@ -120,10 +120,7 @@ class CustomJobBackend(TrainingBackend):
         attempt.detail = f"{state} {error.get('message', '')}".strip()
 
     def cancel(self, attempt: Attempt) -> None:
-        try:
-            self.client.post(f"{self._path(attempt.job_id)}:cancel", {}, idempotent=True)
-        except (errors.NotFoundError, errors.InvalidArgumentError) as exc:
-            log.info("cancel of job %s: %s (already finished?)", attempt.job_id, exc.message)
+        cancel_job(self.client, self._path(attempt.job_id))
 
     def uri(self, attempt: Attempt) -> str:
         return self.client.url(self._path(attempt.job_id))
@@ -157,14 +154,20 @@ def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: 
     for job in labelled_jobs(client, parent, PIPELINE_RUN_LABEL, run_label(pipeline_run)):
         if classify(job) not in (Outcome.PENDING, Outcome.RUNNING) or not job.get("name"):
             continue
-        try:
-            client.post(f"v1/{job['name']}:cancel", {}, idempotent=True)
-        except (errors.NotFoundError, errors.InvalidArgumentError) as exc:
-            log.info("cancel of %s: %s (already finished?)", job["name"], exc.message)
-            continue
-        log.info("cancelled %s", job["name"])
-        cancelled.append(job["name"])
+        if cancel_job(client, f"v1/{job['name']}"):
+            log.info("cancelled %s", job["name"])
+            cancelled.append(job["name"])
     return cancelled
+
+
+def cancel_job(client: rest.VertexRestClient, path: str) -> bool:
+    """Sends ``:cancel`` to the job at ``path``; False when it had finished or is gone."""
+    try:
+        client.post(f"{path}:cancel", {}, idempotent=True)
+    except (errors.NotFoundError, errors.InvalidArgumentError) as exc:
+        log.info("cancel of %s: %s (already finished?)", path, exc.message)
+        return False
+    return True
 
 
 def _target(job: dict[str, Any]) -> Target:

@@ -15,37 +15,29 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 
-def _tasks(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every task of the root DAG and of every sub-DAG (exit handlers, conditions)."""
-    dags = [spec.get("root") or {}, *(spec.get("components") or {}).values()]
-    for component in dags:
-        yield from ((component.get("dag") or {}).get("tasks") or {}).values()
+def _container_tasks(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every task that runs a container, in the root DAG and every sub-DAG (exit handlers,
+    conditions); the DAG groups themselves are not executions."""
+    components = spec.get("components") or {}
+    executors = {name for name, c in components.items() if "executorLabel" in c}
+    for dag in [spec.get("root") or {}, *components.values()]:
+        for task in ((dag.get("dag") or {}).get("tasks") or {}).values():
+            if (task.get("componentRef") or {}).get("name") in executors:
+                yield task
 
 
 def with_caching(spec: Mapping[str, Any], enabled: bool) -> dict[str, Any]:
     """A copy of a PipelineSpec (dict form) with caching set to ``enabled`` on every
-    container task (DAG groups such as exit handlers and conditions are not executions)."""
+    container task."""
     rewritten = copy.deepcopy(dict(spec))
-    executor_components = {
-        name
-        for name, component in (rewritten.get("components") or {}).items()
-        if "executorLabel" in component
-    }
-    for task in _tasks(rewritten):
-        if (task.get("componentRef") or {}).get("name") in executor_components:
-            task["cachingOptions"] = {"enableCache": bool(enabled)}
+    for task in _container_tasks(rewritten):
+        task["cachingOptions"] = {"enableCache": bool(enabled)}
     return rewritten
 
 
 def caching_settings(spec: Mapping[str, Any]) -> dict[str, bool]:
     """Whether caching is on, by task name, for every container task of a PipelineSpec."""
-    executor_components = {
-        name
-        for name, component in (spec.get("components") or {}).items()
-        if "executorLabel" in component
-    }
     return {
         task["taskInfo"]["name"]: bool((task.get("cachingOptions") or {}).get("enableCache"))
-        for task in _tasks(spec)
-        if (task.get("componentRef") or {}).get("name") in executor_components
+        for task in _container_tasks(spec)
     }

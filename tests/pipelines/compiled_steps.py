@@ -7,20 +7,16 @@ to ``ephemeral_component.py``.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import gzip
-import io
 import pathlib
-import re
 import shlex
-import tarfile
 
 import yaml
 
+from pipelines import compile as compile_module
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMPILED = REPO / "compiled"
-_ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,15 +61,13 @@ class CompiledStep:
 
     def embedded_files(self) -> dict[str, bytes]:
         """The embedded runtime archive's files by path (e.g. ``components/runtime/rest.py``)."""
-        match = _ARCHIVE.search(self.program)
+        match = compile_module.EMBEDDED_ARCHIVE.search(self.program)
         assert match, f"{self.name} embeds no runtime archive"
-        raw = gzip.decompress(base64.b64decode(match.group(1)))
-        files = {}
-        with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
-            for member in archive.getmembers():
-                if member.isfile():
-                    files[member.name.removeprefix("./")] = archive.extractfile(member).read()
-        return files
+        return {
+            info.name.removeprefix("./"): data
+            for info, data in compile_module.archive_members(match.group(1))
+            if data is not None
+        }
 
     def runtime_modules(self) -> list[str]:
         """Dotted names of the embedded runtime modules."""

@@ -22,6 +22,7 @@ import venv
 
 import pytest
 
+from pipelines import compile as compile_module
 from tests.pipelines import compiled_steps
 
 NAMES = compiled_steps.component_names()
@@ -75,7 +76,7 @@ def undeclared_imports(step: compiled_steps.CompiledStep) -> dict[str, str]:
     sources = [
         data.decode() for path, data in step.embedded_files().items() if path.endswith(".py")
     ]
-    program = compiled_steps._ARCHIVE.sub("''", step.program)
+    program = compile_module.EMBEDDED_ARCHIVE.sub("''", step.program)
     imports = set().union(*(_top_level_imports(s) for s in [*sources, program]))
     third_party = imports - set(sys.stdlib_module_names) - {"__future__", "components"}
     allowed = _dependency_closure([_requirement_name(r) for r in step.requirements()])
