@@ -20,6 +20,8 @@ def check_run_parameters(
     provisioning_price_per_hour: float = 1.0,
     delay_penalty_per_hour: float = 10.0,
     failure_keep_minutes: float = 60.0,
+    check_checkpoint_dir: bool = False,
+    checkpoint_dir: str = "",
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -42,6 +44,9 @@ def check_run_parameters(
         provisioning_price_per_hour: Cost while provisioning, currency/hour.
         delay_penalty_per_hour: Cost of the next run waiting, currency/hour.
         failure_keep_minutes: Minutes a failed run keeps its cluster for a retry.
+        check_checkpoint_dir: Also check ``checkpoint_dir`` (the run trains with checkpoints).
+        checkpoint_dir: The training step's checkpoint directory ('' = the default beside
+            ``model_dir``, which needs a folder above ``model_dir``).
 
     Returns:
         True (the step fails with every problem listed otherwise).
@@ -70,6 +75,7 @@ def check_run_parameters(
             },
             inputs,
             failure_keep_minutes=failure_keep_minutes,
+            **({"checkpoint_dir": checkpoint_dir} if check_checkpoint_dir else {}),
         )
         return True
 

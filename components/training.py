@@ -15,11 +15,11 @@ def train_on_cluster(
     cluster_id: str,
     command: list,
     working_directory: str,
-    checkpoint_dir: str,
     model_dir: str,
     gcp_resources: dsl.OutputPath(str),
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.HTML],
+    checkpoint_dir: str = "",
     spot_partition: str = "spot",
     fallback_partition: str = "",
     environment: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
@@ -65,12 +65,17 @@ def train_on_cluster(
         command: Trainer argv, e.g. ``["python", "train.py", "--epochs", "3"]`` (each item is
             passed as one argument; nothing is interpreted by a shell).
         working_directory: Absolute directory of the job on the cluster's shared storage.
-        checkpoint_dir: Checkpoint directory shared by all attempts (``VSP_CHECKPOINT_DIR``).
-        model_dir: Where the trainer writes the final model (``VSP_MODEL_DIR``).
+        model_dir: Where the trainer writes the final model (``VSP_MODEL_DIR``), on Cloud
+            Storage as the cluster sees it (``/gcs/BUCKET/PATH`` or ``gs://BUCKET/PATH``).
         gcp_resources: Output: the Slurm jobs of the run (proto-JSON).
         metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
             goodput (0-1), cost and estimated Spot saving (currency of the prices).
         report: Output: HTML report with the timeline of attempts and preemptions.
+        checkpoint_dir: Checkpoint directory shared by all attempts (``VSP_CHECKPOINT_DIR``).
+            '' = on Cloud Storage under the run's output folder (the folder holding
+            ``model_dir``): ``checkpoints/RUN_KEY`` there, which this step can read to measure
+            work lost and goodput. A directory on the cluster's own disks works for resuming,
+            but then those two metrics are reported as unknown.
         spot_partition: Slurm partition of Spot nodes.
         fallback_partition: Partition of on-demand/reserved nodes to fall back to ('' = none).
         environment: Extra environment variables of the trainer.
@@ -102,12 +107,14 @@ def train_on_cluster(
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.
-        checkpoint_dir: The checkpoint directory.
+        checkpoint_dir: The checkpoint directory (the default's resolved path when '' was given).
         model_dir: The model directory.
         preemptions: Preemptions survived.
     """
-    from components.runtime import slurm_backend, step, train_step, training_step
+    from components.runtime import manifests, slurm_backend, step, train_step, training_step
 
+    run_key = training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name)
+    checkpoint_dir = checkpoint_dir or manifests.default_checkpoint_dir(model_dir, run_key)
     training = slurm_backend.SlurmTraining(
         command=[str(c) for c in command],
         working_directory=working_directory,

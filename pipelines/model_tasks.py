@@ -59,10 +59,14 @@ def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
 
     Args:
         components: The component set.
-        values: The pipeline's parameters (``locals()`` of the pipeline function).
+        values: The pipeline's parameters (``locals()`` of the pipeline function); a
+            ``checkpoint_dir`` among them is checked too.
         model_dir: Where the model will be written (a pipeline parameter).
     """
     teardown = {name: values[name] for name in TEARDOWN_PARAMETERS if name in values}
+    checkpoints = {}
+    if "checkpoint_dir" in values:
+        checkpoints = {"check_checkpoint_dir": True, "checkpoint_dir": values["checkpoint_dir"]}
     task = components["check_run_parameters"](
         model_id=values["model_id"],
         serving_image=values["serving_image"],
@@ -71,5 +75,6 @@ def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
         model_labels=values["model_labels"],
         check_teardown=bool(teardown),
         **teardown,
+        **checkpoints,
     )
     return task_policy.apply(task, "check-parameters")

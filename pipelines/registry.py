@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+import vertex_emulator
 from pipelines import (
     cluster_lifecycle,
     reap_expired_clusters,
@@ -70,7 +71,7 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
 
     Args:
         pipeline: Registered pipeline name.
-        shared_dir: Absolute folder standing in for the cluster's shared storage.
+        shared_dir: Absolute folder for the local helpers (the trainer's interpreter launcher).
         gcs_root: Absolute folder standing in for the GCS FUSE mount (``/gcs`` on a cluster),
             where the emulated ``gs://`` buckets live; default ``{shared_dir}/../emulator/gcs``.
     """
@@ -80,7 +81,10 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
         # first run's final checkpoint.
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run = f"run-{stamp}-{os.getpid()}"
-        run_dir = os.path.join(shared_dir, "slurm-spot-training", run)
+        # The job's folder is on the cluster's own home, which the pipeline steps cannot see
+        # (as on Vertex AI); everything a step reads is on Cloud Storage.
+        home = vertex_emulator.cluster_home(os.path.dirname(gcs_root), LOCAL_CLUSTER["cluster_id"])
+        run_dir = os.path.join(home, "slurm-spot-training", run)
         run_gcs = os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run)
         return {
             **LOCAL_CLUSTER,
@@ -88,7 +92,7 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
             "model_id": "slurm-spot-example",
             "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
             "working_directory": run_dir,
-            "checkpoint_dir": os.path.join(run_dir, "checkpoints"),
+            # Checkpoints take the default: Cloud Storage, beside the model.
             # The model goes to Cloud Storage through the FUSE mount, where the registry reads it.
             "model_dir": os.path.join(run_gcs, "model"),
             # Job logs on Cloud Storage too: the step streams the trainer's lines from there.

@@ -44,10 +44,10 @@ def build(components: dict):
         project: str,
         command: list,
         working_directory: str,
-        checkpoint_dir: str,
         model_dir: str,
         model_id: str,
         serving_image: str,
+        checkpoint_dir: str = "",
         location: str = "us-central1",
         cluster_id: str = cluster_tasks.default_cluster_id(NAME),
         network: str = "",
@@ -92,11 +92,13 @@ def build(components: dict):
             project: Google Cloud project id.
             command: Trainer argv, one list item per argument.
             working_directory: Absolute job directory on the cluster's shared storage.
-            checkpoint_dir: Checkpoint directory shared by all attempts.
             model_dir: Directory the trainer writes the final model to, on Cloud Storage as
                 seen from the cluster: ``/gcs/BUCKET/PATH`` (GCS FUSE) or ``gs://BUCKET/PATH``.
             model_id: Model Registry id; a new version is added when the model exists.
             serving_image: Serving container image of the registered model.
+            checkpoint_dir: Checkpoint directory shared by all attempts ('' = on Cloud Storage,
+                ``checkpoints/RUN_KEY`` in the folder holding model_dir, where the training step
+                can read when each checkpoint was written to measure work lost and goodput).
             location: Vertex AI region.
             cluster_id: Cluster id (1-10 lowercase letters and digits); the default is derived
                 from the pipeline name, so different pipelines never share a cluster.

@@ -42,6 +42,8 @@ SLURM_SETTINGS = FAST_SETTINGS.replace(
     slurm_preempt_notice_seconds=0.4,
     slurm_requeue_delay_seconds=0.1,
     slurm_node_recovery_seconds=0.3,
+    # Each cluster's home seen by its jobs only, as on Vertex; fail rather than share silently.
+    slurm_filesystem_isolation="on",
 )
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"

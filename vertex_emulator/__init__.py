@@ -7,9 +7,17 @@ Start one in-process with ``EmulatorServer(state_dir).start()`` or from a shell 
 
 from __future__ import annotations
 
+from vertex_emulator.cluster_filesystem import cluster_home
 from vertex_emulator.config import EmulatorSettings
 from vertex_emulator.faults import FaultRule
 from vertex_emulator.journal import read_journal
 from vertex_emulator.server import EmulatorServer, serve
 
-__all__ = ["EmulatorServer", "EmulatorSettings", "FaultRule", "read_journal", "serve"]
+__all__ = [
+    "EmulatorServer",
+    "EmulatorSettings",
+    "FaultRule",
+    "cluster_home",
+    "read_journal",
+    "serve",
+]

@@ -33,6 +33,9 @@ class EmulatorSettings:
         slurm_structured_body: ``:callSlurmRestApi`` answers ``structuredBody`` (a JSON object)
             instead of ``body`` (the Slurm JSON as a string).
         slurm_user_name: The Linux user the emulated Slurm runs every caller's jobs as.
+        slurm_filesystem_isolation: ``auto``, ``on`` or ``off``: each cluster's home is seen
+            by its jobs only, as on Vertex AI where a pipeline step cannot read the cluster's
+            Filestore (see ``cluster_filesystem``; ``auto`` = when this machine allows it).
         slurm_kill_wait_seconds: Slurm ``KillWait``: SIGTERM to SIGKILL on cancel, time limit
             and partition preemption.
         slurm_min_job_age_seconds: Slurm ``MinJobAge``: how long a finished job stays in the
@@ -73,6 +76,7 @@ class EmulatorSettings:
     reject_unknown_fields: bool = True
     slurm_structured_body: bool = False
     slurm_user_name: str = "vsp"
+    slurm_filesystem_isolation: str = "auto"
     slurm_kill_wait_seconds: float = 30.0
     slurm_min_job_age_seconds: float = 300.0
     slurm_requeue_delay_seconds: float = 10.0
@@ -112,6 +116,11 @@ class EmulatorSettings:
                 raise ValueError(f"setting {field.name} must not be negative, got {value!r}")
         if self.time_scale <= 0 or self.tick_interval_seconds <= 0:
             raise ValueError("time_scale and tick_interval_seconds must be positive")
+        if self.slurm_filesystem_isolation not in ("auto", "on", "off"):
+            raise ValueError(
+                "slurm_filesystem_isolation must be 'auto', 'on' or 'off', not "
+                f"{self.slurm_filesystem_isolation!r}"
+            )
         if self.default_page_size < 1 or self.max_page_size < 1:
             raise ValueError("default_page_size and max_page_size must be at least 1")
 

@@ -2,7 +2,8 @@
 
 The runtime loads a ``ClusterContext`` under the store lock, the scheduler and job lifecycle
 mutate its ``state`` and ``jobs`` in place, and the runtime saves what changed. Files live under
-``{state_dir}/slurm/{cluster_id}/``: ``home/`` (the emulated shared home), ``spool/job{N}/``
+``{state_dir}/slurm/{cluster_id}/``: ``home/`` (the emulated shared home; its files are in
+``disk/`` when the cluster has its own filesystem, see ``cluster_filesystem``), ``spool/job{N}/``
 (scripts and prolog/epilog logs) and ``preemptions.jsonl`` (the preemption timeline).
 """
 
@@ -14,7 +15,7 @@ import json
 import pathlib
 from typing import Any
 
-from vertex_emulator import clock, slurm_process, slurm_topology
+from vertex_emulator import clock, cluster_filesystem, slurm_process, slurm_topology
 
 STATE_COLLECTION = "slurm_clusters"
 JOB_COLLECTION = "slurm_jobs"
@@ -60,6 +61,7 @@ class ClusterContext:
         procs: The emulator's process table.
         events: Preemption timeline entries to append when saved.
         persisted: Whether ``state`` is already in the store (False for a new cluster state).
+        isolated: The cluster's home is visible to its jobs only (``cluster_filesystem``).
     """
 
     app: Any
@@ -71,6 +73,7 @@ class ClusterContext:
     procs: slurm_process.ProcessTable
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     persisted: bool = True
+    isolated: bool = False
     _original: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -95,9 +98,14 @@ class ClusterContext:
         return cluster_dir(self.app.state_dir, self.topo.cluster_id)
 
     @property
+    def filesystem(self) -> cluster_filesystem.ClusterFilesystem:
+        """The cluster's own filesystem (its home, and where the files really are)."""
+        return cluster_filesystem.ClusterFilesystem.for_cluster(self.directory, self.isolated)
+
+    @property
     def home(self) -> str:
         """The emulated shared home directory (HOME and the default working directory)."""
-        return str(self.directory / "home")
+        return self.filesystem.home
 
     def scaled(self, seconds: float) -> float:
         """Wall-clock seconds of an emulated duration."""

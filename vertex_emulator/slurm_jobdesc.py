@@ -251,10 +251,21 @@ def parse_submit(
         "warn_signal": signum,
         "warn_delay": delay,
         "warn_batch_only": batch_only,
+        "append_output": appends_output(job.get("open_mode")),
         "hold": bool(job.get("hold")),
         "begin_time": number(job.get("begin_time"), "begin_time")[0],
     }
     return fields, warnings
+
+
+def appends_output(open_mode: Any) -> bool:
+    """Whether ``open_mode`` asks to append to the output files.
+
+    v0.0.42 sends a flag list (``["APPEND"]``), v0.0.38 a word (``"append"``). Without it the
+    files are truncated at every start, also when a requeued job runs again (real Slurm 24.11).
+    """
+    words = [open_mode] if isinstance(open_mode, str) else list(open_mode or [])
+    return any(str(word).upper() == "APPEND" for word in words)
 
 
 def expand_path(template: str, job: dict[str, Any]) -> str:

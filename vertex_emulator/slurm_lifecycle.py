@@ -11,7 +11,6 @@ script did meanwhile, with no epilog (the node is gone). Outcomes: a terminal st
 
 from __future__ import annotations
 
-import os
 import signal
 from typing import Any
 
@@ -38,7 +37,7 @@ def begin_run(ctx: Ctx, job: dict[str, Any], nodes: list[str]) -> None:
         warned=False,
         outcome=None,
     )
-    os.makedirs(ctx.home, exist_ok=True)
+    ctx.filesystem.prepare()
     _start_phase(ctx, job, "prolog", 0)
 
 
@@ -55,7 +54,7 @@ def _start_phase(ctx: Ctx, job: dict[str, Any], kind: str, index: int) -> None:
     if kind == "script":
         text, path = job["script"], spool / "slurm_script"
         env, cwd = slurm_environment.job_environment(ctx, job), job["cwd"]
-        out, err, append = job["stdout_path"], job["stderr_path"], job.get("restart_cnt", 0) > 0
+        out, err, append = job["stdout_path"], job["stderr_path"], job.get("append_output", False)
         job["flags"] = []
     else:
         text, path = hooks[index], spool / f"{kind}-{index}.sh"
@@ -76,6 +75,7 @@ def _start_phase(ctx: Ctx, job: dict[str, Any], kind: str, index: int) -> None:
             stdout=out,
             stderr=err,
             append=append,
+            filesystem=ctx.filesystem,
         )
     except OSError as exc:
         _launch_failed(ctx, job, kind, index, exc)
@@ -88,8 +88,9 @@ def _launch_failed(ctx: Ctx, job: dict[str, Any], kind: str, index: int, exc: OS
     if kind == "prolog":
         _prolog_failed(ctx, job)
     elif kind == "script":
+        stderr = ctx.filesystem.host_path(job["stderr_path"])
         try:
-            with open(job["stderr_path"], "a", encoding="utf-8") as handle:
+            with open(stderr, "a", encoding="utf-8") as handle:
                 handle.write(f"slurmstepd: error: execve(): {job['script'][:80]!r}: {exc}\n")
         except OSError:
             pass

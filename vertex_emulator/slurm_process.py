@@ -10,12 +10,15 @@ whatever a job leaves behind. Nothing is ever killed by name.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import pathlib
 import signal
 import subprocess
 from typing import Any
+
+from vertex_emulator import cluster_filesystem
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,7 @@ class ProcessTable:
         stdout: str,
         stderr: str,
         append: bool,
+        filesystem: cluster_filesystem.ClusterFilesystem | None = None,
     ) -> Proc:
         """Starts a script in a new session (killing any process still held under ``key``).
 
@@ -106,21 +110,32 @@ class ProcessTable:
             stdout: File for standard output.
             stderr: File for standard error (may equal ``stdout``).
             append: Append to the output files instead of truncating them.
+            filesystem: The cluster's own filesystem: paths above are as its jobs see them,
+                and the process starts in a mount namespace that shows them (None = the
+                host's paths as they are).
 
         Raises:
             OSError: The process could not be started.
         """
         self.discard(key)
-        pathlib.Path(cwd).mkdir(parents=True, exist_ok=True)
+        host = filesystem.host_path if filesystem else str
+        pathlib.Path(host(cwd)).mkdir(parents=True, exist_ok=True)
+        argv = [*interpreter(script_text), script_path]
+        if filesystem and filesystem.isolated:
+            # The wrapper would start and then fail to exec; fail here, as an unwrapped start
+            # does, so a missing interpreter reads the same either way.
+            if not os.access(argv[0], os.X_OK):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+            argv = filesystem.wrap(argv, cwd)
         mode = "ab" if append else "wb"
         handles = []
         try:
-            for path in dict.fromkeys([stdout, stderr]):
+            for path in dict.fromkeys([host(stdout), host(stderr)]):
                 pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
                 handles.append(open(path, mode))
             popen = subprocess.Popen(
-                [*interpreter(script_text), script_path],
-                cwd=cwd,
+                argv,
+                cwd=host(cwd),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=handles[0],

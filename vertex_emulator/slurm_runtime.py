@@ -8,7 +8,8 @@ killing any leftover process group that provably runs the job's script. ``shutdo
 run at interpreter exit) SIGKILLs every job process group this emulator started.
 
 Python API (``server.app.slurm``): ``set_preemption_plan``, ``clear_preemption_plan``,
-``preemption_plan``, ``preempt_now``, ``preemptions``, ``jobs``, ``nodes``, ``shutdown``.
+``preemption_plan``, ``preempt_now``, ``preemptions``, ``host_path``, ``jobs``, ``nodes``,
+``shutdown``.
 Clusters are named by id (``"c1"``) or full resource name.
 """
 
@@ -19,6 +20,7 @@ import weakref
 from typing import Any
 
 from vertex_emulator import (
+    cluster_filesystem,
     clusters,
     errors,
     slurm_context,
@@ -46,6 +48,9 @@ class SlurmRuntime:
         """
         self.app = app
         self.procs = slurm_process.ProcessTable()
+        self.isolated_filesystems = cluster_filesystem.resolve_isolation(
+            app.settings.slurm_filesystem_isolation
+        )
         atexit.register(_shutdown_at_exit, weakref.ref(self))
 
     # --- loading and the tick ---------------------------------------------------------------
@@ -76,6 +81,7 @@ class SlurmRuntime:
             now=self.app.now() if now is None else now,
             procs=self.procs,
             persisted=persisted,
+            isolated=self.isolated_filesystems,
         )
 
     def tick(self, app: Any, now: float) -> None:
@@ -199,6 +205,14 @@ class SlurmRuntime:
         if cluster is not None:
             cluster_id = cluster.rsplit("/", 1)[-1]
         return slurm_context.read_events(self.app.state_dir, cluster_id)
+
+    def host_path(self, cluster: str, path: str) -> str:
+        """Where ``path``, as the cluster's jobs see it, is on this host.
+
+        A cluster's home is visible to its jobs only (``cluster_filesystem``); tests that look
+        inside a cluster go through this, as nothing else on the host can.
+        """
+        return self._edit(cluster, lambda ctx: ctx.filesystem.host_path(path))
 
     def jobs(self, cluster: str) -> list[dict[str, Any]]:
         """The stored job records of a cluster (internal form), by job id."""

@@ -8,6 +8,7 @@ Layout: one **directory** per checkpoint under a checkpoint root::
     <root>/ckpt-0000000120/arrays.npz     named numpy arrays (params, optimizer moments, ...)
     <root>/ckpt-0000000120/metadata.json  JSON-able dict (RNG state, data position, ...)
     <root>/ckpt-0000000120/manifest.json  step, created time, format, size + sha256 per file
+    <root>/history/ckpt-0000000120.json   step and created time, kept when the checkpoint is pruned
 
 Save protocol: the payload files are written into a staging directory ``<root>/.tmp-...`` in the
 same root, each flushed and fsynced; the staging directory is renamed to ``ckpt-{step:010d}`` and
@@ -150,6 +151,9 @@ def save(
         "files": files,
     }
     file_primitives.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
+    history = manifests.history_path(root, step)
+    history.parent.mkdir(exist_ok=True)
+    file_primitives.write_file_atomic(history, manifests.history_entry(manifest))
     ref = CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
@@ -197,8 +201,11 @@ def clean_temp_files(directory: PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     candidates = [e for e in root.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
-    for _, path in list_checkpoints(root):
-        candidates += [e for e in path.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
+    folders = [path for _, path in list_checkpoints(root)]
+    if (root / manifests.HISTORY_DIR).is_dir():
+        folders.append(root / manifests.HISTORY_DIR)
+    for folder in folders:
+        candidates += [e for e in folder.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
     for entry in candidates:
         log.info("removing leftover temp file %s", entry)
         if entry.is_dir():

@@ -5,7 +5,9 @@ elsewhere: it sees Cloud Storage (through ``/gcs`` or ``$VSP_GCS_FUSE_ROOT``), n
 disks. ``LogFollower`` reads the lines added since the last poll when the file is visible
 (bounded per poll, so a chatty trainer cannot flood the step's log), starts over when the file
 was truncated (Slurm may truncate it when a requeued job starts again), and otherwise says once
-where the log is. Hand-rolled because it is a seek-and-read over a plain file.
+where the log is: after the file's folder was missing at ``NOTE_AFTER_POLLS`` polls in a row, as
+a starting job may not have created it yet; it keeps looking, so a folder that appears later is
+followed. Hand-rolled because it is a seek-and-read over a plain file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINES_PER_POLL = 50
 MAX_BYTES_PER_POLL = 256 * 1024
+NOTE_AFTER_POLLS = 3
 
 
 class LogFollower:
@@ -30,17 +33,17 @@ class LogFollower:
         self.max_bytes = max_bytes
         self._offsets: dict[str, int] = {}
         self._partial: dict[str, bytes] = {}
-        self._told: set[str] = set()
+        self._missing: collections.Counter[str] = collections.Counter()
 
     def new_lines(self, path: str) -> list[str]:
         """Complete lines added to ``path`` since the last call (at most ``max_lines``, the
         newest, after a line saying how many were skipped); a one-time note when the file's
-        folder is not visible from here; [] when nothing is new."""
+        folder stays invisible from here; [] when nothing is new."""
         local = file_primitives.to_local_path(path)
         if not local.parent.is_dir():
-            if path in self._told:
+            self._missing[path] += 1
+            if self._missing[path] != NOTE_AFTER_POLLS:
                 return []
-            self._told.add(path)
             return [f"(the job's log is at {path} on the cluster, not visible from this step)"]
         try:
             size = os.path.getsize(local)

@@ -8,10 +8,13 @@ uploading it. Both run on a stock Python image, so this module imports no numpy.
 Layouts::
 
     <root>/ckpt-0000000120/{arrays.npz, metadata.json, manifest.json}
+    <root>/history/ckpt-0000000120.json   step and creation time, kept after pruning
     <model_dir>/{model.npz, metadata.json, <extra files>, manifest.json}
 
 A manifest holds the format, its version, the step, the creation time and the size and sha256 of
-every file; it is written last, so a directory whose manifest does not verify is torn.
+every file; it is written last, so a directory whose manifest does not verify is torn. The
+history entry is written after the manifest and never pruned: keep-last-N retention deletes older
+checkpoints, but when each one was written still decides how much work an interruption lost.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ MODEL_FORMAT = "vsp-model"
 MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.npz"
 MODEL_METADATA_FILE = "metadata.json"
+HISTORY_DIR = "history"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{10,})$")
 
 
@@ -141,18 +145,66 @@ def checkpoints_visible(directory: file_primitives.PathLike) -> bool:
     return file_primitives.to_local_path(directory).is_dir()
 
 
+def default_checkpoint_dir(model_dir: str, run_key: str) -> str:
+    """``checkpoints/RUN_KEY`` in the folder holding ``model_dir``, in the same form.
+
+    ``model_dir`` is on Cloud Storage (``/gcs/BUCKET/PATH`` or ``gs://BUCKET/PATH``, checked by
+    the run's parameter check), so the checkpoints are too: the cluster writes them through its
+    Cloud Storage FUSE mount and the step reads them through Cloud Storage. One folder per run
+    key keeps two training tasks, and two runs, apart.
+
+    Raises:
+        errors.UserError: ``model_dir`` has no parent folder to hold the checkpoints.
+    """
+    parent = model_dir.rstrip("/").rpartition("/")[0]
+    bucket_or_folder = parent[5:] if parent.startswith(("gs://", "/gcs/")) else parent.strip("/")
+    if not bucket_or_folder or parent in ("gs:/", "/gcs"):
+        raise errors.UserError(
+            f"model_dir {model_dir!r} has no folder above it to hold the default checkpoint "
+            "directory. Fix: use gs://BUCKET/RUN/model (or /gcs/BUCKET/RUN/model), or set "
+            "checkpoint_dir."
+        )
+    return f"{parent}/checkpoints/{run_key}"
+
+
+def history_entry(manifest: dict[str, Any]) -> bytes:
+    """The history record of a committed checkpoint (its step and creation time)."""
+    record = {k: manifest[k] for k in ("step", "created_unix", "created") if k in manifest}
+    return json.dumps(record, sort_keys=True).encode()
+
+
+def history_path(root: Path, step: int) -> Path:
+    """Where the history record of the checkpoint of ``step`` lives."""
+    return root / HISTORY_DIR / f"{checkpoint_name(step)}.json"
+
+
 def checkpoint_times(directory: file_primitives.PathLike) -> list[float]:
-    """Creation times (epoch s) of the checkpoints in ``directory`` that verify."""
-    times = []
-    for _step, path in list_checkpoints(directory):
+    """Creation times (epoch s) of every checkpoint committed in ``directory``, ascending.
+
+    The checkpoints that verify, plus those that retention has deleted since, from their
+    history records (one time per step; a replaced checkpoint counts once, at its newest time).
+    """
+    by_step: dict[int, float] = {}
+    history = file_primitives.to_local_path(directory) / HISTORY_DIR
+    entries = sorted(history.glob("ckpt-*.json")) if history.is_dir() else []
+    for entry in entries:
+        try:
+            record = json.loads(entry.read_bytes())
+            step, created = record["step"], record["created_unix"]
+        except (OSError, ValueError, TypeError, KeyError):
+            log.warning("skipping unreadable checkpoint history record %s", entry)
+            continue
+        if isinstance(step, int) and isinstance(created, (int, float)):
+            by_step[step] = float(created)
+    for step, path in list_checkpoints(directory):
         try:
             ref = verify_checkpoint(path)
         except errors.UserError:
             continue
         created = ref.manifest.get("created_unix")
         if isinstance(created, (int, float)):
-            times.append(float(created))
-    return times
+            by_step[step] = max(float(created), by_step.get(step, 0.0))
+    return sorted(by_step.values())
 
 
 def verify_model_dir(path: file_primitives.PathLike) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from components.runtime import errors, model_registry, model_step, teardown
+from components.runtime import errors, manifests, model_registry, model_step, teardown
 
 
 def _problem(field: str, value: Any, message: str) -> errors.SpecProblem:
@@ -78,6 +78,17 @@ def model_problems(
     return problems
 
 
+def checkpoint_problems(checkpoint_dir: str, model_dir: str) -> list[errors.SpecProblem]:
+    """What the training step would refuse about the default checkpoint directory, found now."""
+    if checkpoint_dir:
+        return []
+    try:
+        manifests.default_checkpoint_dir(model_dir, "RUN_KEY")
+    except errors.UserError as exc:
+        return [_problem("checkpoint_dir", checkpoint_dir, str(exc))]
+    return []
+
+
 def teardown_problems(
     inputs: teardown.TeardownInputs, failure_keep_minutes: float
 ) -> list[errors.SpecProblem]:
@@ -107,9 +118,12 @@ def check_run(
     Args:
         model: Keyword arguments of ``model_problems``.
         teardown_inputs: The teardown decision's inputs (None: no teardown in this pipeline).
-        **extra: ``failure_keep_minutes`` when there is a teardown.
+        **extra: ``failure_keep_minutes`` when there is a teardown; ``checkpoint_dir`` when
+            the run trains with checkpoints in a directory it may default.
     """
     problems = model_problems(**model)
+    if "checkpoint_dir" in extra:
+        problems += checkpoint_problems(extra["checkpoint_dir"], model["model_dir"])
     if teardown_inputs is not None:
         problems += teardown_problems(teardown_inputs, extra.get("failure_keep_minutes", 0.0))
     if problems:

@@ -19,7 +19,7 @@ MANAGED_KEYS = frozenset(
     "name comment partition account qos current_working_directory standard_output "
     "standard_error environment minimum_nodes maximum_nodes nodes tasks_per_node tasks "
     "cpus_per_task tres_per_node time_limit requeue kill_warning_signal kill_warning_delay "
-    "kill_warning_flags signal script".split()
+    "kill_warning_flags signal script open_mode".split()
 )
 # (field, minimum, may be None)
 _INTEGERS = (

@@ -196,6 +196,9 @@ class JobDescription:
             minutes = self.time_limit_minutes
             job["time_limit"] = minutes if legacy else no_val(minutes)
         job["requeue"] = self.requeue
+        # Real Slurm truncates the output files at every restart of a requeued job unless told
+        # to append; appending keeps every attempt's log.
+        job["open_mode"] = "append" if legacy else ["APPEND"]
         if self.warning_signal and legacy:
             job["signal"] = f"{self.warning_signal}@{self.warning_seconds}"
         elif self.warning_signal:

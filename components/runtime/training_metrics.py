@@ -15,7 +15,7 @@ from components.runtime.recovery import Attempt
 from components.runtime.training_run import RunResult
 
 _STOPS = {"requeued", "pending", "preempted", "succeeded", "user_failure", "cancelled"}
-_INTERRUPTIONS = {"requeued", "preempted", "cancelled"}
+INTERRUPTIONS = {"requeued", "preempted", "cancelled"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,20 +84,30 @@ def run_intervals(result: RunResult, now: float) -> list[RunInterval]:
     return intervals
 
 
-def work_lost_seconds(intervals: Iterable[RunInterval], checkpoint_times: Iterable[float]) -> float:
-    """Seconds of computation redone after interruptions.
+def interval_losses(
+    intervals: Iterable[RunInterval], checkpoint_times: Iterable[float]
+) -> list[tuple[RunInterval, float | None, float]]:
+    """Each interval with the last checkpoint written inside it (or None) and the work it lost.
 
     For an interval ended by an interruption, the work since the last checkpoint written inside
-    that interval (or since the interval's start when none was) is lost.
+    that interval (or since the interval's start when none was) is lost; other intervals lose
+    nothing.
     """
     times = sorted(checkpoint_times)
-    lost = 0.0
+    rows = []
     for interval in intervals:
-        if interval.ended_by not in _INTERRUPTIONS:
-            continue
         saved = [t for t in times if interval.start <= t <= interval.end]
-        lost += interval.end - (saved[-1] if saved else interval.start)
-    return lost
+        last = saved[-1] if saved else None
+        lost = 0.0
+        if interval.ended_by in INTERRUPTIONS:
+            lost = interval.end - (interval.start if last is None else last)
+        rows.append((interval, last, lost))
+    return rows
+
+
+def work_lost_seconds(intervals: Iterable[RunInterval], checkpoint_times: Iterable[float]) -> float:
+    """Seconds of computation redone after interruptions (see ``interval_losses``)."""
+    return sum(lost for _, _, lost in interval_losses(intervals, checkpoint_times))
 
 
 def compute(
@@ -120,7 +130,7 @@ def compute(
     end = now if now is not None else max((e["time"] for e in result.events), default=0.0)
     intervals = run_intervals(result, end)
     running = sum(i.end - i.start for i in intervals)
-    interrupted = any(i.ended_by in _INTERRUPTIONS for i in intervals)
+    interrupted = any(i.ended_by in INTERRUPTIONS for i in intervals)
     known = checkpoint_times is not None or not interrupted
     lost = min(running, work_lost_seconds(intervals, checkpoint_times or ())) if known else 0.0
     spot_hours = sum(i.node_seconds for i in intervals if i.spot) / 3600

@@ -89,12 +89,40 @@ def _loss_svg(losses: Sequence[float]) -> str:
     )
 
 
+def _stretches_table(
+    result: RunResult, now: float, checkpoint_times: Sequence[float] | None
+) -> str:
+    """Each running stretch (times in epoch seconds) with its last checkpoint and work lost."""
+    intervals = training_metrics.run_intervals(result, now)
+    rows = training_metrics.interval_losses(intervals, checkpoint_times or ())
+    cells = []
+    for interval, last, lost in rows:
+        saved = "none" if last is None else f"{last:.3f}"
+        saved = "unknown" if checkpoint_times is None else saved
+        interrupted = interval.ended_by in training_metrics.INTERRUPTIONS
+        lost_cell = "unknown" if checkpoint_times is None and interrupted else f"{lost:.3f}"
+        cells.append(
+            f"<tr><td>{html.escape(interval.job_id)}</td><td>{interval.start:.3f}</td>"
+            f"<td>{interval.end:.3f}</td><td>{interval.end - interval.start:.3f}</td>"
+            f"<td>{html.escape(interval.ended_by or 'still running')}</td><td>{saved}</td>"
+            f"<td>{lost_cell}</td></tr>"
+        )
+    return (
+        "<h2>Running stretches</h2><p>Times in epoch seconds, as this step saw them (it polls, "
+        "so an end can be up to one poll interval late). Work lost: from the last checkpoint "
+        "written in a stretch to its interruption.</p><table id='stretches'><tr><th>job</th>"
+        "<th>start</th><th>end</th><th>seconds</th><th>ended by</th><th>last checkpoint</th>"
+        "<th>work lost (s)</th></tr>" + "".join(cells) + "</table>"
+    )
+
+
 def html_report(
     title: str,
     result: RunResult,
     metrics: dict[str, float],
     *,
     losses: Sequence[float] = (),
+    checkpoint_times: Sequence[float] | None = None,
     extra_sections: Sequence[tuple[str, str]] = (),
     now: float | None = None,
 ) -> str:
@@ -105,6 +133,8 @@ def html_report(
         result: The run.
         metrics: From ``training_metrics.compute``.
         losses: Loss per step, if the trainer recorded them.
+        checkpoint_times: When each checkpoint was written (epoch s); None when the step
+            cannot see them. Shown per running stretch with the work it lost.
         extra_sections: (heading, pre-escaped HTML) pairs appended at the end.
         now: End of still-open intervals (default: the last event).
     """
@@ -123,6 +153,7 @@ def html_report(
         "<h2>Attempts</h2><table><tr><th>#</th><th>job</th><th>target</th><th>outcome</th>"
         "<th>requeues</th><th>detail</th></tr>" + attempts + "</table>",
     ]
+    sections.append(_stretches_table(result, end, checkpoint_times))
     if len(losses) >= 2:
         sections += ["<h2>Loss</h2>", _loss_svg(losses)]
     sections += [f"<h2>{html.escape(h)}</h2>{body}" for h, body in extra_sections]

@@ -130,11 +130,10 @@ def supervise(
         failure = exc
         result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
     visible = manifests.checkpoints_visible(checkpoint_dir)
+    times = manifests.checkpoint_times(checkpoint_dir) if visible else None
+    now = time.time()
     metrics = training_metrics.compute(
-        result,
-        prices=prices or training_metrics.Prices(),
-        checkpoint_times=manifests.checkpoint_times(checkpoint_dir) if visible else None,
-        now=time.time(),
+        result, prices=prices or training_metrics.Prices(), checkpoint_times=times, now=now
     )
     notes = []
     if "goodput" not in metrics:
@@ -143,7 +142,13 @@ def supervise(
         notes.append(("Work lost and goodput", html.escape(note)))
     title = f"Training run {run_key}" + (" (failed)" if failure else "")
     page = training_report.html_report(
-        title, result, metrics, losses=_losses(model_dir), extra_sections=notes
+        title,
+        result,
+        metrics,
+        losses=_losses(model_dir),
+        checkpoint_times=times,
+        extra_sections=notes,
+        now=now,
     )
     log.info("\n%s", training_report.markdown(title, result, metrics))
     if write_report is not None:

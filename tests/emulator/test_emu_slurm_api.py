@@ -105,7 +105,11 @@ def test_submit_running_completed_with_exact_shapes(slurm_emulator_factory, clus
         "tres_per_node": "gres/gpu:8",
         "user_name": "vsp",
     }
-    assert pathlib.Path(home, "out-1.log").read_text() == "hello from 1\n"
+    # The cluster's home is its own: the host path is an empty mount point, the log is on the
+    # cluster's disk.
+    assert not pathlib.Path(home, "out-1.log").exists()
+    on_cluster = server.app.slurm.host_path("c1", f"{home}/out-1.log")
+    assert pathlib.Path(on_cluster).read_text() == "hello from 1\n"
     listed = client.call("GET", f"{API}/jobs/").payload
     assert [j["job_id"] for j in listed["jobs"]] == [1]
     assert set(listed) == {"jobs", "last_backfill", "last_update", "meta", "errors", "warnings"}
@@ -235,7 +239,7 @@ def test_environment_is_only_the_jobs_plus_slurm(
 
 
 def test_failed_exit_codes(slurm_emulator_factory, cluster_body):
-    _, client = start(slurm_emulator_factory, cluster_body)
+    server, client = start(slurm_emulator_factory, cluster_body)
     code = client.submit("#!/bin/bash\nexit 3\n")
     signalled = client.submit("#!/bin/bash\nkill -USR1 $$\n")
     failed = client.wait_state(code, "FAILED")
@@ -252,7 +256,8 @@ def test_failed_exit_codes(slurm_emulator_factory, cluster_body):
     no_shell = client.wait_state(client.submit("#!/nonexistent/shell\ntrue\n"), "FAILED")
     assert no_shell["exit_code"]["return_code"] == num(1)
     assert "could not start" in no_shell["state_description"]
-    assert "execve()" in pathlib.Path(no_shell["standard_error"]).read_text()
+    stderr = server.app.slurm.host_path("c1", no_shell["standard_error"])
+    assert "execve()" in pathlib.Path(stderr).read_text()
     db = client.db_job(code)
     assert db["state"] == {"current": ["FAILED"], "reason": "NonZeroExitCode"}
     assert db["exit_code"]["return_code"] == num(3)

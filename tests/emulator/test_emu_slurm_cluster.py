@@ -95,7 +95,7 @@ def test_failing_prolog_drains_node_and_holds_job(slurm_emulator_factory, cluste
 def test_accounting_enforced_until_association_added(slurm_emulator_factory, cluster_body):
     slurm = cluster_body["orchestrator_spec"]["slurm_spec"]
     slurm["config"] = {"accounting_storage_enforce": "associations,limits,qos"}
-    _, client = start(slurm_emulator_factory, cluster_body)
+    server, client = start(slurm_emulator_factory, cluster_body)
     script = "#!/bin/bash\necho $SLURM_JOB_ACCOUNT\n"
     body = {"job": {"account": "ml", "partition": "a4", "environment": []}, "script": script}
     rejected = client.call("POST", f"{API}/job/submit", body)
@@ -125,7 +125,8 @@ def test_accounting_enforced_until_association_added(slurm_emulator_factory, clu
     assert accepted.status == 200 and accepted.payload["errors"] == []
     done = client.wait_state(accepted.payload["job_id"], "COMPLETED")
     assert done["account"] == "ml"
-    assert pathlib.Path(done["standard_output"]).read_text() == "ml\n"
+    output = server.app.slurm.host_path("c1", done["standard_output"])
+    assert pathlib.Path(output).read_text() == "ml\n"
     defaulted = client.submit("#!/bin/bash\ntrue\n")
     assert client.wait_state(defaulted, "COMPLETED")["account"] == "ml"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -67,10 +68,11 @@ def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypa
 
 
 def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     """The faithful mode: compiled/pipelines/slurm_spot_training.yaml, each step in a fresh
-    venv with only what its YAML installs (no numpy), as on Vertex AI Pipelines."""
+    venv with only what its YAML installs (no numpy), as on Vertex AI Pipelines, and the
+    cluster's home out of the steps' sight (they see only the emulated Cloud Storage)."""
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
     result = local_run.run_local(
@@ -102,3 +104,60 @@ def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically
     subprocess.run(command, env=env, check=True, capture_output=True)
     trained = pathlib.Path(arguments["model_dir"]) / "model.npz"
     assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
+    shown = capsys.readouterr().out
+    separate_filesystems_still_measure_and_show(result, arguments, metrics, report, shown)
+
+
+def separate_filesystems_still_measure_and_show(result, arguments, metrics, report, shown):
+    """Goodput and work lost from Cloud Storage, equal to a recomputation, and the log lines."""
+    state = pathlib.Path(result.state_dir)
+    # The job's folder was on the cluster's own home: the steps (on this host) never saw it.
+    work = pathlib.Path(arguments["working_directory"])
+    assert str(work).startswith(vertex_emulator.cluster_home(state, "vsplocal"))
+    assert not work.exists()
+    # Checkpoints defaulted to Cloud Storage beside the model, one folder per run key.
+    checkpoints = pathlib.Path(result.parameters["train-on-cluster"]["checkpoint_dir"])
+    assert checkpoints.parent == pathlib.Path(arguments["model_dir"]).parent / "checkpoints"
+    assert checkpoints.name.endswith("-train-on-cluster")
+    # Every checkpoint the trainer saved (its log says so) has a record, pruned or not.
+    log_file = pathlib.Path(arguments["log_directory"]) / "slurm-1.out"
+    trainer_log = log_file.read_text()
+    saves = trainer_log.count("saved checkpoint at step")
+    times = sorted(
+        json.loads(p.read_text())["created_unix"] for p in (checkpoints / "history").iterdir()
+    )
+    assert len(times) == saves >= 4  # one at each preemption notice, one at the end
+    # The log kept every attempt (appended across requeues, not truncated).
+    assert [f"SLURM_RESTART_COUNT={n}" in trainer_log for n in range(4)] == [True] * 4
+    # Recompute work lost and goodput from the report's running stretches and those times.
+    stretches = re.findall(
+        r"<tr><td>1</td><td>([\d.]+)</td><td>([\d.]+)</td><td>[\d.]+</td><td>(\w+)</td>", report
+    )
+    assert [ended for _, _, ended in stretches] == ["requeued"] * 3 + ["succeeded"]
+    running, lost = 0.0, 0.0
+    for start, end, ended in ((float(a), float(b), c) for a, b, c in stretches):
+        running += end - start
+        saved = [t for t in times if start <= t <= end]
+        if ended == "requeued":
+            lost += end - (saved[-1] if saved else start)
+    assert abs(metrics["work_lost_seconds"] - lost) <= 0.01 * running
+    assert abs(metrics["goodput"] - (running - lost) / running) <= 0.01
+    # Against the emulator's own record of each preemption: the node is held until the notice
+    # ends; the step ends the stretch when it sees the requeue, at most one poll (0.5 s) and a
+    # tick later. So the step's work lost is the true one plus at most that per preemption.
+    events = [
+        json.loads(line)
+        for line in (state / "slurm" / "vsplocal" / "preemptions.jsonl").read_text().splitlines()
+    ]
+    assert len(events) == 3
+    true_lost = 0.0
+    for event, (_, end, _) in zip(events, stretches, strict=False):
+        node_gone = event["epoch"] + event["noticeSeconds"]
+        assert node_gone - 0.05 <= float(end) <= node_gone + 1.0
+        start = event["epoch"] - event["runSeconds"]
+        true_lost += node_gone - max([start, *(t for t in times if start <= t <= node_gone)])
+    assert true_lost - 0.15 <= metrics["work_lost_seconds"] <= true_lost + 3 * 1.0
+    # The step showed the trainer's own lines while it polled.
+    trainer_lines = [line for line in shown.splitlines() if "[job 1]" in line]
+    assert any("step 10/100 loss" in line for line in trainer_lines), shown[-3000:]
+    assert any("model written to" in line for line in trainer_lines)

@@ -3,7 +3,9 @@ checkpoints live where the step cannot read them."""
 
 from __future__ import annotations
 
-from components.runtime import manifests, recovery, training_metrics, training_step
+import pytest
+
+from components.runtime import errors, manifests, recovery, training_metrics, training_step
 from components.runtime.training_run import RunResult
 
 
@@ -48,3 +50,38 @@ def test_visibility_and_the_note(tmp_path):
     assert not manifests.checkpoints_visible(tmp_path / "on-the-cluster")
     note = training_step.unknown_goodput_note("/home/run/ckpt")
     assert "/home/run/ckpt" in note and "gs://BUCKET/PATH" in note
+
+
+def test_pruned_checkpoints_still_count_through_their_history(tmp_path):
+    import numpy as np  # noqa: PLC0415 - trainer-side library, only for writing checkpoints
+
+    from components.runtime import checkpoint  # noqa: PLC0415
+
+    saved = [checkpoint.save(tmp_path, step, {"w": np.zeros(2)}, {}, keep=2) for step in range(5)]
+    assert [step for step, _ in manifests.list_checkpoints(tmp_path)] == [3, 4]
+    created = [ref.manifest["created_unix"] for ref in saved]
+    assert manifests.checkpoint_times(tmp_path) == sorted(created)
+    # A run interrupted right after the first save lost (almost) nothing, although that
+    # checkpoint was pruned since.
+    result = _preempted_run()
+    (tmp_path / "history" / "ckpt-0000000000.json").write_text('{"step": 0, "created_unix": 50.0}')
+    times = manifests.checkpoint_times(tmp_path)
+    assert 50.0 in times
+    metrics = training_metrics.compute(result, checkpoint_times=times, now=100.0)
+    assert metrics["work_lost_seconds"] == 10.0
+    # An unreadable record is skipped with a warning, never fatal.
+    (tmp_path / "history" / "ckpt-0000000001.json").write_text("{")
+    assert manifests.checkpoint_times(tmp_path) == [50.0, *created[2:]]
+
+
+def test_default_checkpoint_dir_is_beside_the_model_on_cloud_storage():
+    key = "vsp-c1-run-7-train"
+    assert manifests.default_checkpoint_dir("gs://b/runs/7/model", key) == (
+        "gs://b/runs/7/checkpoints/vsp-c1-run-7-train"
+    )
+    assert manifests.default_checkpoint_dir("/gcs/b/model/", key) == (
+        "/gcs/b/checkpoints/vsp-c1-run-7-train"
+    )
+    for bucket_only in ("gs://b", "/gcs/b", "/model"):
+        with pytest.raises(errors.UserError, match="Fix: use gs://BUCKET/RUN/model"):
+            manifests.default_checkpoint_dir(bucket_only, key)

@@ -38,11 +38,20 @@ def test_a_chatty_job_is_bounded_per_poll(tmp_path):
 def test_a_log_on_the_cluster_is_named_once(tmp_path):
     follower = job_logs.LogFollower()
     where = "/home/nowhere-on-this-host/run/slurm-7.out"
-    assert follower.new_lines(where) == [
-        f"(the job's log is at {where} on the cluster, not visible from this step)"
-    ]
-    assert follower.new_lines(where) == []
+    # A starting job may not have made its folder yet: the note waits a few polls.
+    shown = [follower.new_lines(where) for _ in range(job_logs.NOTE_AFTER_POLLS + 2)]
+    note = f"(the job's log is at {where} on the cluster, not visible from this step)"
+    assert shown == [[]] * (job_logs.NOTE_AFTER_POLLS - 1) + [[note], [], []]
     assert "not readable from this step" in job_logs.tail(where)
+
+
+def test_a_folder_that_appears_late_is_followed(tmp_path):
+    follower = job_logs.LogFollower()
+    path = tmp_path / "later" / "slurm-1.out"
+    assert [follower.new_lines(str(path)) for _ in range(job_logs.NOTE_AFTER_POLLS)][-1] != []
+    path.parent.mkdir()
+    path.write_text("started\n")
+    assert follower.new_lines(str(path)) == ["started"]
 
 
 def test_gcs_paths_are_read_through_the_fuse_root(tmp_path, monkeypatch):

@@ -65,3 +65,14 @@ def test_an_unknown_policy_is_reported():
     with pytest.raises(errors.SpecValidationError) as caught:
         preflight.check_run(GOOD_MODEL, inputs)
     assert caught.value.fields == ["policy"]
+
+
+def test_the_default_checkpoint_dir_needs_a_folder_above_the_model():
+    preflight.check_run(GOOD_MODEL, checkpoint_dir="")
+    preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket/model"}, checkpoint_dir="")
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="")
+    assert caught.value.fields == ["checkpoint_dir"]
+    assert "Fix: use gs://BUCKET/RUN/model" in str(caught.value)
+    # An explicit checkpoint directory needs no folder above the model.
+    preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c")

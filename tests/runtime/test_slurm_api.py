@@ -39,6 +39,7 @@ def test_submit_sends_the_exact_proxy_body_once(fake, client):
                         "tasks": 1,
                         "time_limit": {"set": True, "infinite": False, "number": 60},
                         "requeue": True,
+                        "open_mode": ["APPEND"],
                         "kill_warning_signal": "USR1",
                         "kill_warning_delay": {"set": True, "infinite": False, "number": 30},
                         "kill_warning_flags": ["BATCH_JOB"],

@@ -76,6 +76,7 @@ def test_to_request_is_the_exact_v0042_body():
             "tres_per_node": "gres/gpu:8",
             "time_limit": {"set": True, "infinite": False, "number": 120},
             "requeue": True,
+            "open_mode": ["APPEND"],
             "kill_warning_signal": "USR1",
             "kill_warning_delay": {"set": True, "infinite": False, "number": 90},
             "kill_warning_flags": ["BATCH_JOB"],
@@ -98,9 +99,10 @@ def test_minimal_request_omits_unset_optional_fields():
         "tasks_per_node",
         "tasks",
         "requeue",
+        "open_mode",
         "script",
     }
-    assert job["requeue"] is False
+    assert job["requeue"] is False and job["open_mode"] == ["APPEND"]
     assert job["environment"] == [f"PATH={DEFAULT_PATH}", "VSP_RUN_KEY=run-1"]
 
 
@@ -117,6 +119,7 @@ def test_legacy_v0038_request_shape():
     assert job["environment"] == {"FOO": "bar", "PATH": DEFAULT_PATH, "VSP_RUN_KEY": "run-1"}
     assert job["time_limit"] == 5
     assert job["signal"] == "USR1@30"  # v0.0.38 rejects the B: prefix
+    assert job["open_mode"] == "append"  # a word in v0.0.38, a flag list in v0.0.42
     assert "kill_warning_signal" not in job and "script" not in job
 
 

@@ -38,3 +38,27 @@ def test_markdown_report_lists_attempts():
     text = training_report.markdown("run", result, training_metrics.compute(result))
     assert "| 1 | 7 | spot | PREEMPTED | 0 | <b>NODE_FAIL</b> |" in text
     assert "| preemptions | 1 |" in text
+
+
+def test_running_stretches_show_the_last_checkpoint_and_the_work_lost():
+    result = _result()
+    times = [20.0, 45.0, 80.0]
+    metrics = training_metrics.compute(result, checkpoint_times=times)
+    page = training_report.html_report("run", result, metrics, checkpoint_times=times)
+    assert (
+        "<tr><td>7</td><td>0.000</td><td>50.000</td><td>50.000</td><td>preempted</td>"
+        "<td>45.000</td><td>5.000</td></tr>"
+    ) in page
+    assert (
+        "<tr><td>8</td><td>60.000</td><td>100.000</td><td>40.000</td><td>succeeded</td>"
+        "<td>80.000</td><td>0.000</td></tr>"
+    ) in page
+    assert metrics["work_lost_seconds"] == 5.0
+
+
+def test_running_stretches_without_visible_checkpoints_say_unknown():
+    result = _result()
+    metrics = training_metrics.compute(result, checkpoint_times=None)
+    page = training_report.html_report("run", result, metrics, checkpoint_times=None)
+    assert "<td>preempted</td><td>unknown</td><td>unknown</td></tr>" in page
+    assert "<td>succeeded</td><td>unknown</td><td>0.000</td></tr>" in page
