@@ -25,7 +25,8 @@ import numpy as np
 from benchmarks import teardown_policies as policies
 from benchmarks import teardown_report as report
 from benchmarks import teardown_traces as traces
-from components.runtime import teardown, teardown_step
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import runner as teardown_step
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent / "results"
 DEFAULT_SEEDS = 10

@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from benchmarks import teardown_traces
-from components.runtime import teardown, teardown_step
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import runner as teardown_step
 
 
 @dataclasses.dataclass(frozen=True)

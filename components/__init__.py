@@ -1,5 +1,5 @@
 """KFP components for Vertex AI training clusters and Spot training.
 
 The KFP declarations live in the modules of this package; the behaviour they call lives in
-``components.runtime``, which imports neither kfp nor anything that needs a pipeline.
+``vsp.components.runtime``, which imports neither kfp nor anything that needs a pipeline.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from components import (
+from vsp.components import (
     cluster,
     cluster_teardown,
     custom_job,

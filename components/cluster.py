@@ -1,7 +1,8 @@
 """KFP components: create (or reuse) and delete a Vertex AI training cluster.
 
-These functions are component declarations: ``components.catalog`` turns them into KFP
-components with the runtime embedded. Their bodies only call ``components.runtime.cluster_step``.
+These functions are component declarations: ``vsp.components.catalog`` turns them into KFP
+components with the runtime embedded. Their bodies only call
+``vsp.components.runtime.cluster.runner``.
 Only kfp and typing names appear in the signatures (the step evaluates them before the runtime
 is unpacked), and this module does not use postponed annotations, which kfp cannot read.
 """
@@ -86,7 +87,8 @@ def create_cluster(
         action: created, recreated, reused, updated or attached.
         seconds: Seconds the step spent creating or waiting.
     """
-    from components.runtime import cluster_step, step
+    from vsp.components.runtime.cluster import runner as cluster_step
+    from vsp.components.runtime.core import step
 
     spec_params = dict(
         project=project,
@@ -154,7 +156,8 @@ def delete_cluster(
     Returns:
         True when the cluster existed and was deleted; False when it was absent or in use.
     """
-    from components.runtime import cluster_step, step
+    from vsp.components.runtime.cluster import runner as cluster_step
+    from vsp.components.runtime.core import step
 
     return step.run_step(
         "delete_cluster",

@@ -1,7 +1,7 @@
 """KFP components: the end of a cluster's run (decide, keep warm, exit-task safety net, reap).
 
 Component declarations (see ``components.cluster`` for the rules these follow); the work is in
-``components.runtime.teardown_step`` and ``components.runtime.cluster_reaper``.
+``vsp.components.runtime.teardown.runner`` and ``vsp.components.runtime.cluster.reaper``.
 """
 
 from typing import NamedTuple
@@ -66,7 +66,10 @@ def decide_teardown(
     """
     import json
 
-    from components.runtime import rest, step, teardown, teardown_report, teardown_step
+    from vsp.components.runtime.core import rest, step
+    from vsp.components.runtime.teardown import decision as teardown
+    from vsp.components.runtime.teardown import report as teardown_report
+    from vsp.components.runtime.teardown import runner as teardown_step
 
     def run():
         inputs = teardown.component_inputs(
@@ -112,7 +115,9 @@ def keep_cluster(project: str, location: str, cluster_id: str, labels: dict) -> 
     Returns:
         True when the cluster exists and is labelled; False when it is already gone.
     """
-    from components.runtime import cluster_resource, rest, step, teardown_step
+    from vsp.components.runtime.cluster import resource as cluster_resource
+    from vsp.components.runtime.core import rest, step
+    from vsp.components.runtime.teardown import runner as teardown_step
 
     return step.run_step(
         "keep_cluster",
@@ -154,7 +159,10 @@ def finalize_cluster(
     Returns:
         What it did: none, deleted, kept or absent.
     """
-    from components.runtime import cluster_resource, cluster_step, rest, step, teardown_step
+    from vsp.components.runtime.cluster import resource as cluster_resource
+    from vsp.components.runtime.cluster import runner as cluster_step
+    from vsp.components.runtime.core import rest, step
+    from vsp.components.runtime.teardown import runner as teardown_step
 
     def run() -> str:
         result = teardown_step.finalize(
@@ -195,7 +203,9 @@ def reap_expired_clusters(project: str, location: str, dry_run: bool = False) ->
     """
     import logging
 
-    from components.runtime import cluster_reaper, cluster_resource, errors, rest, step
+    from vsp.components.runtime.cluster import reaper as cluster_reaper
+    from vsp.components.runtime.cluster import resource as cluster_resource
+    from vsp.components.runtime.core import errors, rest, step
 
     def run() -> list:
         parent = cluster_resource.ClusterRef(project, location, "-").parent

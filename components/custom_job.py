@@ -1,7 +1,7 @@
 """KFP component: Spot training as Vertex AI CustomJobs, resumed from checkpoints.
 
 A component declaration (see ``components.cluster`` for the rules these follow); the work is in
-``components.runtime.custom_job_step``.
+``vsp.components.runtime.training.custom_job_runner``.
 """
 
 from typing import NamedTuple
@@ -111,8 +111,10 @@ def train_custom_job(
         model_dir: ``AIP_MODEL_DIR`` of the jobs.
         preemptions: Preemptions survived.
     """
-    from components.runtime import custom_job_step, step, training_step
-    from components.runtime.custom_job_spec import CustomJobTraining
+    from vsp.components.runtime.core import step
+    from vsp.components.runtime.training import custom_job_runner as custom_job_step
+    from vsp.components.runtime.training import runner as training_step
+    from vsp.components.runtime.training.custom_job_spec import CustomJobTraining
 
     training = CustomJobTraining(
         display_name=display_name,
@@ -188,7 +190,8 @@ def finalize_custom_jobs(
     Returns:
         Resource names of the jobs cancelled.
     """
-    from components.runtime import custom_job_step, step
+    from vsp.components.runtime.core import step
+    from vsp.components.runtime.training import custom_job_runner as custom_job_step
 
     return step.run_step(
         "finalize_custom_jobs",

@@ -1,13 +1,14 @@
 """How components are built: a stock Python image plus the runtime embedded in the YAML.
 
 Each component is a lightweight KFP Python component whose compiled YAML carries
-``components/runtime`` as an embedded archive (kfp's ``embedded_artifact_path``), so a template
+``vsp/components/runtime`` as an embedded archive (kfp's ``embedded_artifact_path``), so a template
 runs on a stock ``python`` image with only pip-installable dependencies and no image of ours.
 ``ImageOptions(base_image=..., install_packages=False)`` instead targets a prebuilt image that
 already has the requirements (and kfp) installed; local runs use it with the current interpreter.
 
 Each component embeds only the runtime modules its body imports and, transitively, what those
-import (found by reading the ``from components.runtime import ...`` statements with ``ast``):
+import (found by reading the ``from vsp.components.runtime.SUB import ...`` statements with
+``ast``; a module is named ``SUB.NAME``, e.g. ``core.rest``):
 kfp passes the archive as a single command argument, and Linux refuses one argument over
 128 KiB (E2BIG), so embedding the whole runtime in every component would not scale. Only
 ``*.py`` files are staged, so caches and editor files never leak into templates. The archive
@@ -46,7 +47,8 @@ RUNTIME_REQUIREMENTS = (
     "croniter>=2,<8",
 )
 _RUNTIME_DIR = pathlib.Path(__file__).resolve().parent / "runtime"
-_RUNTIME_PACKAGE = "components.runtime"
+_RUNTIME_PACKAGE = "vsp.components.runtime"
+_STUB_INIT = '"""Embedded runtime of vertex-slurm-pipelines."""\n'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,35 +70,45 @@ PREINSTALLED = ImageOptions(install_packages=False)
 
 
 def runtime_imports(tree: ast.AST) -> set[str]:
-    """Names of the ``components.runtime`` modules a parsed source imports.
+    """Names (``SUB.NAME``) of the runtime modules a parsed source imports.
 
-    Understands ``from components.runtime import a, b``, ``from components.runtime.a import x``
-    and ``import components.runtime.a``, wherever they appear (function bodies included).
+    Understands ``from vsp.components.runtime.SUB import a, b as c``,
+    ``from vsp.components.runtime.SUB.NAME import x`` and
+    ``import vsp.components.runtime.SUB.NAME``, wherever they appear (function bodies included).
     """
     found: set[str] = set()
     prefix = _RUNTIME_PACKAGE + "."
+
+    def parts(module: str) -> list[str]:
+        return module[len(prefix) :].split(".") if module.startswith(prefix) else []
+
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == _RUNTIME_PACKAGE:
-                found.update(alias.name for alias in node.names)
-            elif node.module.startswith(prefix):
-                found.add(node.module[len(prefix) :].split(".")[0])
+            path = parts(node.module)
+            if len(path) == 1:
+                found.update(f"{path[0]}.{alias.name}" for alias in node.names)
+            elif len(path) >= 2:
+                found.add(f"{path[0]}.{path[1]}")
         elif isinstance(node, ast.Import):
-            found.update(
-                alias.name[len(prefix) :].split(".")[0]
-                for alias in node.names
-                if alias.name.startswith(prefix)
-            )
+            for alias in node.names:
+                path = parts(alias.name)
+                if len(path) >= 2:
+                    found.add(f"{path[0]}.{path[1]}")
     return found
+
+
+def module_file(module: str) -> pathlib.Path:
+    """The source file of runtime module ``SUB.NAME``."""
+    return _RUNTIME_DIR.joinpath(*module.split(".")).with_suffix(".py")
 
 
 @functools.cache
 def _module_imports(module: str) -> frozenset[str]:
-    source = _RUNTIME_DIR / f"{module}.py"
+    source = module_file(module)
     if not source.is_file():
         raise ValueError(
-            f"components.runtime.{module} is imported but {source} does not exist. Fix: correct "
-            "the import or add the module."
+            f"{_RUNTIME_PACKAGE}.{module} is imported but {source} does not exist. Fix: "
+            "correct the import or add the module."
         )
     return frozenset(runtime_imports(ast.parse(source.read_text(), filename=str(source))))
 
@@ -121,22 +133,24 @@ def component_modules(func: Callable) -> frozenset[str]:
 
 @functools.cache
 def staged_runtime(modules: frozenset[str]) -> str:
-    """A directory holding ``components/__init__.py`` and the named runtime modules.
+    """A directory holding ``vsp/components/runtime`` with the named modules and their packages.
 
     Built once per module set and process, in a temporary directory removed at exit.
 
     Args:
-        modules: Module names inside ``components/runtime`` (without ``.py``).
+        modules: Runtime module names, ``SUB.NAME`` (e.g. ``core.rest``).
     """
     root = pathlib.Path(tempfile.mkdtemp(prefix="vsp-runtime-"))
-    package = root / "components" / "runtime"
+    package = root / "vsp" / "components" / "runtime"
     package.mkdir(parents=True)
-    (root / "components" / "__init__.py").write_text(
-        '"""Embedded runtime of vertex-slurm-pipelines."""\n'
-    )
+    for stub in (root / "vsp", root / "vsp" / "components"):
+        (stub / "__init__.py").write_text(_STUB_INIT)
     shutil.copyfile(_RUNTIME_DIR / "__init__.py", package / "__init__.py")
     for module in sorted(modules):
-        shutil.copyfile(_RUNTIME_DIR / f"{module}.py", package / f"{module}.py")
+        sub, _, name = module.partition(".")
+        (package / sub).mkdir(exist_ok=True)
+        shutil.copyfile(_RUNTIME_DIR / sub / "__init__.py", package / sub / "__init__.py")
+        shutil.copyfile(module_file(module), package / sub / f"{name}.py")
     import atexit  # noqa: PLC0415
 
     atexit.register(shutil.rmtree, root, True)
@@ -178,7 +192,7 @@ def build_component(
     """Turns a component function into a KFP component with the embedded runtime.
 
     Args:
-        func: The component function (its body imports from ``components.runtime``).
+        func: The component function (its body imports from ``vsp.components.runtime``).
         options: Image and install choice.
         extra_packages: Requirements of this component beyond ``RUNTIME_REQUIREMENTS`` (pip
             specifiers), installed only on a stock image.

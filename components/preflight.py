@@ -1,7 +1,7 @@
 """KFP component: check the parameters of a run's later steps before anything is created.
 
 A component declaration (see ``components.cluster`` for the rules these follow); the work is in
-``components.runtime.preflight``.
+``vsp.components.runtime.registry.preflight``.
 """
 
 
@@ -51,7 +51,9 @@ def check_run_parameters(
     Returns:
         True (the step fails with every problem listed otherwise).
     """
-    from components.runtime import preflight, step, teardown
+    from vsp.components.runtime.core import step
+    from vsp.components.runtime.registry import preflight
+    from vsp.components.runtime.teardown import decision as teardown
 
     def check() -> bool:
         inputs = None

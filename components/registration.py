@@ -1,7 +1,7 @@
 """KFP component: register a trained model as a new Model Registry version.
 
 A component declaration (see ``components.cluster`` for the rules these follow); the work is in
-``components.runtime.model_step``. The ``model`` output is GCPC's ``google.VertexModel``
+``vsp.components.runtime.registry.runner``. The ``model`` output is GCPC's ``google.VertexModel``
 artifact type, so GCPC ops such as ``ModelDeployOp`` and ``ModelBatchPredictOp`` accept it;
 the step therefore needs ``google-cloud-pipeline-components`` in its image (``components.catalog``
 installs it for this component).
@@ -68,7 +68,8 @@ def register_model(
         version_id: The version id, e.g. ``"3"``.
         reused: True when the version had already been registered by this run.
     """
-    from components.runtime import model_step, step
+    from vsp.components.runtime.core import step
+    from vsp.components.runtime.registry import runner as model_step
 
     registration = step.run_step(
         "register_model",

@@ -1,7 +1,7 @@
 """KFP components: Spot training on a training cluster, and the Slurm account it needs.
 
 Component declarations only (see ``components.cluster`` for the rules they follow); the work is
-in ``components.runtime.train_step`` and ``components.runtime.slurm_api``.
+in ``vsp.components.runtime.slurm.train_runner`` and ``vsp.components.runtime.slurm.api``.
 """
 
 from typing import NamedTuple
@@ -111,7 +111,11 @@ def train_on_cluster(
         model_dir: The model directory.
         preemptions: Preemptions survived.
     """
-    from components.runtime import manifests, slurm_backend, step, train_step, training_step
+    from vsp.components.runtime.core import step
+    from vsp.components.runtime.slurm import backend as slurm_backend
+    from vsp.components.runtime.slurm import train_runner as train_step
+    from vsp.components.runtime.trainer import manifests
+    from vsp.components.runtime.training import runner as training_step
 
     run_key = training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name)
     checkpoint_dir = checkpoint_dir or manifests.default_checkpoint_dir(model_dir, run_key)
@@ -188,14 +192,16 @@ def ensure_slurm_account(
     Returns:
         The user the association was ensured for.
     """
-    from components.runtime import cluster_resource, rest, slurm_api, step
+    from vsp.components.runtime.cluster import resource as cluster_resource
+    from vsp.components.runtime.core import rest, step
+    from vsp.components.runtime.slurm import api as slurm_api
 
     def ensure() -> str:
         ref = cluster_resource.ClusterRef(project, location, cluster_id)
         client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
         who = user or client.whoami() or ""
         if not who:
-            from components.runtime import errors
+            from vsp.components.runtime.core import errors
 
             raise errors.UserError(
                 "could not tell the caller's Linux user on the cluster. Fix: pass `user`."

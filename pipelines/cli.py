@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from pipelines import cli_common
+from vsp.pipelines import cli_common
 
 log = logging.getLogger("vsp")
 
@@ -40,8 +40,8 @@ def main(verbose: bool) -> None:
 @cli_common.handle_errors
 def compile_command(out_dir: str, base_image: str | None) -> None:
     """Compile every pipeline and component into YAML templates."""
-    from components import packaging  # noqa: PLC0415 - kfp import is slow
-    from pipelines import compile as compile_module  # noqa: PLC0415
+    from vsp.components import packaging  # noqa: PLC0415 - kfp import is slow
+    from vsp.pipelines import compile as compile_module  # noqa: PLC0415
 
     options = packaging.STOCK_IMAGE
     if base_image:
@@ -111,7 +111,7 @@ def run_local_command(
     execution cache on. The emulator's state (clusters, models) lives in --state-dir and
     survives between runs, so a second run can reuse a cluster the first one kept warm.
     """
-    from pipelines import local_run, registry, run_summary  # noqa: PLC0415
+    from vsp.pipelines import local_run, registry, run_summary  # noqa: PLC0415
 
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
@@ -188,7 +188,7 @@ def emulator() -> None:
 @click.option("--provisioning-seconds", default=3.0, show_default=True)
 def emulator_start(state_dir: str, host: str, port: int, provisioning_seconds: float) -> None:
     """Serve the emulator in the foreground until interrupted."""
-    import vertex_emulator as server  # noqa: PLC0415
+    from vsp import vertex_emulator as server  # noqa: PLC0415
 
     server.serve(
         state_dir,
@@ -198,11 +198,11 @@ def emulator_start(state_dir: str, host: str, port: int, provisioning_seconds: f
     )
 
 
-from pipelines import cli_clusters  # noqa: E402  (registers the `clusters` group)
+from vsp.pipelines import cli_clusters  # noqa: E402  (registers the `clusters` group)
 
 main.add_command(cli_clusters.clusters)
 
-from pipelines import cli_vertex  # noqa: E402  (registers `submit`, `schedule`, `publish`)
+from vsp.pipelines import cli_vertex  # noqa: E402  (registers `submit`, `schedule`, `publish`)
 
 for _command in (cli_vertex.submit, cli_vertex.schedule, cli_vertex.publish):
     main.add_command(_command)

@@ -6,8 +6,19 @@ import json
 
 import click
 
-from components.runtime import cluster_ops, cluster_reaper, cluster_resource, errors, rest
-from pipelines import cli_common
+from vsp.components.runtime.cluster import ops as cluster_ops
+from vsp.components.runtime.cluster import reaper as cluster_reaper
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.pipelines import cli_common
+
+# The labels `clusters list` shows, in column order.
+SHOWN_LABELS = (
+    gcp_labels.TEARDOWN,
+    gcp_labels.EXPIRES_AT,
+    gcp_labels.LAST_RUN,
+    gcp_labels.LAST_USED_AT,
+)
 
 
 @click.group()
@@ -34,8 +45,11 @@ def list_clusters(project: str, location: str) -> None:
             cluster.get("name", "").rsplit("/", 1)[-1],
             cluster_resource.cluster_state(cluster),
             cluster.get("createTime", ""),
-            *(labels.get(k, "") for k in ("vsp-teardown", "vsp-expires-at", "vsp-last-run")),
-            labels.get("vsp-last-used-at", ""),
+            *(
+                labels.get(k, "")
+                for k in (gcp_labels.TEARDOWN, gcp_labels.EXPIRES_AT, gcp_labels.LAST_RUN)
+            ),
+            labels.get(gcp_labels.LAST_USED_AT, ""),
         ]
         click.echo("\t".join(columns).rstrip())
 

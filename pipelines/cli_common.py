@@ -8,7 +8,7 @@ import sys
 import click
 import yaml
 
-from components.runtime import errors
+from vsp.components.runtime.core import errors
 
 
 def handle_errors(func):

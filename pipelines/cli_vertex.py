@@ -2,7 +2,7 @@
 
 ``submit`` creates one pipeline run, ``schedule`` a cron schedule of runs, ``publish`` uploads a
 compiled template to an Artifact Registry KFP repository. Requests are validated before
-anything is sent (``components/runtime/pipeline_jobs.py``, ``pipeline_schedules.py``); a
+anything is sent (``pipelines/pipeline_jobs.py``, ``pipeline_schedules.py``); a
 registry tag is resolved to its ``sha256:`` version first. With ``VERTEX_EMULATOR_HOST`` set, the
 Vertex requests go to the local emulator (which stores runs and schedules but never runs them);
 Artifact Registry calls always go to Google through kfp's ``RegistryClient``.
@@ -17,14 +17,8 @@ from typing import Any
 import click
 import requests
 
-from components.runtime import (
-    errors,
-    pipeline_jobs,
-    pipeline_schedules,
-    pipeline_templates,
-    rest,
-)
-from pipelines import cli_common
+from vsp.components.runtime.core import errors, rest
+from vsp.pipelines import cli_common, pipeline_jobs, pipeline_schedules, pipeline_templates
 
 
 def _registry_call(what: str, call: Callable[[Any], Any], host: str) -> Any:

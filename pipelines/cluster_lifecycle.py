@@ -8,7 +8,7 @@ both tasks receive.
 
 from kfp import dsl
 
-from pipelines import cluster_tasks
+from vsp.pipelines import cluster_tasks
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "cluster-lifecycle"

@@ -8,7 +8,7 @@ from typing import Any
 
 from kfp import dsl
 
-from pipelines import task_policy
+from vsp.pipelines import task_policy
 
 # Pipeline parameters forwarded to ``create_cluster`` unchanged.
 CLUSTER_PARAMETERS = (

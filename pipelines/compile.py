@@ -20,8 +20,8 @@ import tempfile
 
 from kfp import compiler
 
-from components import catalog, packaging
-from pipelines import registry
+from vsp.components import catalog, packaging
+from vsp.pipelines import registry
 
 EMBEDDED_ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
 

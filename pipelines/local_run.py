@@ -34,14 +34,15 @@ from kfp import components, local
 from kfp.local import pipeline_orchestrator
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-import vertex_emulator
-from components import catalog, packaging
-from components.runtime import errors, pipeline_caching, rest
-from pipelines import registry
+from vsp import vertex_emulator
+from vsp.components import catalog, packaging
+from vsp.components.runtime.core import errors, rest
+from vsp.components.runtime.trainer import contract
+from vsp.pipelines import pipeline_caching, registry
 
 log = logging.getLogger(__name__)
 
-GCS_ROOT_ENV = "VSP_GCS_FUSE_ROOT"
+GCS_ROOT_ENV = contract.GCS_FUSE_ROOT_ENV
 COMPILED_DIR = pathlib.Path(__file__).resolve().parent.parent / "compiled"
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from kfp import dsl
 
-from pipelines import task_policy
+from vsp.pipelines import task_policy
 
 # Pipeline parameters of the training pipelines that configure the registration.
 MODEL_PARAMETERS = {

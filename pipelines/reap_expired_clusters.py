@@ -8,7 +8,7 @@ touched. ``vsp clusters reap`` does the same from a terminal.
 
 from kfp import dsl
 
-from pipelines import task_policy
+from vsp.pipelines import task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "reap-expired-clusters"

@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
-import vertex_emulator
-from pipelines import (
+from vsp import vertex_emulator
+from vsp.pipelines import (
     cluster_lifecycle,
     reap_expired_clusters,
     slurm_spot_training,
@@ -46,7 +46,7 @@ CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0
 LOCAL_MODEL = {
     "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
     "data_version": "synthetic-seed-7",
-    "code_version": "examples.trainer",
+    "code_version": "vsp.examples.trainer",
 }
 LOCAL_BUCKET = "local-bucket"
 
@@ -90,7 +90,12 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
             **LOCAL_CLUSTER,
             **LOCAL_MODEL,
             "model_id": "slurm-spot-example",
-            "command": [local_python(shared_dir), "-m", "examples.trainer", *LOCAL_TRAINER_ARGS],
+            "command": [
+                local_python(shared_dir),
+                "-m",
+                "vsp.examples.trainer",
+                *LOCAL_TRAINER_ARGS,
+            ],
             "working_directory": run_dir,
             # Checkpoints take the default: Cloud Storage, beside the model.
             # The model goes to Cloud Storage through the FUSE mount, where the registry reads it.
@@ -116,7 +121,7 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
             "command": [
                 local_python(shared_dir),
                 "-m",
-                "examples.trainer",
+                "vsp.examples.trainer",
                 *CUSTOM_JOB_TRAINER_ARGS,
             ],
             "poll_seconds": 0.3,

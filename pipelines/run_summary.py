@@ -14,7 +14,8 @@ import json
 import pathlib
 import re
 
-from pipelines import local_run
+from vsp.components.runtime.core import gcp_labels
+from vsp.pipelines import local_run
 
 _BODY = re.compile(r"<body>(.*)</body>", re.DOTALL)
 REPORT_NAME = "run-report.html"
@@ -56,7 +57,7 @@ def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
     if decide:
         rows.append(("teardown", f"{decide.get('action', '')}: {decide.get('reason', '')}"))
         labels = decide.get("labels") or {}
-        if labels.get("vsp-expires-at"):
+        if labels.get(gcp_labels.EXPIRES_AT):
             rows.append(("kept until", f"{labels['vsp-expires-at']} (UTC), then reaped"))
     reap = params.get("reap-expired-clusters")
     if reap:

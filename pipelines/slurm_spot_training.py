@@ -19,7 +19,7 @@ documented kind.
 
 from kfp import dsl
 
-from pipelines import cluster_tasks, model_tasks, task_policy
+from vsp.pipelines import cluster_tasks, model_tasks, task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "slurm-spot-training"

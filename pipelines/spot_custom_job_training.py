@@ -9,7 +9,7 @@ label).
 
 from kfp import dsl
 
-from pipelines import model_tasks, task_policy
+from vsp.pipelines import model_tasks, task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "spot-custom-job-training"

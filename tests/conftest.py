@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import requests
 
-from vertex_emulator import config, server
+from vsp.vertex_emulator import config, server
 
 FAST_SETTINGS = config.EmulatorSettings(
     provisioning_delay_seconds=0.2,
@@ -235,12 +235,10 @@ def slurm_emulator_factory(emulator_factory):
 @pytest.fixture
 def slurm_cluster(slurm_emulator_factory):
     """See the module docstring."""
-    from components.runtime import (  # noqa: PLC0415
-        cluster_resource,
-        cluster_rules,
-        rest,
-        slurm_api,
-    )
+    from vsp.components.runtime.cluster import resource as cluster_resource
+    from vsp.components.runtime.cluster import rules as cluster_rules
+    from vsp.components.runtime.core import rest
+    from vsp.components.runtime.slurm import api as slurm_api
 
     def make(cluster_id: str, labels: dict[str, str] | None = None) -> server.EmulatorServer:
         emulator = slurm_emulator_factory()

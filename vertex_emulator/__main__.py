@@ -1,17 +1,17 @@
-"""``python -m vertex_emulator --state-dir D [--port P] [--set name=value ...]``."""
+"""``python -m vsp.vertex_emulator --state-dir D [--port P] [--set name=value ...]``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from vertex_emulator import config, server
+from vsp.vertex_emulator import config, server
 
 
 def main(argv: list[str] | None = None) -> None:
     """Parses arguments and serves until Ctrl-C or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m vertex_emulator",
+        prog="python -m vsp.vertex_emulator",
         description="Serve the local Vertex AI emulator until Ctrl-C or SIGTERM.",
     )
     parser.add_argument("--state-dir", required=True, help="directory holding all state")

@@ -3,27 +3,24 @@
 ``EmulatorApp.handle`` takes a method, a request target and a raw body and returns a
 ``router.Response`` (or None for "drop the connection"); ``server.py`` wraps it in HTTP.
 
-Resource modules plug in without editing this file: every module of the ``vertex_emulator``
-package that defines ``register(app)`` is imported and registered at start-up (alphabetical
-order). ``register`` adds routes (``app.router.add_api``), operation completers
-(``app.operations.register_kind``) and time-driven work (``app.add_tick``).
+Services are listed in one table, ``services()``: each has a ``register(app)`` that adds
+routes (``app.router.add_api``), operation completers (``app.operations.register_kind``) and
+time-driven work (``app.add_tick``).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
 import pathlib
-import pkgutil
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vertex_emulator import clock, config, control, errors, faults, journal, operations, router
-from vertex_emulator import store as store_module
+from vsp.vertex_emulator import clock, config, control, errors, faults, journal, operations, router
+from vsp.vertex_emulator import store as store_module
 
 Tick = Callable[[Any, float], None]
 Extension = Callable[[Any], None]
@@ -31,18 +28,23 @@ Extension = Callable[[Any], None]
 log = logging.getLogger(__name__)
 
 
-def discover_extensions() -> list[Extension]:
-    """The ``register`` functions of the package's modules, by module name."""
-    package = importlib.import_module("vertex_emulator")
-    found = []
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.ispkg:
-            continue
-        module = importlib.import_module(f"vertex_emulator.{info.name}")
-        register = getattr(module, "register", None)
-        if callable(register):
-            found.append(register)
-    return found
+def services() -> list[Extension]:
+    """The ``register`` function of every service, in a fixed order (the service table)."""
+    from vsp.vertex_emulator.clusters import api as clusters
+    from vsp.vertex_emulator.custom_jobs import api as custom_job_api
+    from vsp.vertex_emulator.models import api as models
+    from vsp.vertex_emulator.pipelines import jobs as pipeline_jobs
+    from vsp.vertex_emulator.pipelines import schedules as pipeline_schedules
+    from vsp.vertex_emulator.slurm import api as slurm_api
+
+    return [
+        clusters.register,
+        custom_job_api.register,
+        models.register,
+        pipeline_jobs.register,
+        pipeline_schedules.register,
+        slurm_api.register,
+    ]
 
 
 class EmulatorApp:
@@ -58,6 +60,9 @@ class EmulatorApp:
         control_router: ``/emulator/...`` control routes (none of the above).
         operations: Long-running operations.
         clock: Epoch-seconds time source (``time.time``; replaceable in tests).
+        slurm: The Slurm service's runtime (``slurm.runtime.SlurmRuntime``): every cluster's
+            emulated Slurm and its Python API.
+        custom_jobs: The CustomJob service's runtime (``custom_jobs.runtime.CustomJobRuntime``).
     """
 
     def __init__(
@@ -77,7 +82,7 @@ class EmulatorApp:
         self.state_dir = pathlib.Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # Import resource modules first: they may declare fault actions the faults file uses.
-        registers = discover_extensions() if extensions is None else list(extensions)
+        registers = services() if extensions is None else list(extensions)
         self.settings = config.resolve_settings(self.state_dir, settings)
         self.store = store_module.StateStore(self.state_dir)
         self.journal = journal.Journal(self.state_dir)
@@ -88,6 +93,9 @@ class EmulatorApp:
         self._ticks: list[tuple[str, Tick]] = []
         self.operations = operations.OperationManager(self)
         self.operations.install()
+        # Set by their services' ``register`` (None when a test registers other services).
+        self.slurm: Any = None
+        self.custom_jobs: Any = None
         control.install(self)
         for register in registers:
             register(self)

@@ -10,7 +10,7 @@ import os
 import pathlib
 from typing import Any
 
-from vertex_emulator import store
+from vsp.vertex_emulator import store
 
 SETTINGS_FILENAME = "settings.json"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vertex_emulator import errors, router
+from vsp.vertex_emulator import errors, router
 
 PREFIX = "/emulator/v1"
 

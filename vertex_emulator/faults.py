@@ -30,7 +30,7 @@ import re
 import threading
 from typing import Any
 
-from vertex_emulator import fault_rules, store
+from vsp.vertex_emulator import fault_rules, store
 
 FAULTS_FILENAME = "faults.json"
 

@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from vertex_emulator import clock, errors, router
+from vsp.vertex_emulator import clock, errors, router
 
 COLLECTION = "operations"
 TYPE_URL_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1beta1."

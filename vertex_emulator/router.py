@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vertex_emulator import errors, faults
+from vsp.vertex_emulator import errors, faults
 
 API_VERSIONS = ("v1beta1", "v1")
 

@@ -19,8 +19,8 @@ import sys
 import threading
 from typing import Any
 
-from vertex_emulator import app as app_module
-from vertex_emulator import config, faults, store
+from vsp.vertex_emulator import app as app_module
+from vsp.vertex_emulator import config, faults, store
 
 try:
     import fcntl

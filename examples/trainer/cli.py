@@ -1,9 +1,9 @@
-"""Command line of the example trainer (``python -m examples.trainer``).
+"""Command line of the example trainer (``python -m vsp.examples.trainer``).
 
 Exit codes:
 
 * 0: training finished; the model dir is written and verifies.
-* 143 (``checkpoint_policy.EXIT_PREEMPTED``): a preemption notice (SIGTERM/SIGUSR1 by default)
+* 143 (``contract.EXIT_PREEMPTED``): a preemption notice (SIGTERM/SIGUSR1 by default)
   arrived; the step in flight was finished, checkpointed (nothing is saved without a checkpoint
   dir) and the run stopped early. Rerun the same command to resume. A signal that arrives before
   the handlers are installed (interpreter start-up) kills the process the default way (-15).
@@ -29,16 +29,18 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from components.runtime import checkpoint, checkpoint_policy, errors
-from examples.trainer import loop
+from vsp.components.runtime.core import errors
+from vsp.components.runtime.trainer import checkpoint, contract
+from vsp.components.runtime.trainer import policy as checkpoint_policy
+from vsp.examples.trainer import loop
 
-log = logging.getLogger("examples.trainer")
+log = logging.getLogger("vsp.examples.trainer")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
     parser = argparse.ArgumentParser(
-        prog="python -m examples.trainer",
+        prog="python -m vsp.examples.trainer",
         description="Train a small numpy MLP on synthetic data; resumes from checkpoints.",
     )
     add = parser.add_argument
@@ -80,7 +82,9 @@ def resolve_dir(
     """The flag value, else the first non-empty env var; ``gs://`` mapped to GCS FUSE."""
     for candidate in (value, *(environ.get(name) for name in env_names)):
         if candidate:
-            return checkpoint.to_local_path(candidate, gcs_root=environ.get("VSP_GCS_FUSE_ROOT"))
+            return checkpoint.to_local_path(
+                candidate, gcs_root=environ.get(contract.GCS_FUSE_ROOT_ENV)
+            )
     return None
 
 
@@ -100,10 +104,12 @@ def parse_signals(text: str) -> list[signal.Signals]:
 
 def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> loop.TrainConfig:
     """Validates the arguments and builds the run configuration."""
-    model_dir = resolve_dir(args.model_dir, ("VSP_MODEL_DIR", "AIP_MODEL_DIR"), environ)
+    model_dir = resolve_dir(
+        args.model_dir, (contract.MODEL_DIR_ENV, contract.VERTEX_MODEL_DIR_ENV), environ
+    )
     if model_dir is None:
         raise errors.UserError("no model dir. Fix: pass --model-dir or set VSP_MODEL_DIR.")
-    ckpt_names = ("VSP_CHECKPOINT_DIR", "AIP_CHECKPOINT_DIR")
+    ckpt_names = (contract.CHECKPOINT_DIR_ENV, contract.VERTEX_CHECKPOINT_DIR_ENV)
     positive = {"--steps": args.steps, "--keep": args.keep, "--log-every": args.log_every}
     positive |= {"--hidden": args.hidden, "--samples": args.samples}
     for flag, value in positive.items():
@@ -148,7 +154,7 @@ def policy_from_args(
 def _log_to_stdout() -> logging.Handler:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    for name in ("examples.trainer", "components.runtime"):
+    for name in ("vsp.examples.trainer", "vsp.components.runtime"):
         logging.getLogger(name).addHandler(handler)
         logging.getLogger(name).setLevel(logging.INFO)
     return handler
@@ -174,7 +180,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             trainer.write_model()
         return 0
     except loop.Preempted as stop:
-        code = checkpoint_policy.EXIT_PREEMPTED
+        code = contract.EXIT_PREEMPTED
         saved = "checkpoint saved" if stop.saved else "nothing saved"
         log.info(
             "preemption notice (%s) after step %d: %s; exit %d", stop.reason, stop.step, saved, code
@@ -187,5 +193,5 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         log.exception("internal error")
         return errors.EXIT_INTERNAL_ERROR
     finally:
-        for name in ("examples.trainer", "components.runtime"):
+        for name in ("vsp.examples.trainer", "vsp.components.runtime"):
             logging.getLogger(name).removeHandler(handler)

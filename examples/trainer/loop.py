@@ -1,6 +1,6 @@
 """The training loop: resume, train, checkpoint periodically and on notice, write the model.
 
-Checkpoint contents (``components.runtime.checkpoint`` format):
+Checkpoint contents (``vsp.components.runtime.trainer.checkpoint`` format):
 
 * arrays: ``param.<name>``, ``adam.m.<name>``, ``adam.v.<name>`` (float64), ``data.perm`` (the
   current epoch's permutation, int64) and ``history.loss`` (loss of every finished step).
@@ -25,10 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from components.runtime import checkpoint, checkpoint_policy, errors, model_dir
-from examples.trainer import model
+from vsp.components.runtime.core import errors
+from vsp.components.runtime.trainer import checkpoint
+from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.components.runtime.trainer import policy as checkpoint_policy
+from vsp.examples.trainer import model
 
-log = logging.getLogger("examples.trainer")
+log = logging.getLogger("vsp.examples.trainer")
 
 
 class Preempted(Exception):

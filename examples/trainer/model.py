@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.runtime import errors
+from vsp.components.runtime.core import errors
 
 PARAM_NAMES = ("W1", "b1", "W2", "b2")
 

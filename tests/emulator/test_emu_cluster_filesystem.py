@@ -7,8 +7,9 @@ import pathlib
 
 import pytest
 
-from vertex_emulator import cluster_filesystem, config
-from vertex_emulator.slurm_testing import SlurmTestClient
+from vsp.vertex_emulator import config
+from vsp.vertex_emulator.slurm import filesystem as cluster_filesystem
+from vsp.vertex_emulator.slurm.testing import SlurmTestClient
 
 
 def start(factory, body, cluster_id="c1", **settings):

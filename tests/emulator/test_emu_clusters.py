@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from vertex_emulator import clock
+from vsp.vertex_emulator import clock
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 TYPE = "type.googleapis.com/google.cloud.aiplatform.v1beta1."

@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from vertex_emulator import faults
+from vsp.vertex_emulator import faults
 
 CLUSTERS = r"/modelDevelopmentClusters$"
 

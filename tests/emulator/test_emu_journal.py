@@ -7,7 +7,7 @@ import re
 
 import requests
 
-from vertex_emulator import journal
+from vsp.vertex_emulator import journal
 
 CLUSTERS_PATH = "/v1beta1/projects/test-project/locations/us-central1/modelDevelopmentClusters"
 

@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from vertex_emulator import clock, config, server
+from vsp.vertex_emulator import clock, config, server
 
 
 def test_restart_keeps_clusters_and_operations(

@@ -10,7 +10,7 @@ import sys
 import pytest
 import requests
 
-from vertex_emulator import server
+from vsp.vertex_emulator import server
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
@@ -19,7 +19,7 @@ def test_serve_prints_its_address_and_stops_cleanly(tmp_path, stop_signal):
         [
             sys.executable,
             "-m",
-            "vertex_emulator",
+            "vsp.vertex_emulator",
             "--state-dir",
             str(tmp_path),
             "--set",

@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from vertex_emulator.slurm_testing import API, DB, SlurmTestClient
+from vsp.vertex_emulator.slurm.testing import API, DB, SlurmTestClient
 
 NUM = {"set": True, "infinite": False, "number": 0}
 UNSET = {"set": False, "infinite": False, "number": 0}

@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from vertex_emulator.slurm_testing import API, DB, SlurmTestClient
+from vsp.vertex_emulator.slurm.testing import API, DB, SlurmTestClient
 
 
 def start(factory, body, cluster_id="c1", state_dir=None, **settings):

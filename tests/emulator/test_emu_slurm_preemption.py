@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import requests
 
-from vertex_emulator import slurm_preemption
-from vertex_emulator.slurm_testing import API, SlurmTestClient
+from vsp.vertex_emulator.slurm import preemption as slurm_preemption
+from vsp.vertex_emulator.slurm.testing import API, SlurmTestClient
 
 
 def start(factory, body, cluster_id="c1", **settings):

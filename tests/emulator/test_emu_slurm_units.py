@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from vertex_emulator import (
-    cluster_schema,
-    config,
-    slurm_jobdesc,
-    slurm_preemption,
-    slurm_shapes,
-    slurm_topology,
-)
+from vsp.vertex_emulator import config
+from vsp.vertex_emulator.clusters import schema as cluster_schema
+from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
+from vsp.vertex_emulator.slurm import preemption as slurm_preemption
+from vsp.vertex_emulator.slurm import shapes as slurm_shapes
+from vsp.vertex_emulator.slurm import topology as slurm_topology
 
 
 @pytest.mark.parametrize(

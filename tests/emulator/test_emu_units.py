@@ -7,11 +7,10 @@ import json
 import pytest
 import requests
 
-from vertex_emulator import (
+from vsp.vertex_emulator import (
     app,
     casing,
     clock,
-    clusters,
     config,
     errors,
     fault_rules,
@@ -20,6 +19,7 @@ from vertex_emulator import (
     server,
     store,
 )
+from vsp.vertex_emulator.clusters import api as clusters
 
 
 def test_case_conversion_keeps_map_keys():
@@ -148,8 +148,9 @@ def test_timestamps_round_trip():
     )
 
 
-def test_resource_modules_are_discovered():
-    assert clusters.register in app.discover_extensions()
+def test_every_service_is_in_the_table():
+    assert clusters.register in app.services()
+    assert len(app.services()) == 6
 
 
 def test_an_extension_adds_routes_ticks_and_operation_kinds(tmp_path):

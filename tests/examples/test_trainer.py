@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.runtime import checkpoint, checkpoint_policy, model_dir
-from examples.trainer import cli, loop
+from vsp.components.runtime.trainer import checkpoint
+from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.components.runtime.trainer import policy as checkpoint_policy
+from vsp.examples.trainer import cli, loop
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_LINE = re.compile(r" step (\d+)/(\d+) loss ")
@@ -39,7 +41,7 @@ def _args(root: Path, *extra: str) -> list[str]:
 
 
 def _start(args: list[str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "examples.trainer", *args]
+    command = [sys.executable, "-m", "vsp.examples.trainer", *args]
     return subprocess.Popen(
         command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

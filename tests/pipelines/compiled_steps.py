@@ -13,7 +13,7 @@ import shlex
 
 import yaml
 
-from pipelines import compile as compile_module
+from vsp.pipelines import compile as compile_module
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMPILED = REPO / "compiled"
@@ -60,7 +60,7 @@ class CompiledStep:
         return [r for r in found if "python_version<" not in r]
 
     def embedded_files(self) -> dict[str, bytes]:
-        """The embedded runtime archive's files by path (e.g. ``components/runtime/rest.py``)."""
+        """The embedded archive's files by path (``vsp/components/runtime/core/rest.py``)."""
         match = compile_module.EMBEDDED_ARCHIVE.search(self.program)
         assert match, f"{self.name} embeds no runtime archive"
         return {

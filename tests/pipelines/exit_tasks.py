@@ -9,7 +9,7 @@ from typing import Any
 
 from kfp.dsl import executor
 
-from components import catalog, packaging
+from vsp.components import catalog, packaging
 
 PARENT = "projects/test-project/locations/us-central1"
 
@@ -36,9 +36,9 @@ def execute(tmp_path, component: str, parameters: dict[str, Any], state: str) ->
 
 
 def saved_step_loggers():
-    """A generator for a fixture: a step configures the ``components`` and ``vsp`` loggers as
-    a step process would; this puts them back afterwards so later tests capture logs."""
-    loggers = [logging.getLogger(name) for name in ("components", "vsp")]
+    """A generator for a fixture: a step configures the ``vsp`` logger as a step process
+    would; this puts it back afterwards so later tests capture logs."""
+    loggers = [logging.getLogger("vsp")]
     saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
     yield
     for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):

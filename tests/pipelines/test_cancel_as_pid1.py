@@ -54,7 +54,7 @@ def _executor_input(tmp_path) -> str:
         "command": [
             sys.executable,
             "-m",
-            "examples.trainer",
+            "vsp.examples.trainer",
             "--steps",
             "2000",
             "--step-seconds",

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from pipelines import cli
+from vsp.pipelines import cli
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
 

@@ -13,8 +13,8 @@ import requests
 import yaml
 from click.testing import CliRunner
 
-from components.runtime import pipeline_jobs, polling
-from pipelines import cli
+from vsp.components.runtime.core import polling
+from vsp.pipelines import cli, pipeline_jobs
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
 PARENT = "projects/test-project/locations/us-central1"

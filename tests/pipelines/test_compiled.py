@@ -13,7 +13,7 @@ import yaml
 from kfp import components as kfp_components
 from kfp import dsl, local
 
-from pipelines import compile as compile_module
+from vsp.pipelines import compile as compile_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMPILED = ROOT / "compiled"
@@ -48,12 +48,12 @@ def test_templates_embed_the_runtime_and_use_a_stock_image():
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(archive)))) as tar:
         names = tar.getnames()
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
-    assert "./components/runtime/cluster_ops.py" in names
+    assert "./vsp/components/runtime/cluster/ops.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def test_prebuilt_image_option_drops_the_pip_installs(tmp_path):
-    from components import packaging
+    from vsp.components import packaging
 
     compile_module.compile_all(
         tmp_path, packaging.ImageOptions("europe-docker.pkg.dev/p/r/vsp:1", False)

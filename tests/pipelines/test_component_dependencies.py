@@ -22,8 +22,8 @@ import venv
 
 import pytest
 
-from pipelines import compile as compile_module
 from tests.pipelines import compiled_steps
+from vsp.pipelines import compile as compile_module
 
 NAMES = compiled_steps.component_names()
 _NAME = re.compile(r"^[A-Za-z0-9._-]+")
@@ -78,7 +78,7 @@ def undeclared_imports(step: compiled_steps.CompiledStep) -> dict[str, str]:
     ]
     program = compile_module.EMBEDDED_ARCHIVE.sub("''", step.program)
     imports = set().union(*(_top_level_imports(s) for s in [*sources, program]))
-    third_party = imports - set(sys.stdlib_module_names) - {"__future__", "components"}
+    third_party = imports - set(sys.stdlib_module_names) - {"__future__", "vsp"}
     allowed = _dependency_closure([_requirement_name(r) for r in step.requirements()])
     providers = importlib.metadata.packages_distributions()
     missing = {}
@@ -144,7 +144,7 @@ def test_every_component_imports_in_a_fresh_venv_with_only_its_declared_packages
             _CHECK,
             str(program),
             step.name,
-            *[m for m in step.runtime_modules() if m.startswith("components.runtime.")],
+            *[m for m in step.runtime_modules() if m.startswith("vsp.components.runtime.")],
         ]
         done = subprocess.run(
             command, cwd=tmp_path, env={**environment, "_KFP_RUNTIME": "true"},

@@ -9,8 +9,8 @@ import time
 import pytest
 import requests
 
-from components.runtime import custom_job_backend
 from tests.pipelines import exit_tasks
+from vsp.components.runtime.training import custom_job_backend
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"

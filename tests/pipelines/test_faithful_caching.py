@@ -5,8 +5,8 @@ the outcome the per-task settings exist to prevent (with a reused cluster it wou
 
 from __future__ import annotations
 
-import vertex_emulator
-from pipelines import local_run, registry
+from vsp import vertex_emulator
+from vsp.pipelines import local_run, registry
 
 FAST = vertex_emulator.EmulatorSettings(
     provisioning_delay_seconds=0.3, delete_delay_seconds=0.1, tick_interval_seconds=0.05

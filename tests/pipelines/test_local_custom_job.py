@@ -9,7 +9,7 @@ import pathlib
 import subprocess
 import sys
 
-from pipelines import local_run, registry, run_summary
+from vsp.pipelines import local_run, registry, run_summary
 
 
 def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
@@ -55,6 +55,6 @@ def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
         "VSP_MODEL_DIR": str(reference / "model"),
     }
     steps = ["--steps", "200", "--seed", "7", "--step-seconds", "0"]
-    command = [sys.executable, "-m", "examples.trainer", *steps]
+    command = [sys.executable, "-m", "vsp.examples.trainer", *steps]
     subprocess.run(command, env=env, check=True, capture_output=True)
     assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()

@@ -6,8 +6,8 @@ import json
 import pathlib
 import time
 
-import vertex_emulator
-from pipelines import local_run, registry, run_summary
+from vsp import vertex_emulator
+from vsp.pipelines import local_run, registry, run_summary
 
 SHORT_TRAINING = ["--steps", "20", "--seed", "7", "--step-seconds", "0.05"]
 CLUSTERS = "/modelDevelopmentClusters/vsplocal"

@@ -7,48 +7,58 @@ import sys
 
 import pytest
 
-from components import catalog, packaging
+from vsp.components import catalog, packaging
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_runtime_imports_reads_every_import_form():
     tree = ast.parse(
-        "from components.runtime import a, b\n"
-        "from components.runtime.c import thing\n"
-        "import components.runtime.d\n"
+        "from vsp.components.runtime.core import errors, rest as client\n"
+        "from vsp.components.runtime.cluster.spec import ClusterSpec\n"
+        "import vsp.components.runtime.slurm.api\n"
         "import os\n"
-        "from components import catalog\n"
+        "from vsp.components import catalog\n"
         "def f():\n"
-        "    from components.runtime import e\n"
+        "    from vsp.components.runtime.teardown import decision\n"
     )
-    assert packaging.runtime_imports(tree) == {"a", "b", "c", "d", "e"}
+    assert packaging.runtime_imports(tree) == {
+        "core.errors",
+        "core.rest",
+        "cluster.spec",
+        "slurm.api",
+        "teardown.decision",
+    }
 
 
 def test_closure_follows_imports_transitively():
-    closure = packaging.runtime_closure({"cluster_step"})
-    # cluster_step -> cluster_ops -> operations -> polling: found through two hops.
-    assert {"cluster_step", "cluster_ops", "operations", "polling", "errors"} <= closure
-    assert "training_run" not in closure and "model_registry" not in closure
+    closure = packaging.runtime_closure({"cluster.runner"})
+    # cluster.runner -> cluster.ops -> core.operations -> core.polling: found through two hops.
+    expected = {"cluster.runner", "cluster.ops", "core.operations", "core.polling", "core.errors"}
+    assert expected <= closure
+    assert "training.supervisor" not in closure and "registry.client" not in closure
 
 
 def test_an_import_of_a_missing_module_names_it(monkeypatch, tmp_path):
-    (tmp_path / "lonely.py").write_text("from components.runtime import nowhere\n")
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "lonely.py").write_text(
+        "from vsp.components.runtime.core import nowhere\n"
+    )
     monkeypatch.setattr(packaging, "_RUNTIME_DIR", tmp_path)
     packaging._module_imports.cache_clear()
     try:
-        with pytest.raises(ValueError, match="components.runtime.nowhere"):
-            packaging.runtime_closure({"lonely"})
+        with pytest.raises(ValueError, match="vsp.components.runtime.core.nowhere"):
+            packaging.runtime_closure({"core.lonely"})
     finally:
         packaging._module_imports.cache_clear()
 
 
 def test_cluster_components_do_not_carry_the_training_runtime():
     modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS["delete_cluster"])
-    assert "cluster_step" in modules
+    assert "cluster.runner" in modules
     # The Slurm client comes along for the in-use check before a delete; training does not.
-    assert {"cluster_in_use", "slurm_api"} <= modules
-    assert not {m for m in modules if m.startswith(("training_", "custom_job", "train_step"))}
+    assert {"cluster.in_use", "slurm.api"} <= modules
+    assert not {m for m in modules if m.startswith("training.") or m == "slurm.train_runner"}
 
 
 @pytest.mark.parametrize("name", sorted(catalog.COMPONENT_FUNCTIONS))
@@ -63,7 +73,7 @@ def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
         "import importlib, sys\n"
         f"sys.path = [{staged!r}] + [p for p in sys.path if p and p != {str(REPO)!r}]\n"
         f"for m in {sorted(modules)!r}:\n"
-        "    mod = importlib.import_module('components.runtime.' + m)\n"
+        "    mod = importlib.import_module('vsp.components.runtime.' + m)\n"
         f"    assert mod.__file__.startswith({staged!r}), mod.__file__\n"
     )
     subprocess.run([sys.executable, "-I", "-B", "-c", code], check=True, cwd="/")
@@ -72,8 +82,8 @@ def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
 
 def test_custom_job_component_does_not_embed_the_slurm_client():
     modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS["train_custom_job"])
-    assert {"custom_job_backend", "training_step", "training_run"} <= modules
-    assert not {m for m in modules if m.startswith(("slurm_", "cluster_")) or m == "train_step"}
+    assert {"training.custom_job_backend", "training.runner", "training.supervisor"} <= modules
+    assert not {m for m in modules if m.startswith(("slurm.", "cluster."))}
 
 
 @pytest.mark.parametrize("name", sorted(catalog.COMPONENT_FUNCTIONS))
@@ -81,7 +91,7 @@ def test_no_step_embeds_the_numpy_trainer_library(name):
     """Steps read manifests with the standard library (``manifests``); writing checkpoints and
     models (numpy) is the trainer's side."""
     modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS[name])
-    assert not modules & {"checkpoint", "model_dir"}
+    assert not modules & {"trainer.checkpoint", "trainer.model_files"}
 
 
 def test_commands_exec_into_python_so_pid_1_gets_sigterm():

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from pipelines import registry
+from vsp.pipelines import registry
 
 CLUSTER = "sharedc"
 

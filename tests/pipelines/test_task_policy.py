@@ -9,9 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from components.runtime import pipeline_caching
-from pipelines import cli
 from tests.pipelines import compiled_steps
+from vsp.pipelines import cli, pipeline_caching
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
 RETRY = {
@@ -134,8 +133,8 @@ def test_caching_override_of_a_registry_template_is_refused():
 
 
 def test_default_cluster_ids_come_from_the_pipeline_names_and_differ():
-    from components.runtime import cluster_rules_base  # noqa: PLC0415
-    from pipelines import cluster_lifecycle, cluster_tasks, slurm_spot_training  # noqa: PLC0415
+    from vsp.components.runtime.cluster import rules_base as cluster_rules_base  # noqa: PLC0415
+    from vsp.pipelines import cluster_lifecycle, cluster_tasks, slurm_spot_training  # noqa: PLC0415
 
     defaults = {}
     for module in (cluster_lifecycle, slurm_spot_training):

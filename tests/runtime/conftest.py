@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from slurm_fakes import REF, FakeRest
 
-from components.runtime import slurm_api
+from vsp.components.runtime.slurm import api as slurm_api
 
 
 @pytest.fixture(params=["body", "structuredBody"])

@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from components.runtime import cluster_resource, slurm_script
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.slurm import script as slurm_script
 
 REF = cluster_resource.ClusterRef("proj", "us-central1", "c1")
 PROXY = "v1beta1/projects/proj/locations/us-central1/modelDevelopmentClusters/c1:callSlurmRestApi"
@@ -71,7 +72,7 @@ def make_job(**overrides) -> slurm_script.JobDescription:
         run_key="run-1",
         partition="spot",
         working_directory="/home/alice/runs",
-        command=["python", "-m", "examples.trainer"],
+        command=["python", "-m", "vsp.examples.trainer"],
         time_limit_minutes=60,
         warning_signal="USR1@30",
     )

@@ -1,0 +1,281 @@
+"""Build a training cluster spec from the flat parameters a pipeline user types.
+
+``build_cluster_spec`` makes a static login pool plus training pools in one of these ways (all
+may be combined; every training pool shares the machine parameters):
+
+* ``max_nodes > 0`` (or ``pool_id``): one pool ``pool_id`` (default ``gpu``) with
+  ``provisioning_model`` (default RESERVATION when ``reservation`` is given, else ON_DEMAND);
+* ``spot_max_nodes > 0``: a SPOT pool ``spot`` scaling from 0;
+* ``ondemand_max_nodes > 0``: a fallback pool ``ondemand`` scaling from 0, RESERVATION when
+  ``reservation`` is given, else ON_DEMAND;
+* ``node_pools``: extra pools given as dicts (snake_case or camelCase); a missing ``zone`` is
+  filled with ``zone``.
+
+Partitions default to one per training pool (same id), in the order above; the default partition
+is ``default_partition_id`` or the first one, always written explicitly so that reordering never
+moves it [R MM]. Empty strings, zero counts and empty maps mean "not set", which is what KFP passes
+for unset parameters. Bare network, subnetwork and reservation names are expanded with
+``project`` (or the project of ``home_directory_storage``) and ``zone``. Numbers in
+``slurm_config`` are turned into strings (slurm.conf values are strings).
+
+``diff_cluster`` and ``ClusterDiff`` live in ``cluster_diff`` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vsp.components.runtime.cluster import diff as cluster_diff
+from vsp.components.runtime.cluster import keys as cluster_keys
+from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import slurm_values as values
+from vsp.components.runtime.cluster import spec as cs
+
+ClusterDiff = cluster_diff.ClusterDiff
+FieldChange = cluster_diff.FieldChange
+diff_cluster = cluster_diff.diff_cluster
+
+__all__ = ["ClusterDiff", "FieldChange", "build_cluster_spec", "diff_cluster", "merge_spec"]
+
+
+def build_cluster_spec(
+    *,
+    cluster_id: str = "",
+    display_name: str = "",
+    labels: Mapping[str, str] | None = None,
+    project: str = "",
+    network: str = "",
+    subnetwork: str = "",
+    zone: str = "",
+    home_directory_storage: str = "",
+    login_pool_id: str = "login",
+    login_machine_type: str = "n2-standard-8",
+    login_node_count: int = 1,
+    pool_id: str = "",
+    machine_type: str = "",
+    accelerator_type: str = "",
+    accelerator_count: int = 0,
+    provisioning_model: str = "",
+    reservation: str | Sequence[str] = "",
+    min_nodes: int = 0,
+    max_nodes: int = 0,
+    spot_max_nodes: int = 0,
+    ondemand_max_nodes: int = 0,
+    boot_disk_type: str = "",
+    boot_disk_size_gb: int = 0,
+    enable_public_ips: bool | None = None,
+    filestores: Sequence[str] | None = None,
+    lustres: Sequence[str] | None = None,
+    node_pools: Sequence[Mapping[str, Any]] | None = None,
+    partitions: Sequence[Mapping[str, Any]] | None = None,
+    default_partition_id: str = "",
+    slurm_config: Mapping[str, Any] | None = None,
+    partition_config: Mapping[str, Mapping[str, Any]] | None = None,
+    node_set_config: Mapping[str, Mapping[str, Any]] | None = None,
+    prolog_bash_scripts: Sequence[str] | None = None,
+    epilog_bash_scripts: Sequence[str] | None = None,
+    service_account: str = "",
+    validate: bool = True,
+) -> cs.ClusterSpec:
+    """Builds (and by default validates) a cluster spec; see the module docstring.
+
+    Args:
+        cluster_id: The cluster id; default display name, and checked when ``validate``.
+        display_name: Display name (default ``cluster_id``).
+        labels: Cluster labels.
+        project: Project used to expand bare network/subnetwork/reservation names.
+        network: VPC network, full name or bare name.
+        subnetwork: Subnetwork, full name or bare name (region taken from ``zone``).
+        zone: Zone of every pool, e.g. ``us-central1-b``.
+        home_directory_storage: Filestore/Lustre instance mounted as /home.
+        login_pool_id: Id of the login pool.
+        login_machine_type: Machine type of the login pool.
+        login_node_count: Login nodes (min = max).
+        pool_id: Id of the single training pool (default ``gpu``).
+        machine_type: Machine type of the training pools.
+        accelerator_type: Accelerator of the training pools ("" for CPU pools).
+        accelerator_count: Accelerators per training node.
+        provisioning_model: Provisioning model of the single training pool.
+        reservation: Reservation(s) for RESERVATION pools, full or bare names.
+        min_nodes: Minimum nodes of the single training pool.
+        max_nodes: Maximum nodes of the single training pool (0: no such pool).
+        spot_max_nodes: Maximum nodes of the ``spot`` pool (0: no such pool).
+        ondemand_max_nodes: Maximum nodes of the ``ondemand`` pool (0: no such pool).
+        boot_disk_type: Boot disk type of the training pools.
+        boot_disk_size_gb: Boot disk size of the training pools, GB.
+        enable_public_ips: Public IPs on every pool (None: service default).
+        filestores: Filestore instances mounted on every pool.
+        lustres: Managed Lustre instances mounted on every pool.
+        node_pools: Extra pools as dicts.
+        partitions: Partitions as dicts (default: one per training pool).
+        default_partition_id: Default partition (default: the first partition).
+        slurm_config: Cluster-scope slurm.conf settings.
+        partition_config: slurm.conf settings per partition id (for default partitions).
+        node_set_config: slurm.conf settings per node pool id (makes ``node_sets``).
+        prolog_bash_scripts: Scripts run before each job.
+        epilog_bash_scripts: Scripts run after each job.
+        service_account: Service account of the nodes.
+        validate: Run ``cluster_rules.validate_cluster`` on the result.
+
+    Returns:
+        The spec.
+
+    Raises:
+        errors.SpecValidationError: The parameters do not make a valid cluster.
+    """
+    project = project or _project_of(home_directory_storage)
+    reservations = [reservation] if isinstance(reservation, str) else list(reservation)
+    where = project if zone else ""  # zonal and regional names need the zone
+    reservations = [_expand(r, where, f"zones/{zone}/reservations") for r in reservations if r]
+    machine = {"machine_type": machine_type or None}
+    if accelerator_type:
+        machine.update(accelerator_type=accelerator_type, accelerator_count=accelerator_count)
+    common = {"zone": zone or None, "enable_public_ips": enable_public_ips}
+    common.update(filestores=list(filestores or []) or None, lustres=list(lustres or []) or None)
+    disk = {
+        "boot_disk_type": boot_disk_type or None,
+        "boot_disk_size_gb": boot_disk_size_gb or None,
+    }
+    disk = disk if boot_disk_type or boot_disk_size_gb else None
+
+    def training_pool(pool: str, model: str, low: int, high: int) -> dict[str, Any]:
+        spec = {"id": pool, "machine_spec": dict(machine), "provisioning_model": model}
+        if model == "RESERVATION" and reservations:
+            spec["machine_spec"]["reservation_affinity"] = {
+                "reservation_affinity_type": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": reservations,
+            }
+        scaling = {"min_node_count": low, "max_node_count": high}
+        return {**spec, "scaling_spec": scaling, "boot_disk": disk, **common}
+
+    fallback = "RESERVATION" if reservations else "ON_DEMAND"
+    pools = [
+        {
+            "id": login_pool_id,
+            "machine_spec": {"machine_type": login_machine_type},
+            "provisioning_model": "ON_DEMAND",
+            "scaling_spec": {
+                "min_node_count": login_node_count,
+                "max_node_count": login_node_count,
+            },
+            **common,
+        }
+    ]
+    if max_nodes or pool_id:
+        model = provisioning_model or fallback
+        pools.append(training_pool(pool_id or "gpu", model, min_nodes, max_nodes))
+    if spot_max_nodes:
+        pools.append(training_pool("spot", "SPOT", 0, spot_max_nodes))
+    if ondemand_max_nodes:
+        pools.append(training_pool("ondemand", fallback, 0, ondemand_max_nodes))
+    for extra in node_pools or []:
+        pool = cluster_keys.snake_keys(dict(extra), cs.NodePool)
+        pools.append({"zone": zone or None, **pool})
+    if partitions:
+        parts = [cluster_keys.snake_keys(dict(p), cs.SlurmPartition) for p in partitions]
+    else:
+        parts = [
+            {
+                "id": p["id"],
+                "node_pool_ids": [p["id"]],
+                "config": _strings((partition_config or {}).get(p["id"])),
+            }
+            for p in pools[1:]
+            if p.get("id")
+        ]
+    slurm = {
+        "home_directory_storage": home_directory_storage or None,
+        "login_node_pool_id": login_pool_id,
+        "partitions": parts,
+        "default_partition_id": default_partition_id or (parts[0].get("id") if parts else None),
+        "config": _strings(slurm_config),
+        "node_sets": [
+            {"node_pool_id": pool, "config": _strings(config)}
+            for pool, config in (node_set_config or {}).items()
+        ]
+        or None,
+        "prolog_bash_scripts": list(prolog_bash_scripts or []) or None,
+        "epilog_bash_scripts": list(epilog_bash_scripts or []) or None,
+    }
+    region = zone.rsplit("-", 1)[0]
+    body = {
+        "display_name": display_name or cluster_id or None,
+        "labels": dict(labels) if labels else None,
+        "network": {
+            "network": _expand(network, project, "global/networks"),
+            "subnetwork": _expand(subnetwork, where, f"regions/{region}/subnetworks") or None,
+        }
+        if network or subnetwork
+        else None,
+        "node_pools": pools,
+        "orchestrator_spec": {"slurm_spec": slurm},
+        "runtime_spec": {"service_account": service_account} if service_account else None,
+    }
+    spec = cluster_rules.parse_cluster_spec(_drop_none(body))
+    if validate:
+        cluster_rules.validate_cluster(spec, cluster_id or None)
+    return spec
+
+
+def merge_spec(base: Mapping[str, Any] | cs.ClusterSpec, overrides: Mapping[str, Any]) -> dict:
+    """Deep-merges ``overrides`` into ``base``; keys may be snake_case or camelCase.
+
+    Mappings merge key by key (an override value of None deletes the key; in ``config`` maps a key
+    replaces any base key of the same slurm.conf name, e.g. ``preempt_mode`` replaces
+    ``PreemptMode``); lists and scalars are replaced whole.
+
+    Returns:
+        The merged body with snake_case field keys (parse it with ``parse_cluster_spec``).
+    """
+    if isinstance(base, cs.ClusterSpec):
+        base = base.model_dump(exclude_none=True)
+    left = cluster_keys.snake_keys(dict(base), cs.ClusterSpec)
+    right = cluster_keys.snake_keys(dict(overrides), cs.ClusterSpec)
+    return _merge(left, right, "")
+
+
+def _merge(left: dict[str, Any], right: dict[str, Any], name: str) -> dict[str, Any]:
+    merged = dict(left)
+    if name == "config":
+        replaced = {values.normalize_key(k) for k in right}
+        merged = {k: v for k, v in merged.items() if values.normalize_key(k) not in replaced}
+    for key, value in right.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value, key)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _strings(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """slurm.conf values as strings (numbers converted; other types left for the rules)."""
+    if not config:
+        return None
+    return {
+        k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        for k, v in config.items()
+    }
+
+
+def _project_of(resource: str) -> str:
+    parts = resource.split("/") if resource else []
+    return parts[1] if len(parts) > 1 and parts[0] == "projects" else ""
+
+
+def _expand(name: str, project: str, collection: str) -> str:
+    """``projects/{project}/{collection}/{name}`` for a bare name; full names unchanged."""
+    if not name or "/" in name or not project:
+        return name
+    return f"projects/{project}/{collection}/{name}"
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value

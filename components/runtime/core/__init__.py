@@ -1,0 +1,1 @@
+"""Foundations every other runtime subpackage uses; imports nothing else from the runtime."""

@@ -1,0 +1,186 @@
+"""The one polling primitive: wait for a condition with jittered exponential backoff.
+
+Every long wait in the runtime (a cluster LRO, a Slurm job, a CustomJob) goes through
+``poll_until``. Time is read and slept through a ``Clock`` so tests run with ``FakeClock`` and no
+real sleeping. Transient errors raised by the probe are absorbed and retried with backoff until
+the deadline; any other error propagates at once.
+
+Hand-rolled rather than ``google.api_core.retry``/``polling`` because those read the real clock,
+cannot report progress between attempts, and cannot tell "not done yet" from "failed".
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from vsp.components.runtime.core import errors
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+class Clock(abc.ABC):
+    """Source of time for waits; injectable so tests never sleep for real."""
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Monotonic seconds."""
+
+    @abc.abstractmethod
+    def sleep(self, seconds: float) -> None:
+        """Blocks for ``seconds`` (or pretends to)."""
+
+
+class RealClock(Clock):
+    """Wall clock: ``time.monotonic`` and ``time.sleep``."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+
+class FakeClock(Clock):
+    """A clock that advances only when slept on; records every sleep."""
+
+    def __init__(self, start: float = 0.0):
+        self._now = start
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self._now += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Moves time forward without recording a sleep."""
+        self._now += seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Jittered exponential backoff.
+
+    Attributes:
+        initial: First delay, seconds.
+        maximum: Largest delay, seconds.
+        multiplier: Growth factor between attempts.
+        jitter: Fraction of the delay drawn at random (0 = none, 0.2 = up to +-20%).
+    """
+
+    initial: float = 1.0
+    maximum: float = 30.0
+    multiplier: float = 1.5
+    jitter: float = 0.2
+
+    def delays(self, rng: random.Random | None = None):
+        """Yields an endless sequence of delays in seconds."""
+        rng = rng or random.Random()
+        delay = self.initial
+        while True:
+            spread = delay * self.jitter
+            yield max(0.0, delay + rng.uniform(-spread, spread))
+            delay = min(self.maximum, delay * self.multiplier)
+
+
+@dataclasses.dataclass
+class PollResult(Generic[T]):
+    """What ``poll_until`` returns.
+
+    Attributes:
+        value: The last value returned by the probe (the one that satisfied ``done``).
+        attempts: How many times the probe ran.
+        elapsed: Seconds spent, by the clock.
+    """
+
+    value: T
+    attempts: int
+    elapsed: float
+
+
+def poll_until(
+    probe: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    what: str,
+    timeout: float | None,
+    backoff: Backoff = Backoff(),
+    clock: Clock | None = None,
+    on_change: Callable[[T, float], None] | None = None,
+    describe: Callable[[T], str] = str,
+    rng: random.Random | None = None,
+    heartbeat: float | None = 60.0,
+) -> PollResult[T]:
+    """Calls ``probe`` until ``done(value)`` is true, sleeping with backoff in between.
+
+    Args:
+        probe: Fetches the current state. May raise ``TransientError`` (retried).
+        done: Tells whether a state is final.
+        what: Name of the thing waited on, for logs and the timeout message.
+        timeout: Seconds before giving up with ``TimeoutExceededError``; None waits forever.
+        backoff: Delay schedule between probes.
+        clock: Time source; ``RealClock`` when None.
+        on_change: Called with (state, elapsed seconds) whenever ``describe(state)`` changes;
+            by default the change is logged at INFO.
+        describe: Turns a state into the short text used to detect and log changes.
+        rng: Random source for jitter (seed it in tests).
+        heartbeat: While the state does not change, log "still ..." at most this often
+            (seconds) so long waits show progress; None disables it.
+
+    Returns:
+        The final state with the attempt count and elapsed time.
+
+    Raises:
+        errors.TimeoutExceededError: The deadline passed before ``done`` held.
+    """
+    clock = clock or RealClock()
+    start = clock.now()
+    delays = backoff.delays(rng)
+    attempts = 0
+    last_seen: str | None = None
+    last_transient: Exception | None = None
+    last_log = start
+    while True:
+        attempts += 1
+        try:
+            value = probe()
+        except errors.TransientError as exc:
+            last_transient = exc
+            log.warning("%s: transient error while polling (attempt %d): %s", what, attempts, exc)
+        else:
+            elapsed = clock.now() - start
+            seen = describe(value)
+            if seen != last_seen:
+                last_seen, last_log = seen, clock.now()
+                if on_change is not None:
+                    on_change(value, elapsed)
+                else:
+                    log.info("%s: %s (%.0f s)", what, seen, elapsed)
+            elif heartbeat is not None and clock.now() - last_log >= heartbeat:
+                last_log = clock.now()
+                log.info("%s: still %s after %.0f s", what, seen, elapsed)
+            if done(value):
+                return PollResult(value=value, attempts=attempts, elapsed=elapsed)
+        elapsed = clock.now() - start
+        delay = next(delays)
+        if timeout is not None and elapsed + delay > timeout:
+            if timeout - elapsed > 0.001:
+                delay = timeout - elapsed
+            else:
+                suffix = f"; last transient error: {last_transient}" if last_transient else ""
+                raise errors.TimeoutExceededError(
+                    f"gave up waiting for {what} after {elapsed:.0f} s (timeout {timeout:.0f} s); "
+                    f"last state: {last_seen or 'unknown'}{suffix}. Raise the timeout if the "
+                    "resource is still progressing."
+                )
+        clock.sleep(delay)

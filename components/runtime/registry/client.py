@@ -1,0 +1,244 @@
+"""Registering a trained model in the Vertex AI Model Registry (``models:upload``), retry-safe.
+
+``register_model`` refuses a model directory whose manifest does not verify, before any request.
+Every version it uploads carries the label ``vsp-pipeline-run=<run label>``; before uploading,
+and again after any transient failure of the upload POST (which is never retried blindly), it
+lists the model's versions and returns the one carrying the run's label instead of uploading a
+second copy. A new model is uploaded with ``modelId``, a new version with ``parentModel``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vsp.components.runtime.core import (
+    errors,
+    file_primitives,
+    gcp_labels,
+    gcp_resources,
+    operations,
+    polling,
+    rest,
+)
+from vsp.components.runtime.trainer import manifests
+
+log = logging.getLogger(__name__)
+
+RUN_LABEL = gcp_labels.PIPELINE_RUN
+API_VERSION = "v1"
+MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
+FAST_POLL = polling.Backoff(initial=0.5, maximum=10.0, multiplier=1.5)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredModel:
+    """A model version in the registry.
+
+    Attributes:
+        name: ``projects/P/locations/L/models/ID``.
+        version_id: Decimal version id, e.g. ``"2"``.
+        resource_name: ``projects/P/locations/L/models/ID@N``.
+        reused: True when a version uploaded earlier by the same run was returned (this call
+            uploaded nothing).
+    """
+
+    name: str
+    version_id: str
+    resource_name: str
+    reused: bool
+
+
+def build_labels(
+    labels: Mapping[str, str] | None, provenance: Mapping[str, str] | None, run_label: str
+) -> dict[str, str]:
+    """User labels, then provenance labels, then ``vsp-pipeline-run``, checked and sanitized.
+
+    Args:
+        labels: User labels.
+        provenance: Provenance labels from the caller (pipeline, commit, ...).
+        run_label: The pipeline run's identity.
+
+    Returns:
+        The labels; values pass through ``step.label_value``.
+
+    Raises:
+        errors.UserError: A key breaks the GCP label rules, or there are too many labels.
+    """
+    merged: dict[str, str] = {}
+    for key, value in [*(labels or {}).items(), *(provenance or {}).items()]:
+        if not isinstance(key, str) or not gcp_labels.KEY.match(key):
+            raise errors.UserError(
+                f"label key {key!r} is invalid. Fix: use lowercase letters, digits, _ and -, "
+                "starting with a letter, at most 63 characters."
+            )
+        merged[key] = gcp_labels.value(str(value))
+    run_value = gcp_labels.value(run_label or "")
+    if not run_value:
+        raise errors.UserError("run_label is empty. Fix: pass the pipeline run's id.")
+    merged[RUN_LABEL] = run_value
+    if len(merged) > gcp_labels.MAX_LABELS:
+        raise errors.UserError(f"{len(merged)} labels; GCP allows at most {gcp_labels.MAX_LABELS}.")
+    return merged
+
+
+def find_run_version(
+    client: rest.VertexRestClient, model_name: str, run_value: str
+) -> tuple[bool, dict[str, Any] | None]:
+    """Looks for the version of a model carrying ``vsp-pipeline-run=run_value``.
+
+    Returns:
+        (whether the model exists, that version or None).
+    """
+    try:
+        listed = client.get(f"{API_VERSION}/{model_name}:listVersions")
+    except errors.NotFoundError:
+        return False, None
+    for version in listed.get("models") or []:
+        if (version.get("labels") or {}).get(RUN_LABEL) == run_value:
+            return True, version
+    return True, None
+
+
+def register_model(
+    client: rest.VertexRestClient,
+    *,
+    project: str,
+    location: str,
+    model_id: str,
+    display_name: str,
+    artifact_uri: str,
+    serving_image: str,
+    labels: Mapping[str, str] | None = None,
+    version_aliases: Iterable[str] = (),
+    description: str = "",
+    run_label: str,
+    provenance: Mapping[str, str] | None = None,
+    gcp_resources_path: str = "",
+    upload_attempts: int = 5,
+    retry_delay: float = 2.0,
+    poll_backoff: polling.Backoff = FAST_POLL,
+    timeout: float = 1800.0,
+) -> RegisteredModel:
+    """Uploads a model directory as a new model or a new version, at most once per run label.
+
+    Args:
+        client: The REST client.
+        project: GCP project.
+        location: Vertex region.
+        model_id: Registry model id (``[a-z][a-z0-9_-]{0,62}``).
+        display_name: Display name of the version.
+        artifact_uri: ``gs://`` (or local) model directory; its manifest must verify.
+        serving_image: Serving container image URI.
+        labels: User labels.
+        version_aliases: Aliases for the new version (``default`` moves the default).
+        description: Description of the model and the version.
+        run_label: The pipeline run's identity, stored as label ``vsp-pipeline-run``.
+        provenance: Provenance labels added to the user labels.
+        gcp_resources_path: Where to record the LRO then the model version (skipped when empty).
+        upload_attempts: Upload tries when the POST fails transiently and left no version.
+        retry_delay: Seconds between those tries (doubled each time).
+        poll_backoff: Poll schedule of the upload operation.
+        timeout: Seconds to wait for the upload operation.
+
+    Returns:
+        The registered version.
+
+    Raises:
+        errors.UserError: The model directory does not verify or an argument is invalid.
+        errors.TransientError: The upload kept failing transiently.
+    """
+    manifests.verify_model_dir(file_primitives.to_local_path(artifact_uri))
+    aliases = list(version_aliases)
+    _check_args(model_id, display_name, serving_image, aliases)
+    all_labels = build_labels(labels, provenance, run_label)
+    run_value = all_labels[RUN_LABEL]
+    name = f"projects/{project}/locations/{location}/models/{model_id}"
+    exists, found = find_run_version(client, name, run_value)
+    if found is not None:
+        log.info("run %s already registered %s@%s", run_value, name, found["versionId"])
+        return _finish(client, name, found["versionId"], True, gcp_resources_path, [])
+    model = {
+        "displayName": display_name,
+        "description": description,
+        "versionDescription": description,
+        "artifactUri": artifact_uri,
+        "containerSpec": {"imageUri": serving_image},
+        "labels": all_labels,
+        "versionAliases": aliases,
+    }
+    parent = f"projects/{project}/locations/{location}"
+    delay = retry_delay
+    for attempt in range(1, upload_attempts + 1):
+        body: dict[str, Any] = {"model": model}
+        body.update({"parentModel": name} if exists else {"modelId": model_id})
+        try:
+            operation = client.post(f"{API_VERSION}/{parent}/models:upload", body)
+        except (errors.TransientError, errors.AlreadyExistsError) as exc:
+            log.warning("upload attempt %d of %s failed: %s", attempt, name, exc)
+            exists, found = find_run_version(client, name, run_value)
+            if found is not None:
+                return _finish(client, name, found["versionId"], False, gcp_resources_path, [])
+            if attempt == upload_attempts:
+                raise
+            time.sleep(delay)
+            delay *= 2
+            continue
+        lro = _resource(client, gcp_resources.LRO, operation["name"])
+        _record(gcp_resources_path, [lro])
+        response = operations.wait_for_operation(
+            client,
+            operation["name"],
+            api_version=API_VERSION,
+            timeout=timeout,
+            backoff=poll_backoff,
+            what=f"upload of {name}",
+        )
+        return _finish(
+            client, name, str(response["modelVersionId"]), False, gcp_resources_path, [lro]
+        )
+    raise errors.InternalError("unreachable: no upload attempt was made")
+
+
+def _finish(
+    client: rest.VertexRestClient,
+    name: str,
+    version_id: str,
+    reused: bool,
+    path: str,
+    recorded: list[gcp_resources.Resource],
+) -> RegisteredModel:
+    resource_name = f"{name}@{version_id}"
+    _record(path, [*recorded, _resource(client, gcp_resources.MODEL, resource_name)])
+    log.info("model version %s (reused=%s)", resource_name, reused)
+    return RegisteredModel(name, version_id, resource_name, reused)
+
+
+def _check_args(model_id: str, display_name: str, image: str, aliases: list[str]) -> None:
+    if not MODEL_ID.match(model_id or ""):
+        raise errors.UserError(
+            f"model_id {model_id!r} is invalid. Fix: use [a-z][a-z0-9_-], at most 63 characters."
+        )
+    if not (display_name or "").strip():
+        raise errors.UserError("display_name is empty. Fix: give the model a display name.")
+    if not (image or "").strip():
+        raise errors.UserError("serving_image is empty. Fix: pass a serving container image.")
+    for alias in aliases:
+        if not ALIAS.match(alias):
+            raise errors.UserError(
+                f"version alias {alias!r} is invalid. Fix: match {ALIAS.pattern}."
+            )
+
+
+def _resource(client: rest.VertexRestClient, kind: str, name: str) -> gcp_resources.Resource:
+    return gcp_resources.Resource(kind, client.url(f"{API_VERSION}/{name}"))
+
+
+def _record(path: str, resources: list[gcp_resources.Resource]) -> None:
+    if path:
+        gcp_resources.write(path, resources)

@@ -1,0 +1,134 @@
+"""Checks of a training run's later steps, made before anything is created.
+
+Registration and teardown run after hours of training; a typo in ``model_id`` or the cron must
+not surface only then, after the cluster and the GPUs were paid for. ``check_run`` validates
+the parameters of ``register_model`` and of the teardown decision with the same rules those
+steps apply, and reports every problem at once (``errors.SpecValidationError``, exit code 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vsp.components.runtime.core import errors, gcp_labels
+from vsp.components.runtime.registry import client as model_registry
+from vsp.components.runtime.registry import runner as model_step
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.trainer import manifests
+
+
+def _problem(field: str, value: Any, message: str) -> errors.SpecProblem:
+    """Splits a runtime check's ``"... Fix: ..."`` message into a spec problem."""
+    problem, _, fix = message.partition(" Fix: ")
+    return errors.SpecProblem(field, value, problem.strip(), fix.strip() or "see the docs.")
+
+
+def model_problems(
+    *,
+    model_id: str,
+    serving_image: str,
+    model_dir: str,
+    version_aliases: Iterable[str],
+    labels: Mapping[str, str],
+) -> list[errors.SpecProblem]:
+    """What ``register_model`` would refuse, found now."""
+    problems = []
+    if not model_registry.MODEL_ID.match(model_id or ""):
+        problems.append(
+            errors.SpecProblem(
+                "model_id",
+                model_id,
+                "is not a Model Registry id.",
+                "use lowercase letters, digits, _ and -, starting with a letter, at most 63.",
+            )
+        )
+    if not (serving_image or "").strip():
+        problems.append(
+            errors.SpecProblem(
+                "serving_image", serving_image, "is empty.", "pass a serving container image URI."
+            )
+        )
+    for index, alias in enumerate(version_aliases):
+        if not isinstance(alias, str) or not model_registry.ALIAS.match(alias):
+            problems.append(
+                errors.SpecProblem(
+                    f"version_aliases[{index}]",
+                    alias,
+                    "is not a version alias.",
+                    f"match {model_registry.ALIAS.pattern}.",
+                )
+            )
+    for key in labels:
+        if str(key).startswith("vsp-"):
+            problems.append(
+                errors.SpecProblem(
+                    f"model_labels.{key}", key, "uses the reserved prefix 'vsp-'.", "rename it."
+                )
+            )
+        elif not gcp_labels.KEY.match(str(key)):
+            problems.append(
+                errors.SpecProblem(
+                    f"model_labels.{key}",
+                    key,
+                    "is not a label key.",
+                    "use lowercase letters, digits, _ and -, starting with a letter.",
+                )
+            )
+    try:
+        model_step.to_gcs_uri(model_dir)
+    except errors.UserError as exc:
+        problems.append(_problem("model_dir", model_dir, str(exc)))
+    return problems
+
+
+def checkpoint_problems(checkpoint_dir: str, model_dir: str) -> list[errors.SpecProblem]:
+    """What the training step would refuse about the default checkpoint directory, found now."""
+    if checkpoint_dir:
+        return []
+    try:
+        manifests.default_checkpoint_dir(model_dir, "RUN_KEY")
+    except errors.UserError as exc:
+        return [_problem("checkpoint_dir", checkpoint_dir, str(exc))]
+    return []
+
+
+def teardown_problems(
+    inputs: teardown.TeardownInputs, failure_keep_minutes: float
+) -> list[errors.SpecProblem]:
+    """What ``decide_teardown`` and ``finalize_cluster`` would refuse, found now."""
+    problems = []
+    try:
+        inputs.validate()
+    except errors.SpecValidationError as exc:
+        problems += exc.problems
+    if not isinstance(failure_keep_minutes, (int, float)) or failure_keep_minutes < 0:
+        problems.append(
+            errors.SpecProblem(
+                "failure_keep_minutes",
+                failure_keep_minutes,
+                "must be >= 0.",
+                "use 0 to delete a failed run's cluster, or the minutes to keep it for a retry.",
+            )
+        )
+    return problems
+
+
+def check_run(
+    model: Mapping[str, Any], teardown_inputs: teardown.TeardownInputs | None = None, **extra: Any
+) -> None:
+    """Raises ``errors.SpecValidationError`` listing every problem, or returns.
+
+    Args:
+        model: Keyword arguments of ``model_problems``.
+        teardown_inputs: The teardown decision's inputs (None: no teardown in this pipeline).
+        **extra: ``failure_keep_minutes`` when there is a teardown; ``checkpoint_dir`` when
+            the run trains with checkpoints in a directory it may default.
+    """
+    problems = model_problems(**model)
+    if "checkpoint_dir" in extra:
+        problems += checkpoint_problems(extra["checkpoint_dir"], model["model_dir"])
+    if teardown_inputs is not None:
+        problems += teardown_problems(teardown_inputs, extra.get("failure_keep_minutes", 0.0))
+    if problems:
+        raise errors.SpecValidationError("the run's parameters", problems)

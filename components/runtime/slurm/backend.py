@@ -1,0 +1,220 @@
+"""The Slurm backend of the training supervisor: attempts are Slurm jobs on a training cluster.
+
+Jobs are submitted through the Slurm Job API (``:callSlurmRestApi``) with the run key in their
+name and comment, so they are found again after a step retry. Every attempt of a run gets the
+same checkpoint and model directories (``VSP_CHECKPOINT_DIR``, ``VSP_MODEL_DIR``) and so resumes
+from the newest valid checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+
+from vsp.components.runtime.core import errors, gcp_labels
+from vsp.components.runtime.slurm import api as slurm_api
+from vsp.components.runtime.slurm import error_codes as slurm_errors
+from vsp.components.runtime.slurm import job as slurm_job
+from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.trainer import contract
+from vsp.components.runtime.training import job_logs
+from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
+from vsp.components.runtime.training.supervisor import TrainingBackend
+
+log = logging.getLogger(__name__)
+
+_OUTCOMES = {
+    slurm_job.Outcome.SUCCEEDED: Outcome.SUCCEEDED,
+    slurm_job.Outcome.PREEMPTED: Outcome.PREEMPTED,
+    slurm_job.Outcome.USER_FAILURE: Outcome.USER_FAILURE,
+    slurm_job.Outcome.CANCELLED: Outcome.CANCELLED,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmTraining:
+    """What every attempt of a run submits.
+
+    Attributes:
+        command: Trainer argv (never passed through a shell unquoted).
+        working_directory: Absolute directory on the cluster's shared storage.
+        checkpoint_dir: Checkpoint directory shared by all attempts.
+        model_dir: Where the trainer writes the final model.
+        environment: Extra environment variables of the trainer.
+        nodes: Nodes per attempt.
+        tasks_per_node: Tasks per node.
+        gpus_per_node: GPUs per node (0 for none).
+        time_limit_minutes: Slurm time limit per attempt (None: the partition's).
+        account: Slurm account (None: the user's default).
+        warning_seconds: Seconds before the time limit at which the trainer gets SIGUSR1.
+        standard_output: Job stdout path pattern (``%j`` = job id); default in the working dir.
+        requeue: Let Slurm requeue a preempted job in place (False: the job ends and the
+            supervisor resubmits it).
+    """
+
+    command: Sequence[str]
+    working_directory: str
+    checkpoint_dir: str
+    model_dir: str
+    environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    nodes: int = 1
+    tasks_per_node: int = 1
+    gpus_per_node: int = 0
+    time_limit_minutes: int | None = None
+    account: str | None = None
+    warning_seconds: int = 60
+    standard_output: str | None = None
+    requeue: bool = True
+
+    def stdout_path(self) -> str:
+        return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
+
+    def digest(self) -> str:
+        """A digest of what the run trains and where: command and directories."""
+        identity = [list(self.command), self.working_directory, self.checkpoint_dir, self.model_dir]
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+
+
+class SlurmBackend(TrainingBackend):
+    """Attempts as Slurm jobs.
+
+    Args:
+        client: Slurm Job API client of the cluster.
+        training: What to run.
+        targets: The partitions attempts may use, by name (Spot or not).
+        pipeline_run: The pipeline run, recorded in each job's comment so a teardown tells this
+            run's jobs from another run's ('' = none).
+    """
+
+    resource_type = "SlurmJob"
+
+    def __init__(
+        self,
+        client: slurm_api.SlurmClient,
+        training: SlurmTraining,
+        targets: Sequence[Target],
+        pipeline_run: str = "",
+    ):
+        self.pipeline_run = pipeline_run
+        self._logs = job_logs.LogFollower()
+        self.client = client
+        self.training = training
+        self.targets = {t.name: t for t in targets}
+        self._first_start: dict[str, float] = {}
+
+    def _target(self, partition: str) -> Target:
+        return self.targets.get(partition) or Target(partition, spot=False)
+
+    def find(self, run_key: str) -> list[Attempt]:
+        """The run's earlier jobs, oldest first.
+
+        Raises:
+            errors.UserError: A job carries the run key but was submitted for another command
+                or other directories: re-attaching would report its result as this step's.
+        """
+        jobs = self.client.find_jobs(run_key, include_accounting=True)
+        mine = self.training.digest()
+        for job in jobs:
+            if job.spec_digest and job.spec_digest != mine:
+                raise errors.UserError(
+                    f"run key {run_key!r} already belongs to Slurm job {job.job_id} (working "
+                    f"directory {job.working_directory or '?'}, spec {job.spec_digest}), which "
+                    f"trains something else than this step (command {list(self.training.command)}"
+                    f", working directory {self.training.working_directory}, checkpoints "
+                    f"{self.training.checkpoint_dir}, spec {mine}). Fix: give this task its own "
+                    "run_key, or leave run_key empty so it is derived from the run and the task."
+                )
+        return [Attempt(str(j.job_id), self._target(j.partition or "")) for j in reversed(jobs)]
+
+    def description(self, run_key: str, index: int, target: Target) -> slurm_script.JobDescription:
+        """The submit request of attempt ``index`` on ``target``."""
+        training = self.training
+        environment = {
+            **training.environment,
+            contract.CHECKPOINT_DIR_ENV: training.checkpoint_dir,
+            contract.MODEL_DIR_ENV: training.model_dir,
+            contract.ATTEMPT_ENV: str(index),
+        }
+        return slurm_script.JobDescription(
+            run_key=run_key,
+            partition=target.name,
+            working_directory=training.working_directory,
+            command=list(training.command),
+            environment=environment,
+            nodes=training.nodes,
+            tasks_per_node=training.tasks_per_node,
+            gpus_per_node=training.gpus_per_node,
+            time_limit_minutes=training.time_limit_minutes,
+            standard_output=training.stdout_path(),
+            account=training.account,
+            requeue=training.requeue,
+            warning_signal="USR1",
+            warning_seconds=training.warning_seconds,
+            spec_digest=training.digest(),
+            pipeline_run=gcp_labels.value(self.pipeline_run),
+        )
+
+    def submit(self, run_key: str, index: int, target: Target) -> Attempt:
+        known = {a.job_id for a in self.find(run_key)} if index else set()
+        try:
+            job_id = self.client.submit(self.description(run_key, index, target))
+        except slurm_errors.SlurmSubmitUnknownError:
+            log.warning("submit got no answer: looking for the job before submitting again")
+            fresh = [a for a in self.find(run_key) if a.job_id not in known]
+            if not fresh:
+                raise
+            return fresh[-1]
+        return Attempt(str(job_id), target)
+
+    def refresh(self, attempt: Attempt) -> None:
+        job = self.client.get_job(int(attempt.job_id))
+        if job.is_held:
+            log.warning("job %s is held (%s): cancelling it", attempt.job_id, job.state_reason)
+            self.client.cancel(int(attempt.job_id))
+            attempt.outcome = Outcome.USER_FAILURE
+            attempt.detail = f"held by Slurm: {job.state_reason} (check prolog scripts)"
+            return
+        outcome = job.outcome()
+        if outcome is slurm_job.Outcome.RUNNING:
+            attempt.outcome = Outcome.PENDING if job.base_state == "PENDING" else Outcome.RUNNING
+        else:
+            attempt.outcome = _OUTCOMES[outcome]
+        attempt.requeues = job.restart_cnt or 0
+        attempt.nodes = job.node_count or self.training.nodes
+        if job.start_time and attempt.outcome is not Outcome.PENDING:
+            self._first_start.setdefault(attempt.job_id, float(job.start_time))
+        attempt.started_at = self._first_start.get(attempt.job_id)
+        attempt.ended_at = (
+            float(job.end_time) if attempt.outcome.terminal and job.end_time else None
+        )
+        attempt.exit_code = job.return_code
+        attempt.detail = job.describe()
+
+    def cancel(self, attempt: Attempt) -> None:
+        self.client.cancel(int(attempt.job_id))
+
+    def uri(self, attempt: Attempt) -> str:
+        return self.client.rest.url(f"{self.client.cluster_ref.path}/slurmJobs/{attempt.job_id}")
+
+    def _log_path(self, attempt: Attempt) -> str:
+        return self.training.stdout_path().replace("%j", attempt.job_id)
+
+    def log_tail(self, attempt: Attempt, lines: int = 20) -> str:
+        return job_logs.tail(self._log_path(attempt), lines)
+
+    def new_log_lines(self, attempt: Attempt) -> list[str]:
+        if attempt.outcome is Outcome.PENDING:
+            return []
+        return self._logs.new_lines(self._log_path(attempt))
+
+
+def targets(spot_partition: str, fallback_partition: str) -> list[Target]:
+    """The Spot target and, when given, the fallback target."""
+    chosen = [Target(spot_partition, spot=True)]
+    if fallback_partition:
+        chosen.append(Target(fallback_partition, spot=False))
+    return chosen

@@ -1,0 +1,99 @@
+"""The keep-or-delete decision as a small HTML section: the numbers and the cost chart.
+
+The chart plots what each choice costs against the idle time until the next run: keeping grows
+with the idle price per hour, deleting is the flat re-creation cost; they cross at the
+break-even time, and the expected idle time is marked. No script, no network; every text is
+escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+from vsp.components.runtime.teardown import decision as teardown
+
+_WIDTH, _HEIGHT, _LEFT, _BOTTOM = 720, 220, 70, 30
+
+
+def _chart(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
+    be_hours = decision.break_even_seconds / 3600.0
+    idle_hours = None if decision.idle_seconds is None else decision.idle_seconds / 3600.0
+    candidates = [h for h in (be_hours, idle_hours) if h is not None and math.isfinite(h)]
+    span = max([1.0, *[1.5 * h for h in candidates]])
+    top = max(decision.cost_if_deleted, inputs.idle_price_per_hour * span, 1e-9) * 1.1
+
+    def x(hours: float) -> float:
+        return _LEFT + hours / span * (_WIDTH - _LEFT - 10)
+
+    def y(cost: float) -> float:
+        return 10 + (1 - cost / top) * (_HEIGHT - _BOTTOM - 10)
+
+    kept_end = inputs.idle_price_per_hour * span
+    parts = [
+        f'<svg width="{_WIDTH}" height="{_HEIGHT}" role="img" aria-label="teardown costs">',
+        f'<line x1="{x(0):.1f}" y1="{y(0):.1f}" x2="{x(span):.1f}" y2="{y(kept_end):.1f}" '
+        'stroke="#4e79a7" stroke-width="2"><title>keep: idle price x idle time</title></line>',
+        f'<line x1="{x(0):.1f}" y1="{y(decision.cost_if_deleted):.1f}" x2="{x(span):.1f}" '
+        f'y2="{y(decision.cost_if_deleted):.1f}" stroke="#e15759" stroke-width="2">'
+        "<title>delete: re-creation cost</title></line>",
+    ]
+    if idle_hours is not None:
+        parts.append(
+            f'<line x1="{x(idle_hours):.1f}" y1="10" x2="{x(idle_hours):.1f}" '
+            f'y2="{_HEIGHT - _BOTTOM}" stroke="#333" stroke-dasharray="4 3">'
+            "<title>expected idle time until the next run</title></line>"
+        )
+    parts += [
+        f'<text x="4" y="{y(decision.cost_if_deleted) + 4:.1f}" font-size="11">delete</text>',
+        f'<text x="4" y="{min(y(kept_end), _HEIGHT - _BOTTOM) - 2:.1f}" font-size="11">keep</text>',
+        f'<text x="{_LEFT}" y="{_HEIGHT - 8}" font-size="11">0 h</text>',
+        f'<text x="{_WIDTH - 70}" y="{_HEIGHT - 8}" font-size="11">{span:.1f} h idle</text>',
+        "</svg>",
+    ]
+    return "".join(parts)
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
+def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
+    """The decision as an HTML fragment (a ``<section>``)."""
+    be = decision.break_even_seconds
+    rows = [
+        ("decision", decision.action),
+        ("policy", inputs.policy),
+        ("cost if kept until the next run", _money(decision.cost_if_kept)),
+        ("cost if deleted (re-creation)", _money(decision.cost_if_deleted)),
+        ("break-even idle time", "never" if math.isinf(be) else f"{be / 3600:.2f} h"),
+        (
+            "expected idle time",
+            "unknown" if decision.idle_seconds is None else f"{decision.idle_seconds / 3600:.2f} h",
+        ),
+        ("idle price per hour", f"{inputs.idle_price_per_hour:g}"),
+        ("provisioning minutes", f"{inputs.provisioning_minutes:g}"),
+        ("provisioning price per hour", f"{inputs.provisioning_price_per_hour:g}"),
+        ("delay penalty per hour", f"{inputs.delay_penalty_per_hour:g}"),
+        ("schedule cron", inputs.schedule_cron or "-"),
+        (
+            "expires at (UTC)",
+            "-" if decision.expires_at is None else teardown.format_label_time(decision.expires_at),
+        ),
+    ]
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return (
+        "<section><h2>Teardown: keep the cluster warm or delete it</h2>"
+        f"<p>{html.escape(decision.reason)}</p><table>{table}</table>"
+        f"{_chart(inputs, decision)}</section>"
+    )
+
+
+def html_page(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
+    """A self-contained HTML page holding only the decision section."""
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><title>Teardown decision</title>'
+        "<style>body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}"
+        "</style></head><body>"
+        f"{html_section(inputs, decision)}</body></html>\n"
+    )

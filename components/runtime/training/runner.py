@@ -1,0 +1,209 @@
+"""What every training step does around its backend: supervise, then metrics and the report.
+
+Backend-agnostic: the Slurm entry (``train_step``) and the CustomJob entry (``custom_job_step``)
+both build a backend and a strategy and call ``supervise``; neither imports the other, so each
+component embeds only its own backend. The report and metrics are written also when the run
+fails, so a failed step still shows what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import html
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vsp.components.runtime.core import errors, file_primitives, gcp_labels, polling
+from vsp.components.runtime.core import step as step_lib
+from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.training import metrics as training_metrics
+from vsp.components.runtime.training import recovery
+from vsp.components.runtime.training import report as training_report
+from vsp.components.runtime.training import supervisor as training_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainOutcome:
+    """What ``train_on_cluster`` returns to the component.
+
+    Attributes:
+        result: The run (all attempts and the timeline).
+        metrics: Flat metrics for KFP.
+        report_html: The HTML report.
+    """
+
+    result: training_run.RunResult
+    metrics: dict[str, float]
+    report_html: str
+
+
+MAX_RUN_KEY = 120
+
+
+def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "") -> str:
+    """The run key: given, or derived from the pipeline run and the task (stable across retries).
+
+    The task name is part of the derived key, so two training tasks of one pipeline run never
+    share (and silently re-attach to) each other's jobs. A key longer than ``MAX_RUN_KEY`` keeps
+    a hash of the whole, so keys that share a long prefix stay distinct.
+
+    Args:
+        pipeline_run: Pipeline run name ('' outside a pipeline: ``manual``).
+        scope: The cluster id, or the CustomJob display name.
+        explicit: A run key given by the user; used as is.
+        task: The pipeline task's name ('' = none).
+    """
+    if explicit:
+        return explicit
+    parts = [scope, gcp_labels.value(pipeline_run) or "manual", gcp_labels.value(task)]
+    key = "vsp-" + "-".join(p for p in parts if p)
+    if len(key) <= MAX_RUN_KEY:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
+
+
+def unknown_goodput_note(checkpoint_dir: str) -> str:
+    """Why work lost and goodput are missing, and how to get them."""
+    return (
+        f"unknown: the checkpoint directory {checkpoint_dir} is not visible from this step (it "
+        "is on the cluster's own storage), so when each checkpoint was written cannot be read. "
+        "Put checkpoint_dir on Cloud Storage (gs://BUCKET/PATH, which the cluster sees as "
+        "/gcs/BUCKET/PATH) to measure them."
+    )
+
+
+def _losses(model_dir: str) -> list[float]:
+    path = os.path.join(file_primitives.to_local_path(model_dir), "metrics.json")
+    try:
+        with open(path) as handle:
+            return [float(v) for v in json.load(handle).get("loss_history", [])]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def supervise(
+    backend: training_run.TrainingBackend,
+    strategy: recovery.RecoveryStrategy,
+    run_key: str,
+    *,
+    checkpoint_dir: str,
+    model_dir: str,
+    prices: training_metrics.Prices | None = None,
+    timeout_seconds: float | None = None,
+    gcp_resources_path: str = "",
+    poll_backoff: polling.Backoff = training_run.DEFAULT_BACKOFF,
+    write_report: Callable[[str], None] | None = None,
+) -> TrainOutcome:
+    """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
+
+    Raises:
+        errors.UserError: The trainer failed beyond its restart budget.
+        errors.TransientError: Preemption budget or capacity exhausted.
+        errors.StepCancelled: The step was cancelled (its jobs were cancelled first).
+    """
+    log.info("run key %s; checkpoints in %s", run_key, checkpoint_dir)
+    supervisor = training_run.TrainingSupervisor(
+        backend,
+        strategy,
+        run_key,
+        gcp_resources_path=gcp_resources_path,
+        timeout=timeout_seconds,
+        backoff=poll_backoff,
+    )
+    failure: BaseException | None = None
+    try:
+        result = supervisor.run()
+    except (errors.VspError, errors.StepCancelled) as exc:
+        failure = exc
+        result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
+    visible = manifests.checkpoints_visible(checkpoint_dir)
+    times = manifests.checkpoint_times(checkpoint_dir) if visible else None
+    now = time.time()
+    metrics = training_metrics.compute(
+        result, prices=prices or training_metrics.Prices(), checkpoint_times=times, now=now
+    )
+    notes = []
+    if "goodput" not in metrics:
+        note = unknown_goodput_note(checkpoint_dir)
+        log.warning("%s", note)
+        notes.append(("Work lost and goodput", html.escape(note)))
+    title = f"Training run {run_key}" + (" (failed)" if failure else "")
+    page = training_report.html_report(
+        title,
+        result,
+        metrics,
+        losses=_losses(model_dir),
+        checkpoint_times=times,
+        extra_sections=notes,
+        now=now,
+    )
+    log.info("\n%s", training_report.markdown(title, result, metrics))
+    if write_report is not None:
+        write_report(page)
+    if failure is not None:
+        raise failure
+    return TrainOutcome(result, metrics, page)
+
+
+def spot_strategy(
+    targets: list[recovery.Target],
+    *,
+    max_preemptions: int,
+    max_user_failures: int,
+    fallback_after_preemptions: int,
+    capacity_wait_seconds: float,
+) -> recovery.SpotRecovery:
+    """The Spot recovery strategy over ``targets`` (Spot first, optional fallback second)."""
+    return recovery.SpotRecovery(
+        primary=targets[0],
+        fallback=targets[1] if len(targets) > 1 else None,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+
+
+def write_text(path: str) -> Callable[[str], None]:
+    """A ``write_report`` callback writing to ``path`` (folders created)."""
+    return functools.partial(step_lib.write_file, path)
+
+
+def component_options(
+    *,
+    spot_price: float,
+    ondemand_price: float,
+    poll_seconds: float,
+    timeout_seconds: float,
+    gcp_resources_path: str,
+    report_path: str,
+) -> dict[str, Any]:
+    """The ``supervise`` options a training component passes, from its flat parameters."""
+    return {
+        "prices": training_metrics.Prices(spot_price, ondemand_price),
+        "timeout_seconds": timeout_seconds,
+        "gcp_resources_path": gcp_resources_path,
+        "poll_backoff": polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
+        "write_report": write_text(report_path),
+    }
+
+
+def publish_metrics(outcome: TrainOutcome, metrics_artifact: Any) -> None:
+    """Logs the metrics on a KFP ``Metrics`` artifact and writes them into its file as JSON."""
+    for name, value in outcome.metrics.items():
+        metrics_artifact.log_metric(name, float(value))
+    write_text(metrics_artifact.path)(json_text(outcome.metrics))
+
+
+def json_text(metrics: dict[str, Any]) -> str:
+    """Metrics as a JSON document (also written into the Metrics artifact's file)."""
+    return json.dumps({k: float(v) for k, v in metrics.items()}, indent=2, sort_keys=True)

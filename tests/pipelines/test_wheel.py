@@ -1,0 +1,77 @@
+"""The built wheel installs exactly one import root, ``vsp``, holding every package of the tree."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# Source folder of each top-level subpackage of ``vsp`` (pyproject's package-dir).
+FOLDERS = {
+    "vsp": "vsp",
+    "vsp/components": "components",
+    "vsp/pipelines": "pipelines",
+    "vsp/vertex_emulator": "vertex_emulator",
+    "vsp/examples": "examples",
+}
+
+
+def expected_packages() -> set[str]:
+    """Every package directory of the source tree, as its path inside the wheel."""
+    found = set()
+    for inside, folder in FOLDERS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            if "__pycache__" in init.parts:
+                continue
+            relative = init.parent.relative_to(REPO / folder)
+            found.add(inside if str(relative) == "." else f"{inside}/{relative.as_posix()}")
+    return found
+
+
+def layout_problems(names: list[str], expected: set[str]) -> list[str]:
+    """What is wrong with a wheel's file list: other top-level names, missing packages."""
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    problems = [f"top-level name {t!r} besides vsp" for t in sorted(tops - {"vsp"})]
+    packages = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
+    problems += [f"package {p} missing" for p in sorted(expected - packages)]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory) -> list[str]:
+    # Built from a copy: setuptools writes build/ and egg-info next to the sources.
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in FOLDERS.values():
+        skip = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(REPO / folder, source / folder, ignore=skip)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def test_the_wheel_has_one_root_and_every_package(wheel_names):
+    expected = expected_packages()
+    assert "vsp/components/runtime/core" in expected and len(expected) >= 14
+    assert layout_problems(wheel_names, expected) == []
+    assert "vsp/components/runtime/core/rest.py" in wheel_names
+    assert not [n for n in wheel_names if n.startswith("vsp/tests") or "__pycache__" in n]
+
+
+def test_a_second_root_or_a_missing_package_is_caught():
+    names = ["vsp/__init__.py", "pipelines/__init__.py", "x-0.1.dist-info/METADATA"]
+    assert layout_problems(names, {"vsp", "vsp/components"}) == [
+        "top-level name 'pipelines' besides vsp",
+        "package vsp/components missing",
+    ]

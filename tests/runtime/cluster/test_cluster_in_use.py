@@ -1,0 +1,122 @@
+"""In-use protection: a teardown never deletes a cluster another run is training on."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import pytest
+
+from vsp.components.runtime.cluster import in_use as cluster_in_use
+from vsp.components.runtime.cluster import reaper as cluster_reaper
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import runner as cluster_step
+from vsp.components.runtime.core import gcp_labels, rest
+from vsp.components.runtime.slurm import api as slurm_api
+from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.teardown import decision as teardown
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "shared"
+REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    return slurm_cluster(CLUSTER, labels={"vsp-managed": "true"})
+
+
+def _start_job(tmp_path, pipeline_run: str, seconds: float = 60) -> int:
+    """A job of another run's training, as ``train_on_cluster`` submits it."""
+    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
+    job_id = client.submit(
+        slurm_script.JobDescription(
+            run_key=f"vsp-{pipeline_run}-train",
+            partition="spot",
+            working_directory=str(tmp_path),
+            command=[sys.executable, "-c", f"import time; time.sleep({seconds})"],
+            account="ml",
+            pipeline_run=pipeline_run,
+        )
+    )
+    deadline = time.monotonic() + 10
+    while client.get_job(job_id).base_state != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return job_id
+
+
+def _cluster_writes(server):
+    return [
+        (e["method"], e["path"].rsplit("/", 1)[-1])
+        for e in server.journal()
+        if e["method"] in ("PATCH", "DELETE")
+    ]
+
+
+def _labels(server):
+    return rest.VertexRestClient(LOCATION).get(REF.path)["labels"]
+
+
+def _delete(pipeline_run):
+    return cluster_step.delete_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run=pipeline_run,
+        timeout_seconds=60,
+    )  # fmt: skip
+
+
+def test_run_b_does_not_delete_the_cluster_run_a_trains_on(cluster, tmp_path):
+    job = _start_job(tmp_path, "run-a")
+    before = len(cluster.journal())
+    assert _delete("run-b") is False
+    entries = cluster.journal()[before:]
+    queue_reads = [e for e in entries if (e.get("body") or {}).get("path", "").endswith("/jobs")]
+    assert len(queue_reads) == 1  # the live queue, read right before the decision
+    assert _cluster_writes(cluster) == [("PATCH", CLUSTER)]  # labels only, no DELETE
+    labels = _labels(cluster)
+    assert labels[gcp_labels.TEARDOWN] == cluster_in_use.IN_USE
+    expires = teardown.parse_label_time(labels[gcp_labels.EXPIRES_AT])
+    assert 29 * 60 < expires - time.time() <= 30 * 60
+    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
+    assert client.get_job(job).base_state == "RUNNING"
+
+
+def test_a_run_deletes_the_cluster_when_only_its_own_jobs_are_there(cluster, tmp_path):
+    _start_job(tmp_path, "run-a")
+    assert _delete("run-a") is True
+    assert ("DELETE", CLUSTER) in _cluster_writes(cluster)
+
+
+def test_finished_jobs_of_other_runs_do_not_block_the_delete(cluster, tmp_path):
+    job = _start_job(tmp_path, "run-a", seconds=0.2)
+    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
+    deadline = time.monotonic() + 10
+    while not client.get_job(job).is_terminal:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _delete("run-b") is True
+
+
+def test_the_reaper_keeps_an_expired_cluster_in_use_and_deletes_it_once_idle(cluster, tmp_path):
+    job = _start_job(tmp_path, "run-a")
+    client = rest.VertexRestClient(LOCATION)
+    past = {gcp_labels.TEARDOWN: "keep", gcp_labels.EXPIRES_AT: "20200101t000000z"}
+    from vsp.components.runtime.cluster import labels as cluster_labels  # noqa: PLC0415
+
+    cluster_labels.update_managed_labels(client, REF, set_labels=past)
+    report = cluster_reaper.reap_expired(client, PARENT, delete_timeout=60)
+    [entry] = report.entries
+    assert entry.action == cluster_reaper.KEPT
+    assert f"in use by job {job} (RUNNING" in entry.reason and "run run-a" in entry.reason
+    assert ("DELETE", CLUSTER) not in _cluster_writes(cluster)
+    assert _labels(cluster)[gcp_labels.TEARDOWN] == cluster_in_use.IN_USE
+    slurm_api.SlurmClient(client, REF).cancel(job)
+    deadline = time.monotonic() + 10
+    while not slurm_api.SlurmClient(client, REF).get_job(job).is_terminal:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    later = time.time() + 3600  # past the in-use expiry
+    [entry] = cluster_reaper.reap_expired(client, PARENT, now=later, delete_timeout=60).entries
+    assert entry.action == cluster_reaper.DELETED

@@ -1,0 +1,80 @@
+"""``preflight.check_run``: every later-step problem reported at once, before anything exists."""
+
+from __future__ import annotations
+
+import pytest
+
+from vsp.components.runtime.core import errors
+from vsp.components.runtime.registry import preflight
+from vsp.components.runtime.teardown import decision as teardown
+
+GOOD_MODEL = {
+    "model_id": "digits",
+    "serving_image": "us-docker.pkg.dev/p/r/serve:1",
+    "model_dir": "gs://bucket/run/model",
+    "version_aliases": ["candidate"],
+    "labels": {"team": "vision"},
+}
+GOOD_TEARDOWN = teardown.TeardownInputs(
+    idle_price_per_hour=1.0, provisioning_minutes=20.0, provisioning_price_per_hour=1.0
+)
+
+
+def test_good_parameters_pass():
+    preflight.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=60.0)
+    preflight.check_run({**GOOD_MODEL, "model_dir": "/gcs/bucket/run/model"})
+
+
+def test_every_problem_is_named_with_its_fix():
+    model = {
+        "model_id": "Digits!",
+        "serving_image": " ",
+        "model_dir": "/home/run/model",
+        "version_aliases": ["ok-alias", "-bad"],
+        "labels": {"vsp-run": "x", "Team": "y"},
+    }
+    bad_teardown = teardown.TeardownInputs(
+        idle_price_per_hour=1.0,
+        provisioning_minutes=20.0,
+        provisioning_price_per_hour=1.0,
+        schedule_cron="every hour",
+    )
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run(model, bad_teardown, failure_keep_minutes=-5)
+    assert caught.value.fields == [
+        "model_id",
+        "serving_image",
+        "version_aliases[1]",
+        "model_labels.vsp-run",
+        "model_labels.Team",
+        "model_dir",
+        "schedule_cron",
+        "failure_keep_minutes",
+    ]
+    text = str(caught.value)
+    assert "8 problems" in text
+    assert "not on Cloud Storage" in text and "Fix: write the model to gs://" in text
+    assert "Fix: use 'minute hour day-of-month month day-of-week'" in text
+
+
+def test_an_unknown_policy_is_reported():
+    inputs = teardown.TeardownInputs(
+        idle_price_per_hour=1.0,
+        provisioning_minutes=20.0,
+        provisioning_price_per_hour=1.0,
+        policy="sometimes",
+    )
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run(GOOD_MODEL, inputs)
+    assert caught.value.fields == ["policy"]
+
+
+def test_the_default_checkpoint_dir_needs_a_folder_above_the_model():
+    preflight.check_run(GOOD_MODEL, checkpoint_dir="")
+    preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket/model"}, checkpoint_dir="")
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="")
+    assert caught.value.fields == ["checkpoint_dir"]
+    assert "Fix: use gs://BUCKET/RUN/model" in str(caught.value)
+    # An explicit checkpoint directory needs no folder above the model.
+    preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c")

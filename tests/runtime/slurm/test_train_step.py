@@ -1,0 +1,204 @@
+"""Spot training on a cluster end to end: the train step against the emulated Slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vsp.components.runtime.core import errors, polling
+from vsp.components.runtime.slurm import backend as slurm_backend
+from vsp.components.runtime.slurm import train_runner as train_step
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "llmtrain"
+SUBMIT = "/slurm/v0.0.42/job/submit"
+POLL = polling.Backoff(initial=0.1, maximum=0.2, jitter=0)
+TRAINER = [sys.executable, "-m", "vsp.examples.trainer", "--seed", "3", "--samples", "256"]
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    return slurm_cluster(CLUSTER)
+
+
+def training(tmp_path, command, **changes) -> slurm_backend.SlurmTraining:
+    work = tmp_path / "shared"
+    return slurm_backend.SlurmTraining(
+        command=command,
+        working_directory=str(work),
+        checkpoint_dir=str(work / "ckpt"),
+        model_dir=str(work / "model"),
+        **changes,
+    )
+
+
+def train(emulator_training, **options):
+    return train_step.train_on_cluster(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id=CLUSTER,
+        training=emulator_training,
+        spot_partition="spot",
+        fallback_partition=options.pop("fallback_partition", "ondemand"),
+        run_key=options.pop("run_key", "run-1"),
+        poll_backoff=POLL,
+        timeout_seconds=120,
+        **options,
+    )
+
+
+def slurm_calls(emulator, path):
+    return [e for e in emulator.journal() if (e.get("body") or {}).get("path", "").startswith(path)]
+
+
+def model_bytes(model_dir) -> bytes:
+    return (pathlib.Path(model_dir) / "model.npz").read_bytes()
+
+
+def test_three_requeues_end_bit_identical_to_an_uninterrupted_run(cluster, tmp_path):
+    steps = ["--steps", "120", "--step-seconds", "0.05"]
+    cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.5, max_count=3)
+    spec = training(tmp_path, [*TRAINER, *steps])
+    outcome = train(spec, max_preemptions=5)
+    assert outcome.metrics["preemptions"] == 3
+    assert outcome.metrics["resubmissions"] == 0
+    assert len(slurm_calls(cluster, SUBMIT)) == 1
+    reference = tmp_path / "reference"
+    env = {
+        **os.environ,
+        "VSP_CHECKPOINT_DIR": str(reference / "ckpt"),
+        "VSP_MODEL_DIR": str(reference / "model"),
+    }
+    done = subprocess.run([*TRAINER, *steps[:2]], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert model_bytes(spec.model_dir) == model_bytes(reference / "model")
+    assert "<title>preempted</title>" not in outcome.report_html
+    assert outcome.report_html.count("<title>requeued</title>") == 3
+
+
+def test_non_requeue_job_is_resubmitted_with_the_same_checkpoints(cluster, tmp_path):
+    steps = ["--steps", "60", "--step-seconds", "0.05"]
+    cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.5, max_count=1)
+    spec = training(tmp_path, [*TRAINER, *steps], requeue=False)
+    outcome = train(spec, max_preemptions=3)
+    assert [a.outcome.value for a in outcome.result.attempts] == ["PREEMPTED", "SUCCEEDED"]
+    submits = slurm_calls(cluster, SUBMIT)
+    assert len(submits) == 2
+    assert [s["body"]["body"]["job"]["partition"] for s in submits] == ["spot", "spot"]
+    log = pathlib.Path(spec.working_directory) / f"slurm-{outcome.result.job_ids[1]}.out"
+    assert "resumed from ckpt-" in log.read_text()
+
+
+def test_fallback_to_on_demand_after_k_preemptions(cluster, tmp_path):
+    steps = ["--steps", "60", "--step-seconds", "0.05"]
+    cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.0, max_count=2)
+    spec = training(tmp_path, [*TRAINER, *steps])
+    outcome = train(spec, max_preemptions=5, fallback_after_preemptions=2)
+    submits = slurm_calls(cluster, SUBMIT)
+    assert [s["body"]["body"]["job"]["partition"] for s in submits] == ["spot", "ondemand"]
+    cancels = [
+        e
+        for e in slurm_calls(cluster, "/slurm/v0.0.42/job/")
+        if e["body"]["method"] == "HTTP_METHOD_DELETE"
+    ]
+    assert len(cancels) == 1
+    assert outcome.result.attempts[0].detail.startswith("switch: 2 preemptions")
+
+
+def test_user_error_budget_exhausted_reports_exit_code_and_log_tail(cluster, tmp_path):
+    crash = [sys.executable, "-c", "import sys; print('loss is nan at step 7'); sys.exit(3)"]
+    with pytest.raises(errors.UserError) as info:
+        train(training(tmp_path, crash), max_user_failures=1)
+    assert "exit code 3" in str(info.value)
+    assert "loss is nan at step 7" in str(info.value)
+    assert len(slurm_calls(cluster, SUBMIT)) == 2
+
+
+def test_hostile_parameters_reach_the_trainer_unchanged(cluster, tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = ["it's", '"$(touch ' + str(marker) + ')"', "`id`", "a\nb", "; rm -rf /", "ünï"]
+    dump = (
+        "import json, os, sys; "
+        "json.dump([sys.argv[1:], os.environ['HOSTILE']], open('args.json', 'w'))"
+    )
+    spec = training(
+        tmp_path, [sys.executable, "-c", dump, *hostile], environment={"HOSTILE": "$(id)'\n"}
+    )
+    train(spec)
+    received = json.loads((pathlib.Path(spec.working_directory) / "args.json").read_text())
+    assert received == [hostile, "$(id)'\n"]
+    assert not marker.exists()
+
+
+STEP = """
+import sys
+from vsp.components.runtime.core import polling, step
+from vsp.components.runtime.slurm import backend as slurm_backend, train_runner as train_step
+step.configure_logging()
+work = sys.argv[1]
+spec = slurm_backend.SlurmTraining(
+    command=[sys.executable, "-m", "vsp.examples.trainer",
+             "--steps", "400", "--step-seconds", "0.05"],
+    working_directory=work, checkpoint_dir=work + "/ckpt", model_dir=work + "/model")
+step.run_step("train", lambda: train_step.train_on_cluster(
+    project="test-project", location="us-central1", cluster_id="llmtrain", training=spec,
+    spot_partition="spot", run_key="run-x", gcp_resources_path=work + "/gcp_resources",
+    poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0)))
+"""
+
+
+def _start_step(tmp_path):
+    return subprocess.Popen(
+        [sys.executable, "-c", STEP, str(tmp_path / "shared")],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_running(cluster, count=1):
+    deadline = time.monotonic() + 30
+    while True:
+        jobs = cluster.app.slurm.jobs(CLUSTER)
+        if len(jobs) >= count and any("RUNNING" in json.dumps(j) for j in jobs):
+            return jobs
+        assert time.monotonic() < deadline, "no job started"
+        time.sleep(0.1)
+
+
+def test_cancel_sends_delete_and_the_job_ends_cancelled(cluster, tmp_path):
+    step_process = _start_step(tmp_path)
+    _wait_running(cluster)
+    step_process.send_signal(signal.SIGTERM)
+    output, _ = step_process.communicate(timeout=30)
+    assert step_process.returncode == 143, output
+    deletes = [
+        e
+        for e in slurm_calls(cluster, "/slurm/v0.0.42/job/")
+        if e["body"]["method"] == "HTTP_METHOD_DELETE"
+    ]
+    assert len(deletes) == 1, output
+    deadline = time.monotonic() + 10
+    while "CANCELLED" not in json.dumps(cluster.app.slurm.jobs(CLUSTER)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_killed_step_reattaches_to_the_running_job_when_rerun(cluster, tmp_path):
+    first = _start_step(tmp_path)
+    _wait_running(cluster)
+    first.kill()
+    first.communicate(timeout=10)
+    second = _start_step(tmp_path)
+    output, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, output
+    assert "found 1 earlier attempt(s) of run run-x" in output
+    assert len(slurm_calls(cluster, SUBMIT)) == 1

@@ -1,0 +1,63 @@
+"""``teardown_history``: the keep time that would have cost least over observed idle gaps."""
+
+from __future__ import annotations
+
+import pytest
+
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import history as teardown_history
+
+
+def test_idle_gaps_subtract_this_runs_duration_when_it_is_listed():
+    # Runs started at 0, 3600, 7200; this one (started 7200) ends at 7500: 300 s long.
+    assert teardown_history.idle_gaps([0, 3600, 7200], now=7500) == [3300.0, 3300.0]
+
+
+def test_idle_gaps_keep_start_gaps_when_this_run_is_not_listed():
+    assert teardown_history.idle_gaps([0, 3600, 7200], now=20000) == [3600.0, 3600.0]
+    assert teardown_history.idle_gaps([5.0], now=10) == []
+
+
+@pytest.mark.parametrize(
+    ("gaps", "ttl"),
+    [
+        ([600.0, 600.0, 600.0], 600.0),  # always back in 10 min: keep 10 min
+        ([36000.0, 36000.0], 0.0),  # always 10 h away: delete
+        ([600.0, 600.0, 36000.0], 600.0),  # mostly short: keep for the short ones only
+        ([600.0, 36000.0, 36000.0], 600.0),  # a short keep still pays off for one in three
+        ([2700.0, 36000.0, 36000.0], 0.0),  # 45 min idle for one in three does not: delete
+    ],
+)
+def test_best_ttl_picks_the_cheapest_keep_time(gaps, ttl):
+    # r = 1/h, C = 1 (break-even 1 h).
+    chosen, average = teardown_history.best_ttl(gaps, 1.0, 1.0)
+    assert chosen == ttl
+    expected = sum(min(g, ttl) / 3600 + (1.0 if g > ttl else 0.0) for g in gaps) / len(gaps)
+    assert average == pytest.approx(expected)
+
+
+def test_best_ttl_is_never_worse_than_delete_or_keep_forever():
+    gaps = [100.0, 5000.0, 200.0, 90000.0, 3000.0, 7000.0]
+    chosen, average = teardown_history.best_ttl(gaps, 2.0, 3.0)
+    delete = 3.0
+    forever = sum(2.0 * g / 3600 for g in gaps) / len(gaps)
+    assert average <= min(delete, forever)
+    assert chosen in {0.0, *gaps}
+
+
+def test_decide_with_history_keeps_for_the_learned_time():
+    now = 1_800_000_000.0
+    starts = [now - 4 * 3600 - 300, now - 3 * 3600 - 300, now - 2 * 3600 - 300, now - 3600 - 300]
+    starts.append(now - 300)  # this run, 5 min long; earlier idle gaps are 55 min
+    inputs = teardown.TeardownInputs(
+        idle_price_per_hour=1.0,
+        provisioning_minutes=20.0,
+        provisioning_price_per_hour=1.0,
+        delay_penalty_per_hour=10.0,
+        run_start_times=starts,
+        now=now,
+    )
+    decision = teardown.decide(inputs)
+    assert decision.action == "keep"
+    assert decision.expires_at == pytest.approx(now + 3300)
+    assert "over the last 4 idle gaps, keeping 0.92 h costs least" in decision.reason

@@ -1,0 +1,235 @@
+"""``teardown_step``: the decision with run history, keeping, and the exit task's rule."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+import requests
+
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import runner as teardown_step
+
+PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
+REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+PRICES = {
+    "idle_price_per_hour": 1.0,
+    "provisioning_minutes": 20.0,
+    "provisioning_price_per_hour": 1.0,
+    "delay_penalty_per_hour": 10.0,
+}
+
+
+class RecordingClient:
+    """Answers the pipelineJobs list with fixed jobs, and records the request."""
+
+    def __init__(self, jobs=None, error=None):
+        self.jobs, self.error, self.calls = jobs or [], error, []
+
+    def get(self, path, params=None):
+        self.calls.append((path, params))
+        if self.error:
+            raise self.error
+        return {"pipelineJobs": self.jobs}
+
+
+def _job(hours_ago: float, state="PIPELINE_STATE_SUCCEEDED") -> dict:
+    return {"state": state, "startTime": _iso(hours_ago)}
+
+
+def _iso(hours_ago: float) -> str:
+    moment = datetime.datetime.fromtimestamp(NOW - hours_ago * 3600, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_history_of_hourly_runs_keeps_the_cluster():
+    jobs = [_job(h) for h in (0.0, 1.0, 2.0, 3.0)] + [_job(0.5, "PIPELINE_STATE_CANCELLED")]
+    client = RecordingClient(jobs)
+    inputs = teardown.TeardownInputs(**PRICES, now=NOW)
+    weighed, decision = teardown_step.decide(
+        inputs, client=client, project=PROJECT, location=LOCATION, pipeline_name="p"
+    )
+    assert client.calls == [
+        (
+            f"v1/projects/{PROJECT}/locations/{LOCATION}/pipelineJobs",
+            {"filter": 'pipeline_name="p"', "orderBy": "create_time desc", "pageSize": 50},
+        )
+    ]
+    assert decision.action == "keep"
+    assert decision.next_run == pytest.approx(NOW + 3600)
+    assert "median gap 3600 s of 4 earlier runs" in decision.reason
+    metrics = teardown_step.decision_metrics(weighed, decision)
+    assert metrics["teardown_keep"] == 1.0
+    assert metrics["teardown_input_earlier_runs"] == 4.0
+    assert metrics["teardown_input_provisioning_minutes"] == 20.0
+    assert metrics["teardown_cost_if_kept"] == pytest.approx(1.0)
+
+
+def test_a_cron_wins_over_the_history_and_nothing_is_listed():
+    client = RecordingClient([_job(h) for h in (0.0, 1.0)])
+    inputs = teardown.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
+    _, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
+    assert client.calls == []
+    assert decision.action == "delete"
+
+
+def test_history_that_cannot_be_listed_means_unknown_cadence():
+    client = RecordingClient(error=errors.PermissionDeniedError("no", http_status=403))
+    _, decision = teardown_step.decide(
+        teardown.TeardownInputs(**PRICES, now=NOW), client=client, pipeline_name="p"
+    )
+    assert decision.action == "delete" and "unknown" in decision.reason
+
+
+def test_invalid_inputs_fail_before_any_request():
+    client = RecordingClient()
+    with pytest.raises(errors.UserError, match="schedule_cron"):
+        teardown_step.decide(
+            teardown.TeardownInputs(**PRICES, schedule_cron="every hour"), client=client
+        )
+    assert client.calls == []
+
+
+def test_parse_run_times_accepts_epochs_and_rfc3339():
+    assert teardown_step.parse_run_times([1.5, "1970-01-01T00:00:10Z"]) == [1.5, 10.0]
+    with pytest.raises(errors.UserError, match="RFC 3339"):
+        teardown_step.parse_run_times(["yesterday"])
+
+
+# ----- against the emulator -----
+
+
+@pytest.fixture
+def client(emulator) -> rest.VertexRestClient:
+    return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
+
+
+@pytest.fixture
+def cluster(emulator_api, cluster_body):
+    body = copy.deepcopy(cluster_body)
+    body["labels"] = {**body["labels"], "vsp-managed": "true"}
+    return emulator_api.create_running(CLUSTER, body)
+
+
+def _patches(emulator):
+    return [e for e in emulator.journal() if e["method"] == "PATCH"]
+
+
+def _labels(client):
+    return client.get(f"v1beta1/{REF.name}")["labels"]
+
+
+def _deleter(calls):
+    def delete():
+        calls.append("delete")
+        return True
+
+    return delete
+
+
+def test_keep_labels_the_cluster_with_the_decision(emulator, client, cluster):
+    labels = {"vsp-teardown": "keep", "vsp-expires-at": "20270115t091500z"}
+    assert teardown_step.keep(client, REF, labels) is True
+    [patch] = _patches(emulator)
+    assert patch["query"]["updateMask"] == "labels"
+    assert {k: v for k, v in patch["body"]["labels"].items() if k in labels} == labels
+    assert _labels(client)["vsp-expires-at"] == "20270115t091500z"
+
+
+def test_keep_refuses_labels_that_are_not_the_decision(emulator, client, cluster):
+    with pytest.raises(errors.UserError, match="not teardown labels"):
+        teardown_step.keep(client, REF, {"vsp-teardown": "keep", "team": "x"})
+    assert _patches(emulator) == []
+
+
+def test_keep_of_a_missing_cluster_is_false(emulator, client):
+    assert teardown_step.keep(client, REF, {"vsp-teardown": "keep"}) is False
+
+
+def test_after_success_the_exit_task_changes_nothing(emulator, client, cluster):
+    before = len(emulator.journal())
+    calls = []
+    result = teardown_step.finalize(
+        client, REF, state="SUCCEEDED", failure_keep_minutes=60, delete=_deleter(calls)
+    )
+    assert result.action == "none" and calls == []
+    assert len(emulator.journal()) == before
+
+
+def test_after_a_cancel_the_exit_task_deletes(emulator, client, cluster):
+    calls = []
+    result = teardown_step.finalize(
+        client, REF, state="CANCELLED", failure_keep_minutes=60, delete=_deleter(calls)
+    )
+    assert result.action == "deleted" and calls == ["delete"]
+    assert _patches(emulator) == []
+
+
+def test_after_a_failure_the_cluster_is_kept_for_a_retry_with_an_expiry(emulator, client, cluster):
+    calls = []
+    result = teardown_step.finalize(
+        client, REF, state="FAILED", failure_keep_minutes=30, delete=_deleter(calls), now=NOW
+    )
+    assert result.action == "kept" and calls == []
+    labels = _labels(client)
+    assert labels["vsp-teardown"] == "retry"
+    assert labels["vsp-expires-at"] == teardown.format_label_time(NOW + 1800)
+    assert teardown.expired(labels, NOW + 1801) and not teardown.expired(labels, NOW + 1799)
+
+
+def test_after_a_failure_with_no_retry_window_the_cluster_is_deleted(emulator, client, cluster):
+    calls = []
+    result = teardown_step.finalize(
+        client, REF, state="FAILED", failure_keep_minutes=0, delete=_deleter(calls)
+    )
+    assert result.action == "deleted" and calls == ["delete"]
+
+
+def test_a_failure_without_a_cluster_keeps_nothing(emulator, client):
+    result = teardown_step.finalize(
+        client, REF, state="FAILED", failure_keep_minutes=30, delete=_deleter([])
+    )
+    assert result.action == "absent"
+    assert [e["method"] for e in emulator.journal()] == ["GET"]
+
+
+def test_a_negative_retry_window_is_a_user_error(emulator, client):
+    with pytest.raises(errors.UserError, match=">= 0"):
+        teardown_step.finalize(
+            client, REF, state="FAILED", failure_keep_minutes=-1, delete=_deleter([])
+        )
+    assert emulator.journal() == []
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ("SUCCEEDED", "SUCCEEDED"),
+        ("pipeline_state_cancelled", "CANCELLED"),
+        ("TASK_STATE_FAILED", "FAILED"),
+        ("RUNNING", "FAILED"),
+        ("", "FAILED"),
+    ],
+)
+def test_final_states_are_read_tolerantly_and_unknown_ones_take_the_failure_path(given, read):
+    assert step.normalize_final_state(given) == read
+
+
+def test_real_delete_through_the_exit_task(emulator, client, cluster, emulator_api):
+    from vsp.components.runtime.cluster import runner as cluster_step
+
+    result = teardown_step.finalize(
+        client,
+        REF,
+        state="CANCELLED",
+        failure_keep_minutes=60,
+        delete=lambda: cluster_step.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, timeout_seconds=30
+        ),
+    )
+    assert result.action == "deleted"
+    assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404

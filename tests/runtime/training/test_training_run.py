@@ -1,0 +1,198 @@
+"""The recovery loop, driven through a scripted fake backend and a fake clock."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from vsp.components.runtime.core import errors, gcp_resources, polling
+from vsp.components.runtime.core.errors import StepCancelled
+from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.training.supervisor import TrainingBackend, TrainingSupervisor
+
+SPOT, ONDEMAND = Target("spot", spot=True), Target("ondemand", spot=False)
+FAST = polling.Backoff(initial=1, maximum=1, jitter=0)
+
+
+class ScriptedBackend(TrainingBackend):
+    """Each submitted job plays the next script: a list of (outcome, requeues[, exit_code])."""
+
+    resource_type = "SlurmJob"
+
+    def __init__(self, scripts, existing=()):
+        self.scripts = list(scripts)
+        self.jobs: dict[str, list] = {}
+        self.submitted: list[tuple[str, str]] = []
+        self.cancelled: list[str] = []
+        self.existing = list(existing)
+        self.on_refresh = None
+
+    def find(self, run_key):
+        return [Attempt(job_id, target) for job_id, target in self.existing]
+
+    def submit(self, run_key, index, target):
+        job_id = str(100 + len(self.submitted) + len(self.existing))
+        self.jobs[job_id] = list(self.scripts.pop(0))
+        self.submitted.append((job_id, target.name))
+        return Attempt(job_id, target)
+
+    def refresh(self, attempt):
+        if self.on_refresh:
+            self.on_refresh(attempt)
+        script = self.jobs[attempt.job_id]
+        step = script.pop(0) if len(script) > 1 else script[0]
+        attempt.outcome, attempt.requeues = step[0], step[1]
+        attempt.exit_code = step[2] if len(step) > 2 else None
+        attempt.detail = f"script {attempt.job_id}"
+
+    def cancel(self, attempt):
+        self.cancelled.append(attempt.job_id)
+        self.jobs[attempt.job_id] = [(Outcome.CANCELLED, attempt.requeues)]
+
+    def uri(self, attempt):
+        return f"https://h/v1beta1/projects/p/locations/l/modelDevelopmentClusters/c/jobs/{attempt.job_id}"
+
+    def log_tail(self, attempt):
+        return "Traceback...\nValueError: bad learning rate"
+
+
+R, P, OK = Outcome.RUNNING, Outcome.PENDING, Outcome.SUCCEEDED
+
+
+def supervise(backend, tmp_path=None, **strategy):
+    return TrainingSupervisor(
+        backend,
+        SpotRecovery(SPOT, strategy.pop("fallback", None), **strategy),
+        "run-1",
+        gcp_resources_path=str(tmp_path / "gcp_resources") if tmp_path else "",
+        backoff=FAST,
+        clock=polling.FakeClock(),
+    )
+
+
+def test_first_attempt_succeeds_and_is_recorded_before_polling(tmp_path):
+    backend = ScriptedBackend([[(P, 0), (R, 0), (OK, 0)]])
+    recorded_at_first_poll = []
+    backend.on_refresh = lambda a: recorded_at_first_poll.append(
+        gcp_resources.read(str(tmp_path / "gcp_resources"))
+    )
+    result = supervise(backend, tmp_path).run()
+    assert result.job_ids == ["100"] and result.preemptions == 0
+    assert [r.name.rsplit("/", 1)[-1] for r in recorded_at_first_poll[0]] == ["100"]
+
+
+def test_requeue_in_place_counts_as_preemption_without_resubmitting():
+    backend = ScriptedBackend([[(R, 0), (P, 1), (R, 1), (P, 2), (R, 2), (OK, 2)]])
+    result = supervise(backend, max_preemptions=5).run()
+    assert backend.submitted == [("100", "spot")]
+    assert result.preemptions == 2 and result.resubmissions == 0
+
+
+def test_preempted_job_is_resubmitted_on_the_same_target():
+    backend = ScriptedBackend([[(R, 0), (Outcome.PREEMPTED, 0)], [(R, 0), (OK, 0)]])
+    result = supervise(backend, max_preemptions=3).run()
+    assert backend.submitted == [("100", "spot"), ("101", "spot")]
+    assert result.preemptions == 1 and result.resubmissions == 1
+
+
+def test_fallback_after_k_preemptions():
+    preempted = [(R, 0), (Outcome.PREEMPTED, 0)]
+    backend = ScriptedBackend([preempted, preempted, [(R, 0), (OK, 0)]])
+    result = supervise(backend, fallback=ONDEMAND, fallback_after=2, max_preemptions=5).run()
+    assert [t for _, t in backend.submitted] == ["spot", "spot", "ondemand"]
+    assert result.preemptions == 2
+
+
+def test_fallback_after_k_in_place_requeues_cancels_and_moves():
+    backend = ScriptedBackend([[(R, 0), (P, 1), (R, 1), (P, 2), (R, 2)], [(R, 0), (OK, 0)]])
+    result = supervise(backend, fallback=ONDEMAND, fallback_after=2, max_preemptions=5).run()
+    assert backend.cancelled == ["100"]
+    assert backend.submitted == [("100", "spot"), ("101", "ondemand")]
+    assert result.attempts[0].outcome is Outcome.CANCELLED
+    assert "fallback_after=2" in result.attempts[0].detail
+
+
+def test_user_failure_budget_exhausted_names_exit_code_and_log_tail():
+    failed = [(R, 0), (Outcome.USER_FAILURE, 0, 3)]
+    backend = ScriptedBackend([failed, failed])
+    with pytest.raises(errors.UserError) as info:
+        supervise(backend, max_user_failures=1).run()
+    assert len(backend.submitted) == 2
+    assert "exit code 3" in str(info.value)
+    assert "ValueError: bad learning rate" in str(info.value)
+
+
+def test_preemption_budget_exhausted_is_transient():
+    preempted = [(R, 0), (Outcome.PREEMPTED, 0)]
+    backend = ScriptedBackend([preempted] * 3)
+    with pytest.raises(errors.TransientError, match="preemption budget exhausted: 3"):
+        supervise(backend, max_preemptions=2).run()
+
+
+def test_capacity_deadline_moves_a_pending_spot_job_to_the_fallback():
+    backend = ScriptedBackend([[(P, 0)], [(R, 0), (OK, 0)]])
+    result = supervise(backend, fallback=ONDEMAND, capacity_wait_seconds=30).run()
+    assert backend.cancelled == ["100"]
+    assert [t for _, t in backend.submitted] == ["spot", "ondemand"]
+    assert "no Spot capacity after 31 s" in result.attempts[0].detail
+
+
+def test_capacity_deadline_without_fallback_fails_the_run():
+    backend = ScriptedBackend([[(P, 0)]])
+    with pytest.raises(errors.TransientError, match="no Spot capacity.*no fallback target"):
+        supervise(backend, capacity_wait_seconds=30).run()
+    assert backend.cancelled == ["100"]
+
+
+def test_retried_step_reattaches_to_the_running_job(tmp_path):
+    backend = ScriptedBackend([], existing=[("99", SPOT)])
+    backend.jobs["99"] = [(R, 0), (OK, 0)]
+    result = supervise(backend, tmp_path).run()
+    assert backend.submitted == [] and result.reattached
+    assert result.job_ids == ["99"]
+    (recorded,) = gcp_resources.read(str(tmp_path / "gcp_resources"))
+    assert recorded.uri.endswith("/jobs/99")
+
+
+def test_retried_step_keeps_counting_earlier_preemptions():
+    backend = ScriptedBackend([[(R, 0), (OK, 0)]], existing=[("98", SPOT), ("99", SPOT)])
+    backend.jobs["98"] = [(Outcome.PREEMPTED, 0)]
+    backend.jobs["99"] = [(Outcome.PREEMPTED, 0)]
+    result = supervise(backend, fallback=ONDEMAND, fallback_after=2, max_preemptions=5).run()
+    assert backend.submitted == [("102", "ondemand")]
+    assert result.preemptions == 2 and result.job_ids == ["98", "99", "102"]
+
+
+def test_sigterm_cancels_the_running_job_before_the_step_exits():
+    backend = ScriptedBackend([[(R, 0)]])
+    before = signal.getsignal(signal.SIGTERM)
+    calls = {"n": 0}
+
+    def cancel_after_two_polls(attempt):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    backend.on_refresh = cancel_after_two_polls
+    with pytest.raises(StepCancelled):
+        supervise(backend).run()
+    assert backend.cancelled == ["100"]
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
+
+
+def test_timeline_records_each_state_change_and_requeue():
+    backend = ScriptedBackend([[(P, 0), (R, 0), (P, 1), (R, 1), (OK, 1)]])
+    ticks = iter(range(1000))
+    supervisor = supervise(backend, max_preemptions=3)
+    supervisor.wall = lambda: float(next(ticks))
+    result = supervisor.run()
+    assert [(e["job_id"], e["event"]) for e in result.events] == [
+        ("100", "submitted"),
+        ("100", "running"),
+        ("100", "requeued"),
+        ("100", "pending"),
+        ("100", "running"),
+        ("100", "succeeded"),
+    ]

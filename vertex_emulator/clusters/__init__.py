@@ -1,0 +1,1 @@
+"""Training clusters (``modelDevelopmentClusters``): API, request checks, schema."""

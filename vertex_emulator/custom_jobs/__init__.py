@@ -1,0 +1,1 @@
+"""CustomJobs: API, job specs, local replica processes, Spot preemption."""

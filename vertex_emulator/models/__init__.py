@@ -1,0 +1,1 @@
+"""The Model Registry: uploads, versions and aliases."""

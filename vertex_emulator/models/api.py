@@ -1,0 +1,285 @@
+"""The ``models`` resource (Vertex AI Model Registry): upload, versions and aliases.
+
+Routes (under ``/v1beta1/`` and ``/v1/``), ``P`` = ``projects/{p}/locations/{l}``:
+``POST P/models:upload`` (-> LRO), ``GET P/models`` (the ``default`` version of each model),
+``GET P/models/{id}[@{versionId|alias}]``, ``GET P/models/{id}:listVersions`` and
+``POST P/models/{id}[@{ver}]:mergeVersionAliases``.
+
+An upload's operation is created already done (the registry entry exists as soon as the upload
+request is accepted), so a client polls it once. Version ids are decimal strings counting from
+1; the first version gets the ``default`` alias and exactly one version holds it. Stored in the
+``models`` collection as ``{"next": <next version number>, "versions": {id: <public JSON>}}``
+keyed by the model name (without ``@``).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from vsp.vertex_emulator import casing, clock, errors, operations, router
+
+COLLECTION = "models"
+DEFAULT_ALIAS = "default"
+MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
+LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+MAX_LABELS = 64
+
+_PARENT = r"projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
+_LIST = _PARENT + r"/models"
+_MODEL = _LIST + r"/(?P<model>[^/:@]+)"
+_VERSION = _MODEL + r"(?:@(?P<version>[^/:@]+))?"
+
+
+def register(app: Any) -> None:
+    """Adds the model registry routes to the app."""
+    app.router.add_api("POST", _LIST + ":upload", upload_model, name="models.upload")
+    app.router.add_api("GET", _LIST, list_models, name="models.list")
+    app.router.add_api("GET", _MODEL + ":listVersions", list_versions, name="models.listVersions")
+    app.router.add_api(
+        "POST", _VERSION + ":mergeVersionAliases", merge_aliases, name="models.mergeVersionAliases"
+    )
+    app.router.add_api("GET", _VERSION, get_model, name="models.get")
+
+
+def upload_model(request: router.Request) -> router.Response:
+    """Registers a new model (``modelId``) or version (``parentModel``); returns a done LRO."""
+    app = request.app
+    body = _camel(request.json_object())
+    parent = _parent(request.params)
+    model = body.get("model")
+    model_id, parent_model = body.get("modelId") or "", body.get("parentModel") or ""
+    violations: list[errors.FieldViolation] = []
+    if model_id and parent_model:
+        violations.append(
+            errors.FieldViolation("model_id", "Set model_id or parent_model, not both.")
+        )
+    if model_id and (not isinstance(model_id, str) or not MODEL_ID.match(model_id)):
+        violations.append(
+            errors.FieldViolation(
+                "model_id", f"Invalid model id {model_id!r}; it must match {MODEL_ID.pattern}."
+            )
+        )
+    if parent_model and (
+        not isinstance(parent_model, str)
+        or not re.fullmatch(re.escape(parent) + r"/models/[^/:@]+", parent_model)
+    ):
+        violations.append(
+            errors.FieldViolation(
+                "parent_model", f"parent_model must be {parent}/models/MODEL_ID (no @version)."
+            )
+        )
+    if not isinstance(model, dict):
+        violations.append(errors.FieldViolation("model", "model is required."))
+    else:
+        violations += _check_model(model)
+    if violations:
+        raise errors.invalid_fields("Invalid UploadModelRequest", violations)
+    assert isinstance(model, dict)
+    now = app.now()
+    if parent_model:
+        name = parent_model
+        record = app.store.get(COLLECTION, name)
+        if record is None:
+            raise errors.not_found(f'Model "{name}" not found.')
+    else:
+        model_id = model_id or str(secrets.randbelow(9 * 10**18) + 10**18)
+        name = f"{parent}/models/{model_id}"
+        if app.store.contains(COLLECTION, name):
+            raise errors.already_exists(f'Model "{name}" already exists.')
+        record = {"next": 1, "createTime": clock.rfc3339(now), "versions": {}}
+    version_id = str(record["next"])
+    record["next"] += 1
+    stamp = clock.rfc3339(now)
+    aliases = list(dict.fromkeys(model.get("versionAliases") or []))
+    if not record["versions"] and DEFAULT_ALIAS not in aliases:
+        aliases.insert(0, DEFAULT_ALIAS)
+    version = {
+        "name": name,
+        "versionId": version_id,
+        "versionAliases": [],
+        "displayName": model["displayName"],
+        "description": model.get("description", ""),
+        "versionDescription": model.get("versionDescription", ""),
+        "artifactUri": model.get("artifactUri", ""),
+        "containerSpec": model.get("containerSpec") or {},
+        "labels": dict(model.get("labels") or {}),
+        "createTime": record["createTime"],
+        "updateTime": stamp,
+        "versionCreateTime": stamp,
+        "versionUpdateTime": stamp,
+    }
+    record["versions"][version_id] = version
+    _apply_aliases(record, version_id, aliases, stamp)
+    app.store.put(COLLECTION, name, record)
+    operation = app.operations.create(
+        parent=parent,
+        kind="model.upload",
+        metadata={"@type": operations.type_url("UploadModelOperationMetadata")},
+        due=None,
+        target=name,
+        now=now,
+    )
+    response = {
+        "@type": operations.type_url("UploadModelResponse"),
+        "model": name,
+        "modelVersionId": version_id,
+    }
+    done = app.operations.finish(operation["name"], at=now, response=response)
+    return router.Response(done)
+
+
+def get_model(request: router.Request) -> router.Response:
+    """Returns one version: ``@versionId``, ``@alias``, or the ``default`` one."""
+    record, name = _load(request)
+    return router.Response(record["versions"][_resolve(record, name, request.params)])
+
+
+def list_versions(request: router.Request) -> router.Response:
+    """Lists every version of a model, oldest first."""
+    record, _ = _load(request)
+    versions = sorted(record["versions"].values(), key=lambda v: int(v["versionId"]))
+    return router.Response({"models": versions})
+
+
+def list_models(request: router.Request) -> router.Response:
+    """Lists the models of a location (each as its ``default`` version), by name."""
+    prefix = f"{_parent(request.params)}/models/"
+    names = sorted(k for k in request.app.store.keys(COLLECTION) if k.startswith(prefix))
+    found = []
+    for name in names:
+        record = request.app.store.get(COLLECTION, name)
+        found.append(record["versions"][_holder(record, DEFAULT_ALIAS)])
+    return router.Response({"models": found} if found else {})
+
+
+def merge_aliases(request: router.Request) -> router.Response:
+    """Adds (``alias``) or removes (``-alias``) aliases of one version; returns the version."""
+    record, name = _load(request)
+    version_id = _resolve(record, name, request.params)
+    body = _camel(request.json_object())
+    wanted = body.get("versionAliases")
+    violations: list[errors.FieldViolation] = []
+    if not isinstance(wanted, list) or not wanted:
+        violations.append(errors.FieldViolation("version_aliases", "version_aliases is empty."))
+        wanted = []
+    adds, removes = [], []
+    for index, entry in enumerate(wanted):
+        field = f"version_aliases[{index}]"
+        text = entry if isinstance(entry, str) else ""
+        alias = text.removeprefix("-")
+        if not ALIAS.match(alias):
+            violations.append(errors.FieldViolation(field, f"Invalid alias {entry!r}."))
+        elif text.startswith("-"):
+            if alias == DEFAULT_ALIAS:
+                violations.append(
+                    errors.FieldViolation(
+                        field, "The default alias cannot be removed; move it to another version."
+                    )
+                )
+            removes.append(alias)
+        else:
+            adds.append(alias)
+    for alias in set(adds) & set(removes):
+        violations.append(
+            errors.FieldViolation("version_aliases", f"Alias {alias!r} is both added and removed.")
+        )
+    if violations:
+        raise errors.invalid_fields("Invalid MergeVersionAliasesRequest", violations)
+    stamp = clock.rfc3339(request.app.now())
+    version = record["versions"][version_id]
+    version["versionAliases"] = [a for a in version["versionAliases"] if a not in removes]
+    _apply_aliases(record, version_id, adds, stamp)
+    version["versionUpdateTime"] = version["updateTime"] = stamp
+    request.app.store.put(COLLECTION, name, record)
+    return router.Response(record["versions"][version_id])
+
+
+def _apply_aliases(record: dict[str, Any], version_id: str, aliases: list[str], stamp: str) -> None:
+    """Gives ``aliases`` to a version, taking each one away from any other version."""
+    for other_id, other in record["versions"].items():
+        if other_id == version_id:
+            continue
+        kept = [a for a in other["versionAliases"] if a not in aliases]
+        if kept != other["versionAliases"]:
+            other["versionAliases"] = kept
+            other["versionUpdateTime"] = other["updateTime"] = stamp
+    target = record["versions"][version_id]
+    for alias in aliases:
+        if alias not in target["versionAliases"]:
+            target["versionAliases"].append(alias)
+
+
+def _check_model(model: dict[str, Any]) -> list[errors.FieldViolation]:
+    violations = []
+    if not isinstance(model.get("displayName"), str) or not model["displayName"].strip():
+        violations.append(errors.FieldViolation("model.display_name", "display_name is required."))
+    for key in ("description", "versionDescription", "artifactUri"):
+        if not isinstance(model.get(key, ""), str):
+            field = f"model.{casing.camel_to_snake(key)}"
+            violations.append(errors.FieldViolation(field, "Must be a string."))
+    spec = model.get("containerSpec")
+    if spec is not None and (not isinstance(spec, dict) or not spec.get("imageUri")):
+        violations.append(
+            errors.FieldViolation("model.container_spec.image_uri", "image_uri is required.")
+        )
+    aliases = model.get("versionAliases") or []
+    if not isinstance(aliases, list):
+        aliases = [aliases]
+    for index, alias in enumerate(aliases):
+        if not isinstance(alias, str) or not ALIAS.match(alias):
+            violations.append(
+                errors.FieldViolation(
+                    f"model.version_aliases[{index}]",
+                    f"Invalid alias {alias!r}; it must match {ALIAS.pattern}.",
+                )
+            )
+    labels = model.get("labels") or {}
+    if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
+        violations.append(errors.FieldViolation("model.labels", "At most 64 string labels."))
+        labels = {}
+    for key, value in labels.items():
+        if not LABEL_KEY.match(key) or not isinstance(value, str) or not LABEL_VALUE.match(value):
+            violations.append(
+                errors.FieldViolation(f"model.labels[{key}]", f"Invalid label {key}={value!r}.")
+            )
+    return violations
+
+
+def _camel(body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return casing.to_camel(body)
+    except casing.CaseConflictError as exc:
+        raise errors.invalid_argument(
+            str(exc), [errors.FieldViolation(exc.path, str(exc))]
+        ) from exc
+
+
+def _parent(params: dict[str, str]) -> str:
+    return f"projects/{params['project']}/locations/{params['location']}"
+
+
+def _load(request: router.Request) -> tuple[dict[str, Any], str]:
+    name = f"{_parent(request.params)}/models/{request.params['model']}"
+    record = request.app.store.get(COLLECTION, name)
+    if record is None:
+        raise errors.not_found(f'Model "{name}" not found.')
+    return record, name
+
+
+def _holder(record: dict[str, Any], alias: str) -> str | None:
+    for version_id, version in record["versions"].items():
+        if alias in version["versionAliases"]:
+            return version_id
+    return None
+
+
+def _resolve(record: dict[str, Any], name: str, params: dict[str, str]) -> str:
+    wanted = params.get("version") or DEFAULT_ALIAS
+    found = wanted if wanted in record["versions"] else _holder(record, wanted)
+    if found is None:
+        raise errors.not_found(f'Model version "{name}@{wanted}" not found.')
+    return found

@@ -1,0 +1,1 @@
+"""Vertex AI Pipelines: pipeline jobs and schedules (stored and checked, not run)."""

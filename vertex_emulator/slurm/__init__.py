@@ -1,0 +1,1 @@
+"""The Slurm Job API: a simulated Slurm per cluster with real job processes."""

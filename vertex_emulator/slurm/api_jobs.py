@@ -1,0 +1,262 @@
+"""Slurm REST v0.0.42 job, node and partition handlers of the emulated slurmrestd/slurmdbd.
+
+Each handler takes a ``Call`` and returns ``(slurm http status, payload)``; ``slurm_api`` adds
+``meta``/``errors``/``warnings`` and wraps the result in the ``:callSlurmRestApi`` envelope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal as signal_module
+from typing import Any
+
+from vsp.vertex_emulator.slurm import accounting as slurm_accounting
+from vsp.vertex_emulator.slurm import context as slurm_context
+from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
+from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
+from vsp.vertex_emulator.slurm import preemption as slurm_preemption
+from vsp.vertex_emulator.slurm import shapes as slurm_shapes
+from vsp.vertex_emulator.slurm import sim as slurm_sim
+
+Reply = tuple[int, dict[str, Any]]
+
+
+@dataclasses.dataclass
+class Call:
+    """One Slurm REST call.
+
+    Attributes:
+        ctx: The cluster's Slurm state.
+        params: Named groups of the matched Slurm path.
+        query: Query parameters of the Slurm path.
+        body: The Slurm request body (POST), or None.
+        request: The Vertex API request carrying it (for resource-level faults).
+    """
+
+    ctx: slurm_context.ClusterContext
+    params: dict[str, str]
+    query: dict[str, str]
+    body: Any
+    request: Any
+
+
+def _invalid_job(job_id: Any, extra: dict[str, Any] | None = None) -> Reply:
+    error = slurm_shapes.error(
+        slurm_jobdesc.ESLURM_INVALID_JOB_ID,
+        "Invalid job id specified",
+        f"Unable to query JobId={job_id}",
+        "_handle_job_get()",
+    )
+    return 404, {**(extra or {}), "errors": [error]}
+
+
+def _live(call: Call) -> dict[str, Any] | None:
+    job = call.ctx.jobs.get(int(call.params["job_id"]))
+    if job is None or slurm_lifecycle.expired(call.ctx, job):
+        return None
+    return job
+
+
+def submit(call: Call) -> Reply:
+    """POST /slurm/v0.0.42/job/submit."""
+    ctx = call.ctx
+    user = ctx.settings.slurm_user_name
+    fields, warnings = slurm_jobdesc.parse_submit(call.body, ctx.topo, ctx.home, user)
+    fields["account"] = slurm_accounting.resolve_account(
+        ctx, user, fields["account"], fields["partition"]
+    )
+    fault = call.request.take_fault(slurm_preemption.FAULT_ACTION)
+    job = slurm_sim.submit(ctx, fields, None if fault is None else fault.seconds)
+    errors = []
+    if job.get("hold"):
+        errors.append(
+            slurm_shapes.error(
+                slurm_jobdesc.ESLURM_JOB_HELD,
+                "Job is held",
+                f"Job {job['job_id']} is held: release it with POST /slurm/v0.0.42/job/"
+                f'{job["job_id"]} {{"hold": false}}',
+                "slurm_submit_batch_job()",
+            )
+        )
+    result = {
+        "job_id": job["job_id"],
+        "step_id": "batch",
+        "error_code": 0,
+        "error": "",
+        "job_submit_user_msg": "",
+    }
+    return 200, {
+        "job_id": job["job_id"],
+        "step_id": "batch",
+        "job_submit_user_msg": "",
+        "result": result,
+        "errors": errors,
+        "warnings": warnings,
+    }
+
+
+def _listing(ctx: slurm_context.ClusterContext, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "jobs": [slurm_shapes.job_info(job, ctx.topo.cluster_id) for job in jobs],
+        "last_backfill": slurm_shapes.number(int(ctx.now)),
+        "last_update": slurm_shapes.number(int(ctx.now)),
+    }
+
+
+def get_job(call: Call) -> Reply:
+    """GET /slurm/v0.0.42/job/{id}: the live queue (404 once aged out by MinJobAge)."""
+    job = _live(call)
+    if job is None:
+        return _invalid_job(call.params["job_id"], _listing(call.ctx, []))
+    return 200, _listing(call.ctx, [job])
+
+
+def list_jobs(call: Call) -> Reply:
+    """GET /slurm/v0.0.42/jobs: every job still in the live queue."""
+    ctx = call.ctx
+    jobs = [ctx.jobs[k] for k in sorted(ctx.jobs) if not slurm_lifecycle.expired(ctx, ctx.jobs[k])]
+    return 200, _listing(ctx, jobs)
+
+
+def cancel_job(call: Call) -> Reply:
+    """DELETE /slurm/v0.0.42/job/{id}[?signal=NAME]: cancel (or only signal) a job."""
+    job = _live(call)
+    if job is None:
+        return _invalid_job(call.params["job_id"])
+    name = call.query.get("signal")
+    if name:
+        text = name.upper().removeprefix("SIG")
+        try:
+            signum = int(text) if text.isdigit() else int(signal_module.Signals["SIG" + text])
+        except KeyError:
+            error = slurm_shapes.error(9001, "Invalid signal", f"Unknown signal {name!r}")
+            return 400, {"errors": [error]}
+        if name.upper() not in ("KILL", "SIGKILL", "9"):
+            batch = "BATCH_JOB" in call.query.get("flags", "").upper()
+            if job.get("phase") in ("prolog", "script"):
+                call.ctx.procs.signal(call.ctx.key(job), signum, leader_only=batch)
+                return 200, {}
+            if job["state"] == "PENDING":
+                error = slurm_shapes.error(
+                    slurm_jobdesc.ESLURM_JOB_PENDING, "Job is pending execution", "", "kill"
+                )
+                return 500, {"errors": [error]}
+            return 200, {"warnings": [_already_done(job)]}
+    if not slurm_lifecycle.cancel(call.ctx, job):
+        return 200, {"warnings": [_already_done(job)]}
+    return 200, {}
+
+
+def _already_done(job: dict[str, Any]) -> dict[str, str]:
+    return slurm_shapes.warning(
+        f"Job {job['job_id']}: Job/step already completing or completed", "slurm_kill_job()"
+    )
+
+
+def update_job(call: Call) -> Reply:
+    """POST /slurm/v0.0.42/job/{id}: ``hold`` (false releases a held job), ``comment``,
+    ``name`` and (pending jobs) ``time_limit``."""
+    job = _live(call)
+    if job is None:
+        return _invalid_job(call.params["job_id"])
+    body = call.body if isinstance(call.body, dict) else {}
+    desc = body.get("job") if isinstance(body.get("job"), dict) else body
+    if desc.get("hold") is False:
+        slurm_sim.release(job)
+    elif desc.get("hold") is True and job["state"] == "PENDING":
+        job["hold"] = True
+    for field in ("comment", "name"):
+        if isinstance(desc.get(field), str):
+            job[field] = desc[field]
+    if "time_limit" in desc and job["state"] == "PENDING":
+        minutes, infinite = slurm_jobdesc.number(desc["time_limit"], "time_limit")
+        job["time_limit"] = None if infinite else minutes
+    slurm_sim.schedule(call.ctx)
+    entry = {"job_id": job["job_id"], "step_id": "batch", "error_code": 0, "error": "", "why": ""}
+    return 200, {"results": [entry], "job_id": str(job["job_id"]), "step_id": "batch"}
+
+
+def nodes(call: Call) -> Reply:
+    """GET /slurm/v0.0.42/nodes."""
+    ctx = call.ctx
+    listed = []
+    for node in ctx.topo.nodes:
+        state, reason = ctx.node_state(node)
+        shown = ["IDLE", "DRAIN"] if state == "DRAIN" else [state]
+        listed.append(
+            {
+                "name": node,
+                "hostname": node,
+                "state": shown,
+                "reason": reason,
+                "partitions": [p.id for p in ctx.topo.partitions.values() if node in p.nodes],
+                "gres": f"gpu:{ctx.topo.gpus[node]}" if ctx.topo.gpus.get(node) else "",
+            }
+        )
+    return 200, {"nodes": listed, "last_update": slurm_shapes.number(int(ctx.now))}
+
+
+def partitions(call: Call) -> Reply:
+    """GET /slurm/v0.0.42/partitions."""
+    topo = call.ctx.topo
+    listed = []
+    for part in topo.partitions.values():
+        limit = slurm_shapes.number(part.max_time, infinite=part.max_time is None)
+        default = slurm_shapes.number(part.default_time, infinite=part.default_time is None)
+        listed.append(
+            {
+                "name": part.id,
+                "nodes": {
+                    "configured": slurm_shapes.hostlist(part.nodes),
+                    "total": len(part.nodes),
+                },
+                "partition": {"state": ["UP"]},
+                "priority": {"job_factor": 1, "tier": part.tier},
+                "maximums": {"time": limit},
+                "defaults": {"time": default},
+                "default": part.id == topo.default_partition,
+            }
+        )
+    return 200, {"partitions": listed}
+
+
+def ping(call: Call) -> Reply:
+    """GET /slurm/v0.0.42/ping."""
+    host = f"{call.ctx.topo.cluster_id}-controller"
+    entry = {"hostname": host, "pinged": "UP", "latency": 100, "mode": "primary"}
+    return 200, {"pings": [{**entry, "primary": True, "responding": True}]}
+
+
+def db_job(call: Call) -> Reply:
+    """GET /slurmdb/v0.0.42/job/{id}: finished and live jobs (``jobs`` is empty if unknown)."""
+    ctx = call.ctx
+    job = ctx.jobs.get(int(call.params["job_id"]))
+    if job is None:
+        note = slurm_shapes.warning(f"Job {call.params['job_id']} not found", "slurmdb_jobs_get()")
+        return 200, {"jobs": [], "warnings": [note]}
+    return 200, {"jobs": [slurm_shapes.slurmdb_job(job, ctx.topo.cluster_id)]}
+
+
+DB_FILTERS = {
+    "job_name": lambda job: job.get("name") or "",
+    "users": lambda job: job["user"],
+    "account": lambda job: job.get("account") or "",
+    "partition": lambda job: job["partition"],
+    "state": lambda job: job["state"],
+}
+
+
+def db_jobs(call: Call) -> Reply:
+    """GET /slurmdb/v0.0.42/jobs[?job_name=a,b&users=&account=&partition=&state=]."""
+    ctx = call.ctx
+    wanted = {
+        name: {v.strip() for v in value.split(",") if v.strip()}
+        for name, value in call.query.items()
+        if name in DB_FILTERS and value.strip()
+    }
+    jobs = [
+        slurm_shapes.slurmdb_job(ctx.jobs[k], ctx.topo.cluster_id)
+        for k in sorted(ctx.jobs)
+        if all(DB_FILTERS[name](ctx.jobs[k]) in values for name, values in wanted.items())
+    ]
+    return 200, {"jobs": jobs}

@@ -1,0 +1,306 @@
+"""A job's run: prologs, the batch script, epilogs, kill sequences and the final state.
+
+Phases (``job["phase"]``): ``prolog`` (state RUNNING+CONFIGURING), ``script`` (RUNNING) and
+``epilog`` (final state + COMPLETING), each one real process at a time. A kill
+(``job["kill"]``) sends SIGCONT+SIGTERM at once and SIGKILL at ``kill_at``; a node-failure kill
+(spot preemption) also takes the nodes down at ``kill_at`` and ends the run there, whatever the
+script did meanwhile, with no epilog (the node is gone). Outcomes: a terminal state, ``REQUEUE``
+(PENDING+REQUEUED, restart_cnt+1, eligible after ``slurm_requeue_delay_seconds``) or
+``REQUEUE_HOLD`` (a failed prolog: PENDING+LAUNCH_FAILED+REQUEUE_HOLD, held, node drained).
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from vsp.vertex_emulator.slurm import context as slurm_context
+from vsp.vertex_emulator.slurm import environment as slurm_environment
+from vsp.vertex_emulator.slurm import process as slurm_process
+from vsp.vertex_emulator.slurm import shapes as slurm_shapes
+
+HELD_REASON = "launch failed requeued held"
+_REASONS = {"TIMEOUT": "TimeLimit", "NODE_FAIL": "NodeDown", "FAILED": "NonZeroExitCode"}
+
+Ctx = slurm_context.ClusterContext
+
+
+def begin_run(ctx: Ctx, job: dict[str, Any], nodes: list[str]) -> None:
+    """Allocates nodes and starts the first prolog (or the script)."""
+    job.update(
+        alloc=list(nodes),
+        state="RUNNING",
+        flags=[],
+        reason="None",
+        description="",
+        start_time=ctx.now,
+        end_time=None,
+        exit=None,
+        kill=None,
+        warned=False,
+        outcome=None,
+    )
+    ctx.filesystem.prepare()
+    _start_phase(ctx, job, "prolog", 0)
+
+
+def _start_phase(ctx: Ctx, job: dict[str, Any], kind: str, index: int) -> None:
+    """Starts prolog/epilog ``index`` or the script; skips past empty hook lists."""
+    hooks = ctx.topo.prolog if kind == "prolog" else ctx.topo.epilog
+    if kind != "script" and index >= len(hooks):
+        if kind == "prolog":
+            _start_phase(ctx, job, "script", 0)
+        else:
+            finalize(ctx, job, job.get("outcome") or "COMPLETED")
+        return
+    spool = ctx.spool(job)
+    if kind == "script":
+        text, path = job["script"], spool / "slurm_script"
+        env, cwd = slurm_environment.job_environment(ctx, job), job["cwd"]
+        out, err, append = job["stdout_path"], job["stderr_path"], job.get("append_output", False)
+        job["flags"] = []
+    else:
+        text, path = hooks[index], spool / f"{kind}-{index}.sh"
+        env, cwd = slurm_environment.hook_environment(ctx, job, kind), str(spool)
+        out = err = str(spool / f"{kind}-{index}.log")
+        append = True
+        job["flags"] = ["CONFIGURING"] if kind == "prolog" else job["flags"]
+    job.update(phase=kind, step=index)
+    try:
+        marker = slurm_process.write_script(path, text)
+        proc = ctx.procs.start(
+            ctx.key(job),
+            kind,
+            marker,
+            text,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=err,
+            append=append,
+            filesystem=ctx.filesystem,
+        )
+    except OSError as exc:
+        _launch_failed(ctx, job, kind, index, exc)
+        return
+    job.update(pgid=proc.pgid, marker=marker)
+
+
+def _launch_failed(ctx: Ctx, job: dict[str, Any], kind: str, index: int, exc: OSError) -> None:
+    job["description"] = f"{kind} could not start: {exc}"
+    if kind == "prolog":
+        _prolog_failed(ctx, job)
+    elif kind == "script":
+        stderr = ctx.filesystem.host_path(job["stderr_path"])
+        try:
+            with open(stderr, "a", encoding="utf-8") as handle:
+                handle.write(f"slurmstepd: error: execve(): {job['script'][:80]!r}: {exc}\n")
+        except OSError:
+            pass
+        job.update(exit={"rc": 1, "signal": None}, end_time=ctx.now)
+        finish_run(ctx, job, "FAILED")
+    else:
+        ctx.take_down(job.get("alloc") or [], "DRAIN", "Epilog error")
+        _start_phase(ctx, job, "epilog", index + 1)
+
+
+def _prolog_failed(ctx: Ctx, job: dict[str, Any]) -> None:
+    ctx.take_down(job.get("alloc") or [], "DRAIN", "Prolog error")
+    finalize(ctx, job, "REQUEUE_HOLD")
+
+
+def start_kill(
+    ctx: Ctx,
+    job: dict[str, Any],
+    outcome: str,
+    wait: float,
+    *,
+    node_down: list[str] | None = None,
+    node_reason: str = "",
+) -> None:
+    """SIGCONT+SIGTERM now, SIGKILL after ``wait`` wall-clock seconds, then ``outcome``."""
+    ctx.procs.terminate(ctx.key(job))
+    job["kill"] = {
+        "outcome": outcome,
+        "kill_at": ctx.now + wait,
+        "killed": False,
+        "node_down": list(node_down or []),
+        "node_reason": node_reason,
+    }
+    if not node_down:
+        _show_completing(job, outcome)
+
+
+def _show_completing(job: dict[str, Any], outcome: str) -> None:
+    if outcome == "REQUEUE":
+        job.update(state="PENDING", flags=["REQUEUED", "COMPLETING"])
+    else:
+        job.update(state=outcome, flags=["COMPLETING"])
+
+
+def cancel(ctx: Ctx, job: dict[str, Any]) -> bool:
+    """Cancels a job (KillWait applies to running ones); False if it had already ended."""
+    phase, kill = job.get("phase"), job.get("kill")
+    if phase is None:
+        if job["state"] in slurm_shapes.TERMINAL_STATES:
+            return False
+        job["end_time"] = ctx.now
+        finalize(ctx, job, "CANCELLED")
+        return True
+    if phase == "epilog":
+        if job.get("outcome") != "REQUEUE":
+            return False
+        job["outcome"] = "CANCELLED"
+        _show_completing(job, "CANCELLED")
+        return True
+    if kill is not None:
+        kill["outcome"] = "CANCELLED"
+        if not kill["node_down"]:
+            _show_completing(job, "CANCELLED")
+        return True
+    start_kill(ctx, job, "CANCELLED", ctx.scaled(ctx.settings.slurm_kill_wait_seconds))
+    return True
+
+
+def advance(ctx: Ctx, job: dict[str, Any]) -> None:
+    """One step of a running job: timers, signals, process exits, next phase."""
+    phase = job.get("phase")
+    if phase is None:
+        return
+    key = ctx.key(job)
+    if ctx.procs.get(key) is None:
+        lost(ctx, job)
+        return
+    if job.get("kill") is None and phase == "script":
+        _check_limits(ctx, job)
+    kill = job.get("kill")
+    if kill is not None and not kill["killed"] and ctx.now >= kill["kill_at"]:
+        ctx.procs.signal(key, signal.SIGKILL)
+        kill["killed"] = True
+        if kill["node_down"]:
+            _node_gone(ctx, job, kill)
+            return
+    if kill is not None and kill["node_down"]:
+        return
+    result = ctx.procs.finished(key)
+    if result is not None:
+        _on_exit(ctx, job, phase, *result)
+
+
+def _check_limits(ctx: Ctx, job: dict[str, Any]) -> None:
+    minutes = job.get("time_limit")
+    if minutes is None or not job.get("start_time"):
+        return
+    limit_at = job["start_time"] + ctx.scaled(minutes * 60)
+    if job.get("warn_signal") and not job.get("warned"):
+        if ctx.now >= limit_at - ctx.scaled(job.get("warn_delay") or 0):
+            batch = bool(job.get("warn_batch_only"))
+            ctx.procs.signal(ctx.key(job), job["warn_signal"], leader_only=batch)
+            job["warned"] = True
+    if ctx.now >= limit_at:
+        start_kill(ctx, job, "TIMEOUT", ctx.scaled(ctx.settings.slurm_kill_wait_seconds))
+
+
+def _node_gone(ctx: Ctx, job: dict[str, Any], kill: dict[str, Any]) -> None:
+    ctx.take_down(kill["node_down"], "DOWN", kill["node_reason"] or "Not responding")
+    result = ctx.procs.finished(ctx.key(job))
+    ctx.procs.discard(ctx.key(job))
+    if job.get("phase") == "script":
+        rc, sig = result if result is not None else (None, int(signal.SIGKILL))
+        job.update(exit={"rc": rc, "signal": sig}, end_time=ctx.now)
+    finalize(ctx, job, kill["outcome"])
+
+
+def _on_exit(ctx: Ctx, job: dict[str, Any], phase: str, rc: int | None, sig: int | None) -> None:
+    kill = job.get("kill")
+    if phase == "prolog":
+        if kill is not None:
+            finalize(ctx, job, kill["outcome"])
+        elif rc == 0 and sig is None:
+            _start_phase(ctx, job, "prolog", job.get("step", 0) + 1)
+        else:
+            job["description"] = f"prolog {job.get('step', 0)} exited with {rc or sig}"
+            _prolog_failed(ctx, job)
+    elif phase == "script":
+        job.update(exit={"rc": rc, "signal": sig}, end_time=ctx.now)
+        outcome = kill["outcome"] if kill else ("COMPLETED" if rc == 0 and not sig else "FAILED")
+        finish_run(ctx, job, outcome)
+    else:
+        if rc != 0 or sig:
+            ctx.take_down(job.get("alloc") or [], "DRAIN", "Epilog error")
+        _start_phase(ctx, job, "epilog", job.get("step", 0) + 1)
+
+
+def finish_run(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
+    """After the script: the epilogs (state shows COMPLETING), then ``finalize``."""
+    job.update(kill=None, outcome=outcome)
+    if not ctx.topo.epilog:
+        finalize(ctx, job, outcome)
+        return
+    _show_completing(job, outcome)
+    _start_phase(ctx, job, "epilog", 0)
+
+
+def lost(ctx: Ctx, job: dict[str, Any]) -> None:
+    """A job whose process this emulator does not have (it restarted): a node failure."""
+    slurm_process.kill_stale_group(job.get("pgid"), job.get("marker"))
+    if job.get("phase") == "epilog":
+        finalize(ctx, job, job.get("outcome") or "COMPLETED")
+        return
+    kill = job.get("kill")
+    if kill is not None and not kill["node_down"]:
+        outcome = kill["outcome"]
+    else:
+        outcome = "REQUEUE" if job.get("requeue") else "NODE_FAIL"
+    ctx.record_event(job, "node_failure", outcome, job.get("alloc") or [])
+    job["end_time"] = ctx.now
+    finalize(ctx, job, outcome)
+
+
+def finalize(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
+    """Releases the nodes and sets the state the run ends in."""
+    ctx.procs.discard(ctx.key(job))
+    nodes = job.get("alloc") or []
+    job.update(
+        alloc=[],
+        last_nodes=nodes or job.get("last_nodes") or [],
+        phase=None,
+        step=0,
+        kill=None,
+        outcome=None,
+        preempt_at=None,
+        pgid=None,
+    )
+    if outcome in ("REQUEUE", "REQUEUE_HOLD"):
+        held = outcome == "REQUEUE_HOLD"
+        delay = 0.0 if held else ctx.scaled(ctx.settings.slurm_requeue_delay_seconds)
+        job.update(
+            state="PENDING",
+            flags=["LAUNCH_FAILED", "REQUEUE_HOLD"] if held else ["REQUEUED"],
+            restart_cnt=int(job.get("restart_cnt", 0)) + 1,
+            eligible_time=ctx.now + delay,
+            start_time=None,
+            end_time=None,
+            finished_at=None,
+            launch_held=held,
+            reason=HELD_REASON if held else ("BeginTime" if delay else "None"),
+        )
+        return
+    reason = _REASONS.get(outcome, "None")
+    code = job.get("exit") or {}
+    if outcome == "FAILED" and code.get("signal"):
+        reason = f"RaisedSignal:{code['signal']}({slurm_shapes.signal_name(code['signal'])})"
+    job.update(
+        state=outcome,
+        flags=[],
+        reason=reason,
+        end_time=job.get("end_time") or ctx.now,
+        finished_at=ctx.now,
+    )
+
+
+def expired(ctx: Ctx, job: dict[str, Any]) -> bool:
+    """Whether a finished job has left the live queue (``MinJobAge``)."""
+    done = job.get("finished_at")
+    age = ctx.scaled(ctx.settings.slurm_min_job_age_seconds)
+    return done is not None and job.get("phase") is None and ctx.now - done >= age
