@@ -74,8 +74,12 @@ def desired_labels(
     return labels
 
 
-class _LabelledCluster(cluster_resource.ClusterResource):
-    """A cluster whose managed labels are updated without blind resends."""
+class _LabelUpdate:
+    """Updates one cluster's managed labels without blind resends."""
+
+    def __init__(self, cluster: cluster_resource.ClusterResource):
+        self.cluster = cluster
+        self.client, self.ref, self.options = cluster.client, cluster.ref, cluster.options
 
     def update_labels(
         self, set_labels: Mapping[str, str], remove: list[str]
@@ -115,8 +119,10 @@ class _LabelledCluster(cluster_resource.ClusterResource):
                 self._pause()
                 continue
             if operation.get("name"):
-                self._wait_operation(operation, f"label update of cluster {self.ref.cluster_id}")
-            return self._wait_settled()
+                self.cluster.wait_operation(
+                    operation, f"label update of cluster {self.ref.cluster_id}"
+                )
+            return self.cluster.wait_settled()
         raise errors.TransientError(
             f"could not update the labels of cluster {self.ref.name} after "
             f"{self.options.max_attempts + 1} attempts. Fix: check that nothing else keeps "
@@ -128,7 +134,7 @@ class _LabelledCluster(cluster_resource.ClusterResource):
 
     def _read_settled(self) -> dict[str, Any] | None:
         """The cluster once RUNNING; None when it is absent or being deleted."""
-        cluster = self.get()
+        cluster = self.cluster.get()
         if cluster is not None and cluster_resource.cluster_state(cluster) in (
             cluster_resource.PROVISIONING,
             cluster_resource.UPDATING,
@@ -138,7 +144,7 @@ class _LabelledCluster(cluster_resource.ClusterResource):
                 self.ref.cluster_id,
                 cluster_resource.cluster_state(cluster),
             )
-            cluster = self._wait_settled()
+            cluster = self.cluster.wait_settled()
         if cluster is None:
             log.info("cluster %s does not exist: no labels to update", self.ref.cluster_id)
             return None
@@ -185,8 +191,8 @@ def update_managed_labels(
     """
     set_labels = dict(set_labels or {})
     removed = check_label_change(set_labels, remove)
-    resource = _LabelledCluster(client, ref, options=options)
-    return resource.update_labels(set_labels, removed)
+    update = _LabelUpdate(cluster_resource.ClusterResource(client, ref, options=options))
+    return update.update_labels(set_labels, removed)
 
 
 def mark_kept(

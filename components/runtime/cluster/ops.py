@@ -35,11 +35,13 @@ from vsp.components.runtime.cluster.resource import (
     RUNNING,
     STOPPING,
     UPDATING,
+    ClusterOptions,
+    ClusterRef,
     ClusterResource,
     cluster_state,
     describe_cluster,
 )
-from vsp.components.runtime.core import errors, gcp_labels, gcp_resources
+from vsp.components.runtime.core import errors, gcp_labels, gcp_resources, rest
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +73,37 @@ class EnsureResult:
         return self.action in ("reused", "updated")
 
 
-class ClusterManager(ClusterResource):
-    """Create-or-reuse on top of ``ClusterResource``; see the module docstring."""
+class ClusterManager:
+    """Create-or-reuse of one cluster, driving a ``ClusterResource``; see the module docstring.
+
+    Args:
+        client: REST client for the cluster's location.
+        ref: Which cluster.
+        gcp_resources_path: Where to record the LRO and the cluster ('' to skip).
+        options: Waiting and update behaviour.
+    """
+
+    def __init__(
+        self,
+        client: rest.VertexRestClient,
+        ref: ClusterRef,
+        *,
+        gcp_resources_path: str = "",
+        options: ClusterOptions | None = None,
+    ):
+        self.cluster = ClusterResource(
+            client, ref, gcp_resources_path=gcp_resources_path, options=options
+        )
+        self.client, self.ref, self.options = client, ref, self.cluster.options
+        self.gcp_resources_path = gcp_resources_path
+
+    def get(self) -> dict[str, Any] | None:
+        """The cluster, or None when it does not exist."""
+        return self.cluster.get()
+
+    def delete(self) -> bool:
+        """Deletes the cluster (see ``ClusterResource.delete``)."""
+        return self.cluster.delete()
 
     # ----- ensure ----------------------------------------------------------------------------
 
@@ -109,13 +140,13 @@ class ClusterManager(ClusterResource):
             state = cluster_state(cluster)
             if state in (PROVISIONING, UPDATING):
                 log.info("cluster %s is %s: waiting for it", self.ref.cluster_id, state)
-                cluster = self._wait_settled()
+                cluster = self.cluster.wait_settled()
                 if cluster is None:
                     continue
                 state = cluster_state(cluster)
             if state == STOPPING:
                 log.info("cluster %s is being deleted: waiting, then creating", self.ref.cluster_id)
-                self._wait_gone()
+                self.cluster.wait_gone()
                 continue
             if state == ERROR:
                 log.warning(
@@ -151,7 +182,7 @@ class ClusterManager(ClusterResource):
             return
         log.info("re-attaching to recorded operation %s", recorded.name)
         try:
-            self._wait_operation({"name": recorded.name}, f"create of {self.ref.cluster_id}")
+            self.cluster.wait_operation({"name": recorded.name}, f"create of {self.ref.cluster_id}")
         except errors.NotFoundError:
             log.info("recorded operation %s no longer exists", recorded.name)
         except errors.OperationFailedError as exc:
@@ -173,20 +204,22 @@ class ClusterManager(ClusterResource):
             log.warning("create got no usable answer (%s): looking the cluster up first", exc)
             self.options.clock.sleep(next(self.options.backoff.delays()))
             return None
-        self._record(self._resource(gcp_resources.LRO, operation["name"]))
+        self.cluster.record(self.cluster.resource_entry(gcp_resources.LRO, operation["name"]))
         try:
-            response = self._wait_operation(operation, f"create of cluster {self.ref.cluster_id}")
+            response = self.cluster.wait_operation(
+                operation, f"create of cluster {self.ref.cluster_id}"
+            )
         except errors.OperationFailedError:
             log.warning("create failed: deleting what it left behind")
             self.delete()
             raise
-        self._record(
-            self._resource(gcp_resources.LRO, operation["name"]),
-            self._resource(gcp_resources.CLUSTER, self.ref.name),
+        self.cluster.record(
+            self.cluster.resource_entry(gcp_resources.LRO, operation["name"]),
+            self.cluster.resource_entry(gcp_resources.CLUSTER, self.ref.name),
         )
         cluster = self.get() or response
         if cluster_state(cluster) != RUNNING:
-            cluster = self._wait_settled() or cluster
+            cluster = self.cluster.wait_settled() or cluster
         return cluster
 
     def _reconcile(self, spec: cluster_spec.ClusterSpec, cluster: dict[str, Any]) -> list[str]:
@@ -230,13 +263,13 @@ class ClusterManager(ClusterResource):
             except errors.TransientError as exc:
                 log.warning("update got no usable answer (%s): reading the cluster again", exc)
                 self.options.clock.sleep(next(self.options.backoff.delays()))
-                cluster = self._wait_settled() or cluster
+                cluster = self.cluster.wait_settled() or cluster
                 mask = self._reconcile(spec, cluster)
                 if not mask:
                     return cluster
                 continue
-            self._wait_operation(operation, f"update of cluster {self.ref.cluster_id}")
-            return self._wait_settled() or cluster
+            self.cluster.wait_operation(operation, f"update of cluster {self.ref.cluster_id}")
+            return self.cluster.wait_settled() or cluster
         raise errors.TransientError(
             f"could not update cluster {self.ref.name} after {self.options.max_attempts} attempts"
         )

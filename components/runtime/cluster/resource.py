@@ -149,16 +149,19 @@ class ClusterResource:
         )
         return result.value
 
-    def _wait_settled(self) -> dict[str, Any] | None:
+    def wait_settled(self) -> dict[str, Any] | None:
+        """The cluster once it is neither PROVISIONING nor UPDATING (None once it is gone)."""
         return self._wait(
             lambda c: c is None or cluster_state(c) not in (PROVISIONING, UPDATING),
             f"cluster {self.ref.cluster_id}",
         )
 
-    def _wait_gone(self) -> None:
+    def wait_gone(self) -> None:
+        """Returns once the cluster no longer exists."""
         self._wait(lambda c: c is None, f"deletion of cluster {self.ref.cluster_id}")
 
-    def _wait_operation(self, operation: dict[str, Any], what: str) -> dict[str, Any]:
+    def wait_operation(self, operation: dict[str, Any], what: str) -> dict[str, Any]:
+        """Polls a long-running operation on the cluster to its end; returns its response."""
         return operations.wait_for_operation(
             self.client,
             operation["name"],
@@ -169,10 +172,12 @@ class ClusterResource:
             what=what,
         )
 
-    def _record(self, *resources: gcp_resources.Resource) -> None:
+    def record(self, *resources: gcp_resources.Resource) -> None:
+        """Writes ``gcp_resources`` (nothing when no path was given)."""
         gcp_resources.write(self.gcp_resources_path, list(resources))
 
-    def _resource(self, resource_type: str, name: str) -> gcp_resources.Resource:
+    def resource_entry(self, resource_type: str, name: str) -> gcp_resources.Resource:
+        """A ``gcp_resources`` entry for a resource of this cluster's API."""
         return gcp_resources.Resource(
             resource_type, self.client.url(f"{self.ref.api_version}/{name}")
         )
@@ -213,9 +218,9 @@ class ClusterResource:
                 self.options.clock.sleep(next(self.options.backoff.delays()))
                 continue
             if operation.get("name"):
-                self._record(self._resource(gcp_resources.LRO, operation["name"]))
+                self.record(self.resource_entry(gcp_resources.LRO, operation["name"]))
                 try:
-                    self._wait_operation(operation, f"deletion of cluster {self.ref.cluster_id}")
+                    self.wait_operation(operation, f"deletion of cluster {self.ref.cluster_id}")
                 except errors.OperationFailedError as exc:
                     if exc.code != 5:  # NOT_FOUND: already gone
                         raise
@@ -224,6 +229,6 @@ class ClusterResource:
             raise errors.TransientError(
                 f"could not delete cluster {self.ref.name} after repeated attempts; retry the step"
             )
-        self._wait_gone()
+        self.wait_gone()
         log.info("cluster %s deleted", self.ref.cluster_id)
         return True
