@@ -1,21 +1,18 @@
 """Build a training cluster spec from the flat parameters a pipeline user types.
 
-``build_cluster_spec`` makes a static login pool plus training pools in one of these ways (all
-may be combined; every training pool shares the machine parameters):
+``build_cluster_spec`` takes exactly the flat parameters ``create_cluster`` passes, and makes a
+static login pool plus up to two training pools sharing the machine parameters:
 
-* ``max_nodes > 0`` (or ``pool_id``): one pool ``pool_id`` (default ``gpu``) with
-  ``provisioning_model`` (default RESERVATION when ``reservation`` is given, else ON_DEMAND);
 * ``spot_max_nodes > 0``: a SPOT pool ``spot`` scaling from 0;
 * ``ondemand_max_nodes > 0``: a fallback pool ``ondemand`` scaling from 0, RESERVATION when
-  ``reservation`` is given, else ON_DEMAND;
-* ``node_pools``: extra pools given as dicts (snake_case or camelCase); a missing ``zone`` is
-  filled with ``zone``.
+  ``reservation`` is given, else ON_DEMAND.
 
-Partitions default to one per training pool (same id), in the order above; the default partition
-is ``default_partition_id`` or the first one, always written explicitly so that reordering never
-moves it [R MM]. Empty strings, zero counts and empty maps mean "not set", which is what KFP passes
-for unset parameters. Bare network, subnetwork and reservation names are expanded with
-``project`` (or the project of ``home_directory_storage``) and ``zone``. Numbers in
+Each training pool gets a partition of the same id; the default partition is the first one,
+always written explicitly so that reordering never moves it [R MM]. Anything else (more pools,
+other partitions, node sets, prolog and epilog scripts, extra storage) goes in the full
+``cluster_spec`` instead. Empty strings, zero counts and empty maps mean "not set", which is what
+KFP passes for unset parameters. Bare network, subnetwork and reservation names are expanded
+with ``project`` (or the project of ``home_directory_storage``) and ``zone``. Numbers in
 ``slurm_config`` are turned into strings (slurm.conf values are strings).
 
 ``diff_cluster`` and ``ClusterDiff`` live in ``cluster_diff`` and are re-exported here.
@@ -39,6 +36,9 @@ diff_cluster = cluster_diff.diff_cluster
 __all__ = ["ClusterDiff", "FieldChange", "build_cluster_spec", "diff_cluster", "merge_spec"]
 
 
+LOGIN_POOL_ID = "login"
+
+
 def build_cluster_spec(
     *,
     cluster_id: str = "",
@@ -49,32 +49,16 @@ def build_cluster_spec(
     subnetwork: str = "",
     zone: str = "",
     home_directory_storage: str = "",
-    login_pool_id: str = "login",
     login_machine_type: str = "n2-standard-8",
     login_node_count: int = 1,
-    pool_id: str = "",
     machine_type: str = "",
     accelerator_type: str = "",
     accelerator_count: int = 0,
-    provisioning_model: str = "",
     reservation: str | Sequence[str] = "",
-    min_nodes: int = 0,
-    max_nodes: int = 0,
     spot_max_nodes: int = 0,
     ondemand_max_nodes: int = 0,
-    boot_disk_type: str = "",
     boot_disk_size_gb: int = 0,
-    enable_public_ips: bool | None = None,
-    filestores: Sequence[str] | None = None,
-    lustres: Sequence[str] | None = None,
-    node_pools: Sequence[Mapping[str, Any]] | None = None,
-    partitions: Sequence[Mapping[str, Any]] | None = None,
-    default_partition_id: str = "",
     slurm_config: Mapping[str, Any] | None = None,
-    partition_config: Mapping[str, Mapping[str, Any]] | None = None,
-    node_set_config: Mapping[str, Mapping[str, Any]] | None = None,
-    prolog_bash_scripts: Sequence[str] | None = None,
-    epilog_bash_scripts: Sequence[str] | None = None,
     service_account: str = "",
     validate: bool = True,
 ) -> cs.ClusterSpec:
@@ -89,32 +73,16 @@ def build_cluster_spec(
         subnetwork: Subnetwork, full name or bare name (region taken from ``zone``).
         zone: Zone of every pool, e.g. ``us-central1-b``.
         home_directory_storage: Filestore/Lustre instance mounted as /home.
-        login_pool_id: Id of the login pool.
         login_machine_type: Machine type of the login pool.
         login_node_count: Login nodes (min = max).
-        pool_id: Id of the single training pool (default ``gpu``).
         machine_type: Machine type of the training pools.
         accelerator_type: Accelerator of the training pools ("" for CPU pools).
         accelerator_count: Accelerators per training node.
-        provisioning_model: Provisioning model of the single training pool.
-        reservation: Reservation(s) for RESERVATION pools, full or bare names.
-        min_nodes: Minimum nodes of the single training pool.
-        max_nodes: Maximum nodes of the single training pool (0: no such pool).
+        reservation: Reservation(s) of the ``ondemand`` pool, full or bare names.
         spot_max_nodes: Maximum nodes of the ``spot`` pool (0: no such pool).
         ondemand_max_nodes: Maximum nodes of the ``ondemand`` pool (0: no such pool).
-        boot_disk_type: Boot disk type of the training pools.
-        boot_disk_size_gb: Boot disk size of the training pools, GB.
-        enable_public_ips: Public IPs on every pool (None: service default).
-        filestores: Filestore instances mounted on every pool.
-        lustres: Managed Lustre instances mounted on every pool.
-        node_pools: Extra pools as dicts.
-        partitions: Partitions as dicts (default: one per training pool).
-        default_partition_id: Default partition (default: the first partition).
+        boot_disk_size_gb: Boot disk size of the training pools, GB (0: the service default).
         slurm_config: Cluster-scope slurm.conf settings.
-        partition_config: slurm.conf settings per partition id (for default partitions).
-        node_set_config: slurm.conf settings per node pool id (makes ``node_sets``).
-        prolog_bash_scripts: Scripts run before each job.
-        epilog_bash_scripts: Scripts run after each job.
         service_account: Service account of the nodes.
         validate: Run ``cluster_rules.validate_cluster`` on the result.
 
@@ -131,73 +99,43 @@ def build_cluster_spec(
     machine = {"machine_type": machine_type or None}
     if accelerator_type:
         machine.update(accelerator_type=accelerator_type, accelerator_count=accelerator_count)
-    common = {"zone": zone or None, "enable_public_ips": enable_public_ips}
-    common.update(filestores=list(filestores or []) or None, lustres=list(lustres or []) or None)
-    disk = {
-        "boot_disk_type": boot_disk_type or None,
-        "boot_disk_size_gb": boot_disk_size_gb or None,
-    }
-    disk = disk if boot_disk_type or boot_disk_size_gb else None
+    disk = {"boot_disk_size_gb": boot_disk_size_gb} if boot_disk_size_gb else None
 
-    def training_pool(pool: str, model: str, low: int, high: int) -> dict[str, Any]:
+    def training_pool(pool: str, model: str, high: int) -> dict[str, Any]:
         spec = {"id": pool, "machine_spec": dict(machine), "provisioning_model": model}
-        if model == "RESERVATION" and reservations:
+        if model == "RESERVATION":
             spec["machine_spec"]["reservation_affinity"] = {
                 "reservation_affinity_type": "SPECIFIC_RESERVATION",
                 "key": "compute.googleapis.com/reservation-name",
                 "values": reservations,
             }
-        scaling = {"min_node_count": low, "max_node_count": high}
-        return {**spec, "scaling_spec": scaling, "boot_disk": disk, **common}
+        scaling = {"min_node_count": 0, "max_node_count": high}
+        return {**spec, "scaling_spec": scaling, "boot_disk": disk, "zone": zone or None}
 
-    fallback = "RESERVATION" if reservations else "ON_DEMAND"
     pools = [
         {
-            "id": login_pool_id,
+            "id": LOGIN_POOL_ID,
             "machine_spec": {"machine_type": login_machine_type},
             "provisioning_model": "ON_DEMAND",
             "scaling_spec": {
                 "min_node_count": login_node_count,
                 "max_node_count": login_node_count,
             },
-            **common,
+            "zone": zone or None,
         }
     ]
-    if max_nodes or pool_id:
-        model = provisioning_model or fallback
-        pools.append(training_pool(pool_id or "gpu", model, min_nodes, max_nodes))
     if spot_max_nodes:
-        pools.append(training_pool("spot", "SPOT", 0, spot_max_nodes))
+        pools.append(training_pool("spot", "SPOT", spot_max_nodes))
     if ondemand_max_nodes:
-        pools.append(training_pool("ondemand", fallback, 0, ondemand_max_nodes))
-    for extra in node_pools or []:
-        pool = cluster_keys.snake_keys(dict(extra), cs.NodePool)
-        pools.append({"zone": zone or None, **pool})
-    if partitions:
-        parts = [cluster_keys.snake_keys(dict(p), cs.SlurmPartition) for p in partitions]
-    else:
-        parts = [
-            {
-                "id": p["id"],
-                "node_pool_ids": [p["id"]],
-                "config": _strings((partition_config or {}).get(p["id"])),
-            }
-            for p in pools[1:]
-            if p.get("id")
-        ]
+        model = "RESERVATION" if reservations else "ON_DEMAND"
+        pools.append(training_pool("ondemand", model, ondemand_max_nodes))
+    parts = [{"id": p["id"], "node_pool_ids": [p["id"]]} for p in pools[1:]]
     slurm = {
         "home_directory_storage": home_directory_storage or None,
-        "login_node_pool_id": login_pool_id,
+        "login_node_pool_id": LOGIN_POOL_ID,
         "partitions": parts,
-        "default_partition_id": default_partition_id or (parts[0].get("id") if parts else None),
+        "default_partition_id": parts[0]["id"] if parts else None,
         "config": _strings(slurm_config),
-        "node_sets": [
-            {"node_pool_id": pool, "config": _strings(config)}
-            for pool, config in (node_set_config or {}).items()
-        ]
-        or None,
-        "prolog_bash_scripts": list(prolog_bash_scripts or []) or None,
-        "epilog_bash_scripts": list(epilog_bash_scripts or []) or None,
     }
     region = zone.rsplit("-", 1)[0]
     body = {

@@ -7,7 +7,15 @@ import time
 
 import requests
 
-from tests.emulator.custom_jobs.test_emu_custom_jobs import FAST, TERMINAL, body, create, get, info, wait
+from tests.emulator.custom_jobs.test_emu_custom_jobs import (
+    FAST,
+    TERMINAL,
+    body,
+    create,
+    get,
+    info,
+    wait,
+)
 
 
 def plan(server, **fields):

@@ -91,30 +91,31 @@ def test_spot_and_ondemand_pools_from_flat_parameters():
     }
 
 
-def test_single_pool_with_a_bare_reservation_name_becomes_reservation():
+def test_the_ondemand_pool_takes_a_bare_reservation_name():
     spec = cluster_builder.build_cluster_spec(
         cluster_id="resv",
         zone="us-central1-b",
         home_directory_storage=HOME,
-        pool_id="h100",
         machine_type="a3-highgpu-8g",
         accelerator_type="NVIDIA_H100_80GB",
         accelerator_count=8,
         reservation="h100-res",
-        min_nodes=2,
-        max_nodes=2,
+        ondemand_max_nodes=2,
+        boot_disk_size_gb=300,
     )
 
-    pool = spec.pool("h100")
+    pool = spec.pool("ondemand")
     assert pool.provisioning_model == "RESERVATION"
     assert pool.machine_spec.reservation_affinity.values == [
         "projects/acme-ml/zones/us-central1-b/reservations/h100-res"
     ]
-    assert (pool.scaling_spec.min_node_count, pool.scaling_spec.max_node_count) == (2, 2)
-    assert [p.id for p in spec.slurm.partitions] == ["h100"]
+    assert (pool.scaling_spec.min_node_count, pool.scaling_spec.max_node_count) == (0, 2)
+    assert pool.boot_disk == cluster_spec.BootDisk(boot_disk_size_gb=300)
+    assert [p.id for p in spec.slurm.partitions] == ["ondemand"]
+    assert spec.slurm.default_partition_id == "ondemand"
 
 
-def test_kfp_style_empty_values_mean_unset_and_extra_pools_are_accepted():
+def test_kfp_style_empty_values_mean_unset():
     spec = cluster_builder.build_cluster_spec(
         cluster_id="cpu",
         display_name="",
@@ -122,75 +123,40 @@ def test_kfp_style_empty_values_mean_unset_and_extra_pools_are_accepted():
         subnetwork="",
         zone="europe-west4-a",
         home_directory_storage=HOME,
-        machine_type="",
+        machine_type="c2-standard-60",
         accelerator_type="",
         accelerator_count=0,
+        reservation="",
+        spot_max_nodes=3,
+        boot_disk_size_gb=0,
         labels={},
         slurm_config={},
         service_account="",
-        node_pools=[
-            {
-                "id": "cpu",
-                "machineSpec": {"machineType": "c2-standard-60"},
-                "scalingSpec": {"maxNodeCount": 3},
-            },
-            {
-                "id": "gpu",
-                "machine_spec": H100,
-                "provisioning_model": "SPOT",
-                "zone": "europe-west4-b",
-            },
-        ],
-        partition_config={"cpu": {"MaxTime": "1:00:00"}},
-        node_set_config={"gpu": {"Features": "h100"}},
-        default_partition_id="gpu",
     )
 
     body = spec.to_request_body()
     assert body["displayName"] == "cpu"
     assert "network" not in body and "labels" not in body and "runtimeSpec" not in body
-    assert [p.get("zone") for p in body["nodePools"]] == [
-        "europe-west4-a",
-        "europe-west4-a",
-        "europe-west4-b",
-    ]
+    assert [p["id"] for p in body["nodePools"]] == ["login", "spot"]
+    assert [p.get("zone") for p in body["nodePools"]] == ["europe-west4-a", "europe-west4-a"]
+    assert "bootDisk" not in body["nodePools"][1]
+    assert body["nodePools"][1]["machineSpec"] == {"machineType": "c2-standard-60"}
     slurm = body["orchestratorSpec"]["slurmSpec"]
-    assert slurm["partitions"] == [
-        {"id": "cpu", "nodePoolIds": ["cpu"], "config": {"MaxTime": "1:00:00"}},
-        {"id": "gpu", "nodePoolIds": ["gpu"]},
-    ]
-    assert slurm["defaultPartitionId"] == "gpu"
-    assert slurm["nodeSets"] == [{"nodePoolId": "gpu", "config": {"Features": "h100"}}]
+    assert slurm["partitions"] == [{"id": "spot", "nodePoolIds": ["spot"]}]
+    assert slurm["defaultPartitionId"] == "spot"
     assert "config" not in slurm
 
 
-def test_explicit_partitions_scripts_and_disk():
-    spec = cluster_builder.build_cluster_spec(
-        cluster_id="t1",
-        zone="us-central1-b",
-        home_directory_storage=HOME,
-        machine_type="a3-highgpu-8g",
-        accelerator_type="NVIDIA_H100_80GB",
-        accelerator_count=8,
-        spot_max_nodes=2,
-        ondemand_max_nodes=1,
-        boot_disk_type="hyperdisk-balanced",
-        boot_disk_size_gb=300,
-        enable_public_ips=True,
-        filestores=["projects/acme-ml/locations/us-central1-b/instances/data"],
-        partitions=[{"id": "all", "nodePoolIds": ["spot", "ondemand"]}],
-        prolog_bash_scripts=["#!/bin/bash\ntrue\n"],
-        epilog_bash_scripts=["#!/bin/bash\ntrue\n"],
-    )
+def test_only_the_parameters_create_cluster_passes_are_taken():
+    import inspect  # noqa: PLC0415
 
-    assert [p.id for p in spec.slurm.partitions] == ["all"]
-    assert spec.slurm.default_partition_id == "all"
-    spot = spec.pool("spot")
-    assert spot.boot_disk == cluster_spec.BootDisk(
-        boot_disk_type="hyperdisk-balanced", boot_disk_size_gb=300
-    )
-    assert spot.enable_public_ips is True and spot.filestores and spec.pool("login").filestores
-    assert spec.slurm.prolog_bash_scripts == ["#!/bin/bash\ntrue\n"]
+    from vsp.components import catalog  # noqa: PLC0415
+
+    builder = set(inspect.signature(cluster_builder.build_cluster_spec).parameters) - {"validate"}
+    component = set(inspect.signature(catalog.COMPONENT_FUNCTIONS["create_cluster"]).parameters)
+    assert builder <= component
+    with pytest.raises(TypeError):
+        cluster_builder.build_cluster_spec(node_pools=[{"id": "cpu"}])
 
 
 @pytest.mark.parametrize(
@@ -203,21 +169,19 @@ def test_explicit_partitions_scripts_and_disk():
             "cluster_id",
         ),
         (
-            {"max_nodes": 1, "machine_type": "n2-standard-8", "slurm_config": {"Weight": True}},
+            {
+                "spot_max_nodes": 1,
+                "machine_type": "n2-standard-8",
+                "slurm_config": {"Weight": True},
+            },
             f"{SLURM}.config.Weight",
         ),
         (
             {
-                "max_nodes": 1,
-                "machine_type": "a3-highgpu-8g",
-                "accelerator_type": "NVIDIA_H100_80GB",
-                "accelerator_count": 8,
-                "provisioning_model": "STANDARD",
+                "spot_max_nodes": 1,
+                "machine_type": "n2-standard-8",
+                "network": "projects/x/networks/n",
             },
-            "node_pools[1].provisioning_model",
-        ),
-        (
-            {"max_nodes": 1, "machine_type": "n2-standard-8", "network": "projects/x/networks/n"},
             "network.network",
         ),
     ],
