@@ -2,8 +2,8 @@
 
 Replays run traces (``teardown_traces``) through keep-or-delete policies (``teardown_policies``),
 ours included (``teardown.decide`` at every run end, its expiry enforced as the reaper does),
-and writes ``teardown_cost.json`` (all numbers) and ``teardown_cost.md`` (tables and the goals
-of performance-model.md section 5(b), each met or not met with the measured number).
+and writes ``teardown_cost.json`` (all numbers) and ``teardown_cost.md`` (tables and the
+benchmark's goals, from ``goals`` below, each met or not met with the measured number).
 
 Usage::
 

@@ -122,7 +122,7 @@ def markdown(results: dict) -> str:
             for p in config["prices"]
         ],
     )
-    out += ["", "## Goals (performance-model.md section 5(b))", ""]
+    out += ["", "## Goals", ""]
     goal_rows = []
     for g in results["goals"]:
         measured = f"{g['measured']:.4f} ({g['where']})"

@@ -5,7 +5,7 @@ A trace is a sequence of runs. Run ``i`` starts at ``starts[i]`` (epoch seconds)
 so the decision has to use the run history). The idle gap after run ``i`` is the time from its
 end to the start of run ``i + 1``; the last run has no gap.
 
-Families (performance-model.md section 5(b)):
+Families:
 
 * ``cron``: runs start on the ticks of a cron, 0-60 s late (scheduler latency; unmeasured, so
   a guess), with lognormal durations (median 5 min) capped at half the time to the next tick.

@@ -15,7 +15,7 @@ from vsp.components.runtime.trainer import policy as cp
 MIN, HOUR = 60.0, 3600.0
 
 
-# Worked numbers of performance-model.md §1 (table "Daly model, R = 2 min"), in minutes.
+# Worked numbers of the Young and Daly formulas (Daly's model, restart R = 2 min), in minutes.
 @pytest.mark.parametrize(
     ("mtbf_s", "cost_s", "young_min", "daly_min"),
     [
