@@ -92,7 +92,7 @@ REJECTIONS: dict[int, tuple[str, str]] = {
 
 _TRANSIENT_NUMBERS = frozenset(
     {
-        2007,  # ESLURM_MAX_JOB_COUNT: the queue is full
+        2007,  # ESLURM_ERROR_ON_DESC_TO_RECORD_COPY: slurmctld could not record the job
         2016,  # ESLURM_NODES_BUSY
         2027,  # ESLURM_IN_STANDBY_MODE
         2041,  # ESLURM_TAKEOVER_NO_HEARTBEAT

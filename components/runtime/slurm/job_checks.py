@@ -13,6 +13,9 @@ from vsp.components.runtime.core import errors
 
 RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Variables that change how bash runs a script: it would source BASH_ENV/ENV, take shell options
+# (SHELLOPTS=noexec runs nothing and exits 0) or import functions (BASH_FUNC_*).
+SHELL_CONTROL_ENV = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE"})
 SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 WARNING_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
 MANAGED_KEYS = frozenset(
@@ -180,6 +183,13 @@ def _environment(environment: Any, bad) -> None:
                 name,
                 "is not a valid variable name.",
                 "use letters, digits and _ only, not starting with a digit.",
+            )
+        elif name in SHELL_CONTROL_ENV or name.startswith("BASH_FUNC_"):
+            bad(
+                field,
+                name,
+                "changes how the job's shell runs (it could source a file or skip the payload).",
+                "drop it from environment; set it inside the trainer if the trainer needs it.",
             )
         elif not isinstance(value, str) or "\0" in value:
             bad(field, value, "must be a string without NUL.", "convert the value to a string.")

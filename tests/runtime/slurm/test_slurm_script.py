@@ -382,3 +382,40 @@ while True:
         if process.poll() is None:
             process.kill()
     assert os.path.exists(marker)
+
+
+@pytest.mark.parametrize(
+    "name", ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE", "BASH_FUNC_f"]
+)
+def test_variables_that_steer_the_shell_are_refused(name):
+    with pytest.raises(errors.SpecValidationError) as caught:
+        make(environment={name: "x"})
+    assert caught.value.fields == [f"environment[{name!r}]"]
+    assert "changes how the job's shell runs" in str(caught.value)
+
+
+def _run_with_hostile_environment(script_text: str, tmp_path: Path) -> tuple[bool, bool]:
+    """(payload ran, BASH_ENV file was sourced) for a script run with BASH_ENV and SHELLOPTS set
+    the way a cluster default or another tool could set them, outside our validation."""
+    sourced, ran = tmp_path / "sourced", tmp_path / "ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"echo yes > {sourced}\n")
+    script = tmp_path / "job.sh"
+    script.write_text(script_text)
+    script.chmod(0o700)
+    env = {"PATH": os.environ["PATH"], "BASH_ENV": str(hook)}
+    subprocess.run([str(script)], env=env, check=True, timeout=30)
+    first = (ran.exists(), sourced.exists())
+    ran.unlink(missing_ok=True)
+    subprocess.run([str(script)], env={**env, "SHELLOPTS": "noexec"}, timeout=30)
+    return first[0] and ran.exists(), first[1]
+
+
+def test_the_batch_shell_ignores_bash_env_and_shellopts(tmp_path):
+    payload = [PY, "-c", f"open({str(tmp_path / 'ran')!r}, 'w').write('ran')"]
+    script = slurm_batch.render(payload)
+    assert script.startswith("#!/bin/bash -p\n")
+    assert _run_with_hostile_environment(script, tmp_path) == (True, False)
+    # The same script without -p sources the file and, with SHELLOPTS=noexec, runs nothing.
+    plain = script.replace("#!/bin/bash -p\n", "#!/bin/bash\n", 1)
+    assert _run_with_hostile_environment(plain, tmp_path) == (False, True)
