@@ -6,7 +6,6 @@ import json
 
 import click
 
-from vsp.components.runtime.cluster import ops as cluster_ops
 from vsp.components.runtime.cluster import reaper as cluster_reaper
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, rest
@@ -61,12 +60,12 @@ def list_clusters(project: str, location: str) -> None:
 def get_cluster(project: str, location: str, cluster_id: str) -> None:
     """Print one cluster as JSON."""
     client = rest.VertexRestClient(location)
-    manager = cluster_ops.ClusterManager(
+    resource = cluster_resource.ClusterResource(
         client, cluster_resource.ClusterRef(project, location, cluster_id)
     )
-    cluster = manager.get()
+    cluster = resource.get()
     if cluster is None:
-        raise click.ClickException(f"cluster {manager.ref.name} does not exist")
+        raise click.ClickException(f"cluster {resource.ref.name} does not exist")
     click.echo(json.dumps(cluster, indent=2, sort_keys=True))
 
 
@@ -77,11 +76,11 @@ def get_cluster(project: str, location: str, cluster_id: str) -> None:
 def delete_cluster(project: str, location: str, cluster_id: str) -> None:
     """Delete a cluster and wait until it is gone (missing is fine)."""
     client = rest.VertexRestClient(location)
-    manager = cluster_ops.ClusterManager(
+    resource = cluster_resource.ClusterResource(
         client, cluster_resource.ClusterRef(project, location, cluster_id)
     )
-    deleted = manager.delete()
-    click.echo(f"{'deleted' if deleted else 'already absent'}: {manager.ref.name}")
+    deleted = resource.delete()
+    click.echo(f"{'deleted' if deleted else 'already absent'}: {resource.ref.name}")
 
 
 @clusters.command("reap")

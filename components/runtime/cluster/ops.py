@@ -35,13 +35,11 @@ from vsp.components.runtime.cluster.resource import (
     RUNNING,
     STOPPING,
     UPDATING,
-    ClusterOptions,
-    ClusterRef,
     ClusterResource,
     cluster_state,
     describe_cluster,
 )
-from vsp.components.runtime.core import errors, gcp_labels, gcp_resources, rest
+from vsp.components.runtime.core import errors, gcp_labels, gcp_resources
 
 log = logging.getLogger(__name__)
 
@@ -74,28 +72,15 @@ class EnsureResult:
 
 
 class ClusterManager:
-    """Create-or-reuse of one cluster, driving a ``ClusterResource``; see the module docstring.
+    """Create-or-reuse of one cluster, driving its ``ClusterResource``; see the module docstring.
 
     Args:
-        client: REST client for the cluster's location.
-        ref: Which cluster.
-        gcp_resources_path: Where to record the LRO and the cluster ('' to skip).
-        options: Waiting and update behaviour.
+        cluster: The cluster (client, reference, ``gcp_resources`` path and options).
     """
 
-    def __init__(
-        self,
-        client: rest.VertexRestClient,
-        ref: ClusterRef,
-        *,
-        gcp_resources_path: str = "",
-        options: ClusterOptions | None = None,
-    ):
-        self.cluster = ClusterResource(
-            client, ref, gcp_resources_path=gcp_resources_path, options=options
-        )
-        self.client, self.ref, self.options = client, ref, self.cluster.options
-        self.gcp_resources_path = gcp_resources_path
+    def __init__(self, cluster: ClusterResource):
+        self.cluster = cluster
+        self.client, self.ref, self.options = cluster.client, cluster.ref, cluster.options
 
     def get(self) -> dict[str, Any] | None:
         """The cluster, or None when it does not exist."""
@@ -176,7 +161,7 @@ class ClusterManager:
 
     def _reattach_recorded_create(self) -> None:
         recorded = gcp_resources.find(
-            gcp_resources.read(self.gcp_resources_path), gcp_resources.LRO
+            gcp_resources.read(self.cluster.gcp_resources_path), gcp_resources.LRO
         )
         if recorded is None or not recorded.name.startswith(f"{self.ref.parent}/operations/"):
             return

@@ -63,7 +63,9 @@ def create_cluster(
     options.update_policy = update_policy
     client = rest.VertexRestClient(location)
     manager = cluster_ops.ClusterManager(
-        client, ref, gcp_resources_path=gcp_resources_path, options=options
+        cluster_resource.ClusterResource(
+            client, ref, gcp_resources_path=gcp_resources_path, options=options
+        )
     )
     result = manager.ensure(spec, managed_labels(pipeline_run))
     if (

@@ -48,7 +48,9 @@ def manager(tmp_path, **option_changes) -> cluster_ops.ClusterManager:
     client = rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
     ref = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
     return cluster_ops.ClusterManager(
-        client, ref, gcp_resources_path=str(tmp_path / "gcp_resources"), options=options
+        cluster_resource.ClusterResource(
+            client, ref, gcp_resources_path=str(tmp_path / "gcp_resources"), options=options
+        )
     )
 
 
