@@ -6,6 +6,7 @@ error exits 75, anything unexpected exits 70 with a traceback in the log.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import sys
 import click
 
 from vsp.pipelines import cli_common
+from vsp.vertex_emulator.slurm import real as real_slurm_api
 
 log = logging.getLogger("vsp")
 
@@ -90,6 +92,25 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
     default=None,
     help="Faithful mode: set execution caching of every task (default: the template's own).",
 )
+@click.option(
+    "--real-slurm",
+    is_flag=True,
+    help="Train on a real Slurm: the emulator forwards the Slurm Job API to the slurmrestd "
+    "named by $VSP_REAL_SLURMRESTD (as the real Slurm's env.sh sets it).",
+)
+@click.option(
+    "--slurmrestd",
+    default=None,
+    help="Train on the real Slurm behind this slurmrestd (unix socket path or "
+    "http://HOST:PORT; implies --real-slurm).",
+)
+@click.option(
+    "--preemption-mechanism",
+    type=click.Choice(real_slurm_api.PREEMPTION_MECHANISMS),
+    default="partition",
+    show_default=True,
+    help="With a real Slurm: preempt with a higher-tier partition's job, or scontrol requeue.",
+)
 @cli_common.handle_errors
 def run_local_command(
     pipeline: str,
@@ -103,6 +124,9 @@ def run_local_command(
     in_process: bool,
     templates: str | None,
     enable_caching: bool | None,
+    real_slurm: bool,
+    slurmrestd: str | None,
+    preemption_mechanism: str,
 ) -> None:
     """Run PIPELINE locally with kfp.local on the Vertex emulator.
 
@@ -124,6 +148,12 @@ def run_local_command(
     if preemptions is None:
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
+    address = _real_slurmrestd(real_slurm, slurmrestd)
+    if address:
+        settings = dataclasses.replace(
+            settings, slurmrestd=address, slurmrestd_preemption=preemption_mechanism
+        )
+        click.echo(f"Slurm: the real slurmrestd at {address} ({preemption_mechanism} preemptions)")
     result = local_run.run_local(
         pipeline,
         arguments,
@@ -157,6 +187,22 @@ def run_local_command(
         sys.exit(1)
 
 
+def _real_slurmrestd(real_slurm: bool, slurmrestd: str | None) -> str:
+    """The real slurmrestd address asked for ('' = the emulated Slurm)."""
+    if slurmrestd:
+        return slurmrestd
+    if not real_slurm:
+        return ""
+    address = os.environ.get(real_slurm_api.ADDRESS_ENV, "")
+    if not address:
+        raise click.UsageError(
+            f"--real-slurm needs ${real_slurm_api.ADDRESS_ENV}. Build and start a real Slurm "
+            "(see the README: build.sh, then start.sh DIR and `. DIR/env.sh`), or pass "
+            "--slurmrestd SOCKET_OR_URL."
+        )
+    return address
+
+
 def _metrics_line(path: str) -> str:
     try:
         with open(path) as handle:
@@ -186,16 +232,39 @@ def emulator() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8618, show_default=True, type=int)
 @click.option("--provisioning-seconds", default=3.0, show_default=True)
-def emulator_start(state_dir: str, host: str, port: int, provisioning_seconds: float) -> None:
+@click.option(
+    "--slurmrestd",
+    default="",
+    help="Forward every cluster's Slurm Job API to this real slurmrestd (unix socket path or "
+    "http://HOST:PORT; JWT from $VSP_REAL_SLURMRESTD_TOKEN).",
+)
+@click.option(
+    "--preemption-mechanism",
+    type=click.Choice(real_slurm_api.PREEMPTION_MECHANISMS),
+    default="partition",
+    show_default=True,
+    help="With --slurmrestd: how injected Spot preemptions are made on the real Slurm.",
+)
+def emulator_start(
+    state_dir: str,
+    host: str,
+    port: int,
+    provisioning_seconds: float,
+    slurmrestd: str,
+    preemption_mechanism: str,
+) -> None:
     """Serve the emulator in the foreground until interrupted."""
     from vsp import vertex_emulator as server  # noqa: PLC0415
 
-    server.serve(
-        state_dir,
-        host,
-        port,
-        server.EmulatorSettings(provisioning_delay_seconds=provisioning_seconds),
-    )
+    try:
+        settings = server.EmulatorSettings(
+            provisioning_delay_seconds=provisioning_seconds,
+            slurmrestd=real_slurm_api.check_address(slurmrestd) if slurmrestd else "",
+            slurmrestd_preemption=preemption_mechanism,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    server.serve(state_dir, host, port, settings)
 
 
 from vsp.pipelines import cli_clusters  # noqa: E402  (registers the `clusters` group)

@@ -12,9 +12,10 @@
 * ``cluster_body``: a fresh minimal valid cluster request body (snake_case).
 * ``slurm_emulator_factory``: like ``emulator_factory`` with fast Slurm timings
   (``SLURM_SETTINGS``); at teardown it SIGKILLs every Slurm job process the servers started.
-* ``slurm_cluster``: ``make(cluster_id, labels=None)`` -> a Slurm emulator with a RUNNING
-  cluster from ``tests/data/cluster_full.yaml`` (trivial prolog) whose caller has the ``ml``
-  association on ``spot`` and ``ondemand``, as ``ensure_slurm_account`` leaves it.
+* ``slurm_cluster``: ``make(cluster_id, labels=None, **settings)`` -> a Slurm emulator with a
+  RUNNING cluster from ``tests/data/cluster_full.yaml`` (trivial prolog) whose caller has the
+  ``ml`` association on ``spot`` and ``ondemand``, as ``ensure_slurm_account`` leaves it (with
+  a ``slurmrestd`` setting, the real Slurm behind it needs none).
 """
 
 from __future__ import annotations
@@ -240,8 +241,10 @@ def slurm_cluster(slurm_emulator_factory):
     from vsp.components.runtime.core import rest
     from vsp.components.runtime.slurm import api as slurm_api
 
-    def make(cluster_id: str, labels: dict[str, str] | None = None) -> server.EmulatorServer:
-        emulator = slurm_emulator_factory()
+    def make(
+        cluster_id: str, labels: dict[str, str] | None = None, **settings: Any
+    ) -> server.EmulatorServer:
+        emulator = slurm_emulator_factory(**settings)
         body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
         # The example prolog checks for 8 GPUs with nvidia-smi, which this machine lacks.
         body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
@@ -250,7 +253,8 @@ def slurm_cluster(slurm_emulator_factory):
         EmulatorApi(emulator).create_running(cluster_id, body)
         ref = cluster_resource.ClusterRef(PROJECT, LOCATION, cluster_id)
         client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
-        client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
+        if not settings.get("slurmrestd"):  # a real Slurm here runs without slurmdbd
+            client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
         return emulator
 
     return make

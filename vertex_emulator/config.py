@@ -50,6 +50,11 @@ class EmulatorSettings:
             preemption (used when the fixed delay above is 0); 0 = off.
         slurm_spot_preempt_max_count: Most preemptions the default plan makes per cluster.
         slurm_spot_preempt_seed: Seed of the default Poisson plan.
+        slurmrestd: A real slurmrestd (unix socket path or ``http://HOST:PORT``) that serves
+            ``:callSlurmRestApi`` of every cluster instead of the emulated Slurm; '' = emulate
+            (see ``slurm.real``).
+        slurmrestd_preemption: How Spot preemptions are made on that real Slurm: ``partition``
+            (a higher-tier job takes the node) or ``requeue`` (``scontrol requeue``).
         custom_job_queue_delay_seconds: Time a new CustomJob stays JOB_STATE_QUEUED.
         custom_job_pending_delay_seconds: Time a CustomJob stays JOB_STATE_PENDING (capacity
             and VM start-up) before its process starts; also after each Spot restart.
@@ -86,6 +91,8 @@ class EmulatorSettings:
     slurm_spot_preempt_mean_seconds: float = 0.0
     slurm_spot_preempt_max_count: int = 1
     slurm_spot_preempt_seed: int = 0
+    slurmrestd: str = ""
+    slurmrestd_preemption: str = "partition"
     custom_job_queue_delay_seconds: float = 1.0
     custom_job_pending_delay_seconds: float = 2.0
     custom_job_kill_wait_seconds: float = 30.0
@@ -120,6 +127,11 @@ class EmulatorSettings:
             raise ValueError(
                 "slurm_filesystem_isolation must be 'auto', 'on' or 'off', not "
                 f"{self.slurm_filesystem_isolation!r}"
+            )
+        if self.slurmrestd_preemption not in ("partition", "requeue"):
+            raise ValueError(
+                "slurmrestd_preemption must be 'partition' or 'requeue', not "
+                f"{self.slurmrestd_preemption!r}"
             )
         if self.default_page_size < 1 or self.max_page_size < 1:
             raise ValueError("default_page_size and max_page_size must be at least 1")

@@ -278,6 +278,13 @@ def loss_curve(losses: list[float], points: int = 8) -> str:
 
 
 def slurm_restart_count(environ: Mapping[str, str] | None = None) -> int | None:
-    """``$SLURM_RESTART_COUNT`` as an int (None when unset or not a number)."""
-    value = (os.environ if environ is None else environ).get("SLURM_RESTART_COUNT", "").strip()
+    """``$SLURM_RESTART_COUNT`` as an int; None outside Slurm or when not a number.
+
+    Slurm sets the variable only once a job was requeued, so inside a Slurm job
+    (``SLURM_JOB_ID`` set) an unset count is the first run: 0.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get("SLURM_RESTART_COUNT", "").strip()
+    if not value and env.get("SLURM_JOB_ID"):
+        return 0
     return int(value) if value.isdigit() else None

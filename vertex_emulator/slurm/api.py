@@ -7,6 +7,9 @@ NOT_FOUND (cluster), FAILED_PRECONDITION (cluster not RUNNING). Otherwise HTTP 2
 ``{"status", "structuredBody": {...}}`` with the ``slurm_structured_body`` setting. Every Slurm
 payload has ``meta``, ``errors`` and ``warnings``.
 
+With the ``slurmrestd`` setting the call goes to a real slurmrestd instead (``slurm.real``): its
+HTTP status and body text come back in the same wrapper.
+
 Slurm paths (v0.0.42 only; others answer Slurm status 404): ``POST /slurm/v0.0.42/job/submit``,
 ``GET|POST|DELETE /slurm/v0.0.42/job/{id}``, ``GET /slurm/v0.0.42/jobs``, ``GET
 /slurm/v0.0.42/{nodes,partitions,ping}``, ``GET /slurmdb/v0.0.42/job/{id}``, ``GET
@@ -27,6 +30,7 @@ from vsp.vertex_emulator.slurm import accounting as slurm_accounting
 from vsp.vertex_emulator.slurm import api_jobs as slurm_api_jobs
 from vsp.vertex_emulator.slurm import control as slurm_control
 from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
+from vsp.vertex_emulator.slurm import real as slurm_real
 from vsp.vertex_emulator.slurm import runtime as slurm_runtime
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 
@@ -128,12 +132,30 @@ def call_slurm_rest_api(request: router.Request) -> router.Response:
         raise errors.failed_precondition(
             f'ModelDevelopmentCluster "{name}" is {state}; the Slurm API needs a RUNNING cluster.'
         )
+    if app.slurm.real is not None:
+        return _forward(app, method, path, slurm_body)
     ctx = app.slurm.context(record["cluster"])
     status, payload = dispatch(ctx, request, method, path, slurm_body)
     ctx.save()
     if app.settings.slurm_structured_body:
         return router.Response({"status": status, "structuredBody": payload})
     return router.Response({"status": status, "body": json.dumps(payload)})
+
+
+def _forward(app: Any, method: str, path: str, body: Any) -> router.Response:
+    """Sends the call to the real slurmrestd (``slurm.real``) and wraps its answer."""
+    try:
+        status, text = app.slurm.real.slurmrestd.call(method, path, body)
+    except slurm_real.SlurmrestdUnavailable as exc:
+        message = f"The cluster's Slurm did not answer: {exc}"
+        raise errors.ApiException("UNAVAILABLE", message) from exc
+    if app.settings.slurm_structured_body:
+        try:
+            structured = json.loads(text)
+        except ValueError:
+            return router.Response({"status": status, "body": text})
+        return router.Response({"status": status, "structuredBody": structured})
+    return router.Response({"status": status, "body": text})
 
 
 def dispatch(

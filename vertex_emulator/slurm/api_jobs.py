@@ -19,6 +19,10 @@ from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 from vsp.vertex_emulator.slurm import sim as slurm_sim
 
 Reply = tuple[int, dict[str, Any]]
+_SUBMIT = "slurm_submit_batch_job()"
+_HELD = "Job is in held state, pending scheduler release"
+_ALREADY_DONE = "Job/step already completing or completed"
+_NOT_NOW = "Job can not be altered now, try again later"
 
 
 @dataclasses.dataclass
@@ -45,7 +49,7 @@ def _invalid_job(job_id: Any, extra: dict[str, Any] | None = None) -> Reply:
         slurm_jobdesc.ESLURM_INVALID_JOB_ID,
         "Invalid job id specified",
         f"Unable to query JobId={job_id}",
-        "_handle_job_get()",
+        "_handle_job_get",
     )
     return 404, {**(extra or {}), "errors": [error]}
 
@@ -67,30 +71,20 @@ def submit(call: Call) -> Reply:
     )
     fault = call.request.take_fault(slurm_preemption.FAULT_ACTION)
     job = slurm_sim.submit(ctx, fields, None if fault is None else fault.seconds)
-    errors = []
     if job.get("hold"):
-        errors.append(
-            slurm_shapes.error(
-                slurm_jobdesc.ESLURM_JOB_HELD,
-                "Job is held",
-                f"Job {job['job_id']} is held: release it with POST /slurm/v0.0.42/job/"
-                f'{job["job_id"]} {{"hold": false}}',
-                "slurm_submit_batch_job()",
-            )
-        )
-    result = {
-        "job_id": job["job_id"],
-        "step_id": "batch",
-        "error_code": 0,
-        "error": "",
-        "job_submit_user_msg": "",
-    }
+        # slurmrestd 24.11 accepts a held job with these two warnings (and no errors).
+        warnings = [
+            *warnings,
+            slurm_shapes.warning(
+                f"Job submission resulted in non-zero return code: {_HELD}", _SUBMIT
+            ),
+            slurm_shapes.warning(_HELD, _SUBMIT),
+        ]
     return 200, {
         "job_id": job["job_id"],
         "step_id": "batch",
         "job_submit_user_msg": "",
-        "result": result,
-        "errors": errors,
+        "errors": [],
         "warnings": warnings,
     }
 
@@ -119,10 +113,19 @@ def list_jobs(call: Call) -> Reply:
 
 
 def cancel_job(call: Call) -> Reply:
-    """DELETE /slurm/v0.0.42/job/{id}[?signal=NAME]: cancel (or only signal) a job."""
+    """DELETE /slurm/v0.0.42/job/{id}[?signal=NAME[&flags=BATCH_JOB]]: cancel or signal a job.
+
+    As slurmrestd 24.11 answers: status 200 with ``status``, the list of jobs the request did not
+    reach and why (empty when it did): an unknown job is error 2017, a finished one 2021, a
+    pending one sent another signal than KILL 2020. ``errors`` is for a malformed request only.
+    """
     job = _live(call)
     if job is None:
-        return _invalid_job(call.params["job_id"])
+        text = "Invalid job id specified"
+        entry = slurm_shapes.kill_status(
+            call.params["job_id"], slurm_jobdesc.ESLURM_INVALID_JOB_ID, text, known=False
+        )
+        return 200, {"status": [entry]}
     name = call.query.get("signal")
     if name:
         text = name.upper().removeprefix("SIG")
@@ -130,35 +133,37 @@ def cancel_job(call: Call) -> Reply:
             signum = int(text) if text.isdigit() else int(signal_module.Signals["SIG" + text])
         except KeyError:
             error = slurm_shapes.error(9001, "Invalid signal", f"Unknown signal {name!r}")
-            return 400, {"errors": [error]}
+            return 400, {"status": [], "errors": [error]}
         if name.upper() not in ("KILL", "SIGKILL", "9"):
             batch = "BATCH_JOB" in call.query.get("flags", "").upper()
             if job.get("phase") in ("prolog", "script"):
                 call.ctx.procs.signal(call.ctx.key(job), signum, leader_only=batch)
-                return 200, {}
+                return 200, {"status": []}
             if job["state"] == "PENDING":
-                error = slurm_shapes.error(
-                    slurm_jobdesc.ESLURM_JOB_PENDING, "Job is pending execution", "", "kill"
-                )
-                return 500, {"errors": [error]}
-            return 200, {"warnings": [_already_done(job)]}
+                code = slurm_jobdesc.ESLURM_TRANSITION_STATE_NO_UPDATE
+                return 200, {"status": [slurm_shapes.kill_status(job["job_id"], code, _NOT_NOW)]}
+            return 200, {"status": [_already_done(job)]}
     if not slurm_lifecycle.cancel(call.ctx, job):
-        return 200, {"warnings": [_already_done(job)]}
-    return 200, {}
+        return 200, {"status": [_already_done(job)]}
+    return 200, {"status": []}
 
 
-def _already_done(job: dict[str, Any]) -> dict[str, str]:
-    return slurm_shapes.warning(
-        f"Job {job['job_id']}: Job/step already completing or completed", "slurm_kill_job()"
-    )
+def _already_done(job: dict[str, Any]) -> dict[str, Any]:
+    return slurm_shapes.kill_status(job["job_id"], slurm_jobdesc.ESLURM_ALREADY_DONE, _ALREADY_DONE)
 
 
 def update_job(call: Call) -> Reply:
     """POST /slurm/v0.0.42/job/{id}: ``hold`` (false releases a held job), ``comment``,
-    ``name`` and (pending jobs) ``time_limit``."""
+    ``name`` and (pending jobs) ``time_limit``.
+
+    As slurmrestd 24.11 answers a single job: ``results`` is null; an unknown job is 404 with
+    error 2017, a finished one 500 with error 2084.
+    """
     job = _live(call)
     if job is None:
-        return _invalid_job(call.params["job_id"])
+        return _update_failed(404, slurm_jobdesc.ESLURM_INVALID_JOB_ID, "Invalid job id specified")
+    if job["state"] in slurm_shapes.TERMINAL_STATES:
+        return _update_failed(500, slurm_jobdesc.ESLURM_JOB_FINISHED, "Job has already finished")
     body = call.body if isinstance(call.body, dict) else {}
     desc = body.get("job") if isinstance(body.get("job"), dict) else body
     if desc.get("hold") is False:
@@ -172,8 +177,12 @@ def update_job(call: Call) -> Reply:
         minutes, infinite = slurm_jobdesc.number(desc["time_limit"], "time_limit")
         job["time_limit"] = None if infinite else minutes
     slurm_sim.schedule(call.ctx)
-    entry = {"job_id": job["job_id"], "step_id": "batch", "error_code": 0, "error": "", "why": ""}
-    return 200, {"results": [entry], "job_id": str(job["job_id"]), "step_id": "batch"}
+    return 200, {"results": None}
+
+
+def _update_failed(status: int, code: int, text: str) -> Reply:
+    error = slurm_shapes.error(code, text, "Job update requested failed", "slurm_update_job2()")
+    return status, {"results": None, "errors": [error]}
 
 
 def nodes(call: Call) -> Reply:
@@ -214,10 +223,9 @@ def partitions(call: Call) -> Reply:
                 "priority": {"job_factor": 1, "tier": part.tier},
                 "maximums": {"time": limit},
                 "defaults": {"time": default},
-                "default": part.id == topo.default_partition,
             }
         )
-    return 200, {"partitions": listed}
+    return 200, {"partitions": listed, "last_update": slurm_shapes.number(int(call.ctx.now))}
 
 
 def ping(call: Call) -> Reply:

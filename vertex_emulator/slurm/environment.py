@@ -1,14 +1,15 @@
 """The environments Slurm gives batch scripts and prolog/epilog scripts, and output paths.
 
 Like real Slurm, nothing of the emulator's own environment reaches a job: a batch script sees
-only its job's ``environment`` plus Slurm's variables (``PATH`` defaults to ``/usr/bin:/bin``,
-``HOME`` to the cluster's emulated shared home). Prologs and epilogs see a minimal environment
+only its job's ``environment`` plus Slurm's variables (no ``PATH`` or ``HOME`` of its own).
+Prologs and epilogs see a minimal environment
 with ``SLURM_JOB_ID``, ``SLURM_JOB_USER`` and ``SLURM_JOB_PARTITION`` (no ``SLURM_JOB_NAME``
 nor ``SLURM_RESTART_COUNT``, as in Slurm).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from vsp.vertex_emulator.slurm import context as slurm_context
@@ -16,21 +17,36 @@ from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 
 Ctx = slurm_context.ClusterContext
+# Without a time limit Slurm 24.11 reports the job's end as its start plus 365 days.
+_NO_LIMIT_MINUTES = 365 * 24 * 60
 
 
 def job_environment(ctx: Ctx, job: dict[str, Any]) -> dict[str, str]:
-    """The batch script's whole environment: the job's own plus Slurm's variables."""
+    """The batch script's whole environment: the job's own plus Slurm's variables.
+
+    The names and forms are those Slurm 24.11 gives a batch step submitted through slurmrestd
+    (compared by the conformance suite): no ``PATH``, ``HOME``, ``USER``, ``LOGNAME`` or
+    ``SHELL`` unless the request lists them; ``SLURM_RESTART_COUNT`` only once the job was
+    requeued; ``SLURM_NTASKS``/``SLURM_NPROCS`` only when the request gives tasks;
+    ``SLURM_OPEN_MODE=a`` with ``open_mode: ["APPEND"]``; ``SLURM_JOB_END_TIME`` = start + time
+    limit (365 days without one); no ``SLURM_SUBMIT_DIR``. Not modelled: ``SLURM_CONF`` (no
+    slurm.conf file here), ``SLURM_TASK_PID`` and ``SLURM_MEM_PER_CPU``.
+    """
     env: dict[str, str] = {}
     for item in job.get("environment") or []:
         name, sep, value = item.partition("=")
         if sep and name:
             env[name] = value
-    env.setdefault("PATH", "/usr/bin:/bin")
-    env.setdefault("HOME", ctx.home)
     nodes = job.get("alloc") or []
+    node = nodes[0] if nodes else ""
     nodelist = slurm_shapes.hostlist(nodes)
+    start = int(job.get("start_time") or 0)
+    limit_minutes = job.get("time_limit")
     env.update(
         {
+            "ENVIRONMENT": "BATCH",
+            "HOSTNAME": node,
+            "TMPDIR": env.get("TMPDIR", "/tmp"),
             "SLURM_JOB_ID": str(job["job_id"]),
             "SLURM_JOBID": str(job["job_id"]),
             "SLURM_JOB_NAME": job.get("name") or "",
@@ -39,18 +55,33 @@ def job_environment(ctx: Ctx, job: dict[str, Any]) -> dict[str, str]:
             "SLURM_NODELIST": nodelist,
             "SLURM_NNODES": str(len(nodes)),
             "SLURM_JOB_NUM_NODES": str(len(nodes)),
-            "SLURM_NTASKS": str(job.get("ntasks") or len(nodes)),
-            "SLURM_NPROCS": str(job.get("ntasks") or len(nodes)),
-            "SLURM_RESTART_COUNT": str(job.get("restart_cnt", 0)),
-            "SLURM_SUBMIT_DIR": job["cwd"],
+            "SLURM_TASKS_PER_NODE": str(job.get("tasks_per_node") or 1),
+            "SLURM_CPUS_ON_NODE": str(job.get("tasks_per_node") or 1),
+            "SLURM_JOB_CPUS_PER_NODE": str(job.get("tasks_per_node") or 1),
             "SLURM_CLUSTER_NAME": ctx.topo.cluster_id,
-            "SLURM_JOB_ACCOUNT": job.get("account") or "",
             "SLURM_JOB_USER": job["user"],
-            "SLURMD_NODENAME": nodes[0] if nodes else "",
+            "SLURM_JOB_UID": str(os.getuid()),
+            "SLURM_JOB_GID": str(os.getgid()),
+            "SLURM_JOB_START_TIME": str(start),
+            "SLURM_JOB_END_TIME": str(start + int(limit_minutes or _NO_LIMIT_MINUTES) * 60),
+            "SLURM_NODEID": "0",
+            "SLURM_PROCID": "0",
+            "SLURM_LOCALID": "0",
+            "SLURM_GTIDS": "0",
+            "SLURM_OOM_KILL_STEP": "0",
+            "SLURM_TOPOLOGY_ADDR": node,
+            "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+            "SLURMD_NODENAME": node,
         }
     )
-    if job.get("tasks_per_node"):
-        env["SLURM_NTASKS_PER_NODE"] = str(job["tasks_per_node"])
+    if job.get("tasks_given"):
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(job.get("ntasks") or len(nodes))
+    if job.get("account"):
+        env["SLURM_JOB_ACCOUNT"] = job["account"]
+    if job.get("append_output"):
+        env["SLURM_OPEN_MODE"] = "a"
+    if job.get("restart_cnt"):
+        env["SLURM_RESTART_COUNT"] = str(job["restart_cnt"])
     if job.get("gpus"):
         env["SLURM_GPUS_ON_NODE"] = str(job["gpus"])
     return env

@@ -31,7 +31,7 @@ import tempfile
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "on", "off")
-_MOUNT_SCRIPT = 'mount --bind "$1" "$2" && cd "$3" && shift 3 && exec "$@"'
+_MOUNT_SCRIPT = 'mount --bind "$1" "$2" && cd "$3" && unset OLDPWD && shift 3 && exec "$@"'
 
 
 class IsolationUnavailableError(RuntimeError):

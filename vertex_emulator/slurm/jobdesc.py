@@ -20,12 +20,12 @@ ESLURM_INVALID_NODE_COUNT = 2006
 ESLURM_JOB_SCRIPT_MISSING = 2009
 ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE = 2014
 ESLURM_INVALID_JOB_ID = 2017
+ESLURM_TRANSITION_STATE_NO_UPDATE = 2020
 ESLURM_ALREADY_DONE = 2021
-ESLURM_JOB_PENDING = 2024
-ESLURM_JOB_HELD = 2042
 ESLURM_INVALID_ACCOUNT = 2045
 ESLURM_INVALID_TIME_LIMIT = 2051
 ESLURM_INVALID_GRES = 2072
+ESLURM_JOB_FINISHED = 2084
 ESLURM_ENVIRONMENT_MISSING = 2127
 ESLURM_REST_FAIL_PARSING = 9001
 ESLURM_REST_INVALID_JOBS_DESC = 9002
@@ -243,6 +243,7 @@ def parse_submit(
         "gpus": gpus,
         "tres_per_node": tres,
         "ntasks": tasks or (per_node * low if per_node else low),
+        "tasks_given": bool(tasks),
         "tasks_per_node": per_node,
         "time_limit": minutes,
         "over_part_limit": bool(over),

@@ -5,7 +5,8 @@ Phases (``job["phase"]``): ``prolog`` (state RUNNING+CONFIGURING), ``script`` (R
 (``job["kill"]``) sends SIGCONT+SIGTERM at once and SIGKILL at ``kill_at``; a node-failure kill
 (spot preemption) also takes the nodes down at ``kill_at`` and ends the run there, whatever the
 script did meanwhile, with no epilog (the node is gone). Outcomes: a terminal state, ``REQUEUE``
-(PENDING+REQUEUED, restart_cnt+1, eligible after ``slurm_requeue_delay_seconds``) or
+(PENDING with reason BeginTime and no flag, as Slurm 24.11 shows it; restart_cnt+1, eligible
+after ``slurm_requeue_delay_seconds``) or
 ``REQUEUE_HOLD`` (a failed prolog: PENDING+LAUNCH_FAILED+REQUEUE_HOLD, held, node drained).
 """
 
@@ -132,8 +133,13 @@ def start_kill(
 
 
 def _show_completing(job: dict[str, Any], outcome: str) -> None:
-    if outcome == "REQUEUE":
-        job.update(state="PENDING", flags=["REQUEUED", "COMPLETING"])
+    if outcome == "REQUEUE":  # as Slurm 24.11 shows it: no REQUEUED flag, the count already up
+        job.update(
+            state="PENDING",
+            flags=["COMPLETING"],
+            restart_cnt=int(job.get("restart_cnt", 0)) + 1,
+            requeue_counted=True,
+        )
     else:
         job.update(state=outcome, flags=["COMPLETING"])
 
@@ -271,13 +277,14 @@ def finalize(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
         preempt_at=None,
         pgid=None,
     )
+    counted = bool(job.pop("requeue_counted", False))
     if outcome in ("REQUEUE", "REQUEUE_HOLD"):
         held = outcome == "REQUEUE_HOLD"
         delay = 0.0 if held else ctx.scaled(ctx.settings.slurm_requeue_delay_seconds)
         job.update(
             state="PENDING",
-            flags=["LAUNCH_FAILED", "REQUEUE_HOLD"] if held else ["REQUEUED"],
-            restart_cnt=int(job.get("restart_cnt", 0)) + 1,
+            flags=["LAUNCH_FAILED", "REQUEUE_HOLD"] if held else [],
+            restart_cnt=int(job.get("restart_cnt", 0)) + (0 if counted else 1),
             eligible_time=ctx.now + delay,
             start_time=None,
             end_time=None,

@@ -25,6 +25,8 @@ from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import filesystem as cluster_filesystem
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 from vsp.vertex_emulator.slurm import process as slurm_process
+from vsp.vertex_emulator.slurm import real as real_slurm
+from vsp.vertex_emulator.slurm import real_preemption
 from vsp.vertex_emulator.slurm import sim as slurm_sim
 from vsp.vertex_emulator.slurm import topology as slurm_topology
 
@@ -49,7 +51,20 @@ class SlurmRuntime:
         self.isolated_filesystems = cluster_filesystem.resolve_isolation(
             app.settings.slurm_filesystem_isolation
         )
+        self._real: tuple[str, str, real_preemption.RealPreemptor] | None = None
         atexit.register(_shutdown_at_exit, weakref.ref(self))
+
+    @property
+    def real(self) -> real_preemption.RealPreemptor | None:
+        """The real Slurm's injector (``.slurmrestd``: its API) with the ``slurmrestd`` setting."""
+        settings = self.app.settings
+        if not settings.slurmrestd:
+            return None
+        key = (settings.slurmrestd, settings.slurmrestd_preemption)
+        if self._real is None or self._real[:2] != key:
+            rest = real_slurm.RealSlurmrestd(settings.slurmrestd)
+            self._real = (*key, real_preemption.RealPreemptor(rest, key[1]))
+        return self._real[2]
 
     # --- loading and the tick ---------------------------------------------------------------
 
@@ -85,6 +100,8 @@ class SlurmRuntime:
     def tick(self, app: Any, now: float) -> None:
         """Advances every cluster that uses Slurm; cleans up after deleted clusters."""
         self.procs.reap()
+        if self.real is not None:
+            self.real.tick(app, now)
         store = app.store
         live = {name: record["cluster"] for name, record in store.items(clusters.COLLECTION)}
         for name in store.keys(slurm_context.STATE_COLLECTION):
@@ -186,6 +203,9 @@ class SlurmRuntime:
             errors.ApiException: NOT_FOUND (cluster or job), FAILED_PRECONDITION (not running).
         """
 
+        if self.real is not None:
+            return self._preempt_real(cluster, int(job_id))
+
         def change(ctx: Any) -> dict[str, Any]:
             job = ctx.jobs.get(int(job_id))
             if job is None:
@@ -197,12 +217,27 @@ class SlurmRuntime:
 
         return self._edit(cluster, change)
 
+    def _preempt_real(self, cluster: str, job_id: int) -> dict[str, Any]:
+        self.resolve(cluster)
+        injector = self.real
+        assert injector is not None
+        found = injector.slurmrestd.get_json(f"/slurm/v0.0.42/job/{job_id}").get("jobs") or []
+        if not found:
+            raise errors.not_found(f"No Slurm job {job_id} on the real Slurm.")
+        if "RUNNING" not in (found[0].get("job_state") or []):
+            raise errors.failed_precondition(f"Slurm job {job_id} is not running.")
+        return injector.preempt(self.app, found[0], self.app.now())
+
     def preemptions(self, cluster: str | None = None) -> list[dict[str, Any]]:
-        """The preemption timeline (spot, partition_prio, node_failure), oldest first."""
+        """The preemption timeline (spot, partition_prio, node_failure; on a real Slurm:
+        partition_prio or requeue), oldest first."""
         cluster_id = None
         if cluster is not None:
             cluster_id = cluster.rsplit("/", 1)[-1]
-        return slurm_context.read_events(self.app.state_dir, cluster_id)
+        events = slurm_context.read_events(self.app.state_dir, cluster_id)
+        if self.real is not None and cluster_id is not None:  # shared by every cluster
+            events += slurm_context.read_events(self.app.state_dir, real_preemption.TIMELINE_DIR)
+        return events
 
     def host_path(self, cluster: str, path: str) -> str:
         """Where ``path``, as the cluster's jobs see it, is on this host.

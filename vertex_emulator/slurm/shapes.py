@@ -65,6 +65,17 @@ def warning(description: str, source: str = "") -> dict[str, str]:
     return {"description": description, "source": source}
 
 
+def kill_status(job_id: int | str, code: int, text: str, *, known: bool = True) -> dict[str, Any]:
+    """One entry of the ``status`` list of ``DELETE /slurm/v0.0.42/job/{id}``: a job the signal or
+    cancel did not reach, and why (``known=False``: no such job, so ``job_id`` is unset)."""
+    return {
+        "error": {"string": text, "code": code, "message": text},
+        "step_id": str(job_id),
+        "job_id": number(int(job_id) if known else None),
+        "federation": {"sibling": ""},
+    }
+
+
 def hostlist(names: list[str] | tuple[str, ...]) -> str:
     """Slurm's compressed host list: ``c1-a4-[0-1],c1-b-0``."""
     groups: dict[str, list[int]] = {}

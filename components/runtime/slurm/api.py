@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from urllib import parse
 
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, polling, rest
@@ -244,20 +243,42 @@ class SlurmClient:
     ) -> list[slurm_job.JobInfo]:
         """Jobs carrying ``run_key`` (job name, or ``vsp-run-key=`` in comment), newest first.
 
+        The live queue is the source that must answer. With ``include_accounting``, slurmdb's
+        job list (``/slurmdb/{version}/jobs``, no query string: the proxy's documented paths
+        carry none) adds the jobs that left the live queue after MinJobAge; live records win.
+        Accounting is a second source only: a cluster without slurmdbd, or an accounting error,
+        is logged and the live answer stands.
+
         Args:
             run_key: The run key given to ``JobDescription``.
-            include_accounting: Also ask slurmdb (``/jobs?job_name=KEY``; finished jobs leave the
-                live queue after MinJobAge). Live records win over accounting ones.
+            include_accounting: Also ask slurmdb (see above).
         """
         found = {j.job_id: j for j in self.list_jobs() if j.carries_run_key(run_key)}
         if include_accounting:
-            query = parse.urlencode({"job_name": run_key})
-            payload = self.read(self.slurmdb_path(f"jobs?{query}"), "slurmdb job search")
-            for record in payload.get("jobs") or []:
-                job = slurm_job.JobInfo.parse(record) if isinstance(record, dict) else None
-                if job is not None and job.carries_run_key(run_key):
+            for job in self._accounting_jobs():
+                if job.carries_run_key(run_key):
                     found.setdefault(job.job_id, job)
         return sorted(found.values(), key=lambda j: (j.submit_time or 0, j.job_id), reverse=True)
+
+    def _accounting_jobs(self) -> list[slurm_job.JobInfo]:
+        """slurmdb's jobs, or [] (with a warning) when accounting cannot answer."""
+        path = self.slurmdb_path("jobs")
+        try:
+            response = self.call("GET", path, idempotent=True)
+        except (errors.UserError, errors.TransientError) as exc:
+            log.warning("slurmdb job list unavailable (%s); using the live queue only", exc)
+            return []
+        if not response.ok:
+            log.warning(
+                "slurmdb job list unavailable (%s -> %d: %s); using the live queue only: a "
+                "finished job older than MinJobAge cannot be found",
+                path,
+                response.status,
+                response.describe_errors(),
+            )
+            return []
+        records = response.payload.get("jobs") or []
+        return [slurm_job.JobInfo.parse(r) for r in records if isinstance(r, dict)]
 
     def cancel(self, job_id: int) -> bool:
         """Cancels a job. A finished or unknown job is fine.

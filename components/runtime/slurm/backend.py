@@ -184,6 +184,7 @@ class SlurmBackend(TrainingBackend):
         else:
             attempt.outcome = _OUTCOMES[outcome]
         attempt.requeues = job.restart_cnt or 0
+        attempt.begin_time_hold = job.base_state == "PENDING" and job.state_reason == "BeginTime"
         attempt.nodes = job.node_count or self.training.nodes
         if job.start_time and attempt.outcome is not Outcome.PENDING:
             self._first_start.setdefault(attempt.job_id, float(job.start_time))

@@ -14,6 +14,11 @@ notice. The script therefore:
    until the payload really exited (POSIX ``wait PID`` returns a known child's saved status);
 4. exits with the payload's exit code (128 + N when the payload died of signal N).
 
+Before that it gives the job the account's ``USER``, ``LOGNAME``, ``HOME`` and ``SHELL`` (from
+``id`` and ``getent passwd`` on the node) when the job's environment lacks them: a job submitted
+through slurmrestd gets only the variables its request lists, while trainers and libraries
+(caches under ``~``, ``getpass``) expect a login-like environment. Values the caller sets win.
+
 The shell starts with ``-p``, so it ignores ``BASH_ENV``, ``ENV``, ``SHELLOPTS``, ``BASHOPTS``,
 ``CDPATH``, ``GLOBIGNORE`` and functions exported in its environment: a variable set on the
 cluster cannot make it source a file or skip running the payload (``SHELLOPTS=noexec`` would end
@@ -40,6 +45,16 @@ _TEMPLATE = """\
 # The payload runs in the background so this shell can forward preemption signals to it;
 # the job's exit code is the payload's.
 set -u
+# A REST submission carries only the environment it lists: take the account's USER, LOGNAME,
+# HOME and SHELL from the user database when the job's environment lacks them.
+# (bash sets SHELL itself without exporting it.)
+if [ -z "${{USER:-}}" ]; then USER=$(id -un); fi
+if [ -z "${{LOGNAME:-}}" ]; then LOGNAME=$USER; fi
+_vsp_pw=$(getent passwd "$USER" 2>/dev/null || true)
+if [ -z "${{HOME:-}}" ]; then HOME=$(printf '%s' "$_vsp_pw" | cut -d: -f6); fi
+if [ -z "${{SHELL:-}}" ]; then SHELL=$(printf '%s' "$_vsp_pw" | cut -d: -f7); fi
+HOME=${{HOME:-$PWD}}; SHELL=${{SHELL:-/bin/sh}}
+export USER LOGNAME HOME SHELL
 _vsp_child=""
 _vsp_pending=""
 _vsp_signalled=0

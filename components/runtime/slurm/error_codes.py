@@ -225,8 +225,26 @@ class SlurmResponse:
 
     @property
     def errors(self) -> list[Any]:
-        """Slurm's ``errors`` list (empty when absent)."""
-        return list(self.payload.get("errors") or [])
+        """Slurm's ``errors``, plus the failures a kill answer lists in ``status``.
+
+        A DELETE of ``/job/{id}`` answers per job in ``status`` (``{"error": {"code",
+        "string", "message"}, "job_id", ...}``); a finished job is error 2021 there while
+        ``errors`` stays empty, so those entries count as errors too (as ``error_number``,
+        ``error`` and ``description``).
+        """
+        found = list(self.payload.get("errors") or [])
+        status = self.payload.get("status")
+        for entry in status if isinstance(status, list) else []:
+            error = entry.get("error") if isinstance(entry, dict) else None
+            if isinstance(error, dict) and error.get("code"):
+                found.append(
+                    {
+                        "error_number": error.get("code"),
+                        "error": error.get("string") or "",
+                        "description": error.get("message") or "",
+                    }
+                )
+        return found
 
     @property
     def warnings(self) -> list[Any]:

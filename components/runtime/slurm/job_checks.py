@@ -6,10 +6,12 @@ description's attributes only (duck-typed) and never raises.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
 from vsp.components.runtime.core import errors
+from vsp.components.runtime.slurm import job_fields as slurm_job_fields
 
 RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -103,7 +105,30 @@ def problems(desc: Any) -> list[errors.SpecProblem]:
             "sets fields the description manages.",
             "use the JobDescription attributes for those.",
         )
+    _extra_field_names(desc.extra_fields, bad)
     return found
+
+
+def _extra_field_names(extra_fields: Any, bad) -> None:
+    """Refuses ``extra_fields`` keys that are not ``job_desc_msg`` fields (Slurm would only warn
+    and ignore them)."""
+    for key in extra_fields:
+        if key in MANAGED_KEYS or key in slurm_job_fields.JOB_DESC_FIELDS:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(slurm_job_fields.JOB_DESC_FIELDS))
+        if close:
+            fix = f"use the field meant (closest: {', '.join(map(repr, close))}) or drop the key."
+        else:
+            fix = (
+                "use a job_desc_msg field (listed in vsp.components.runtime.slurm.job_fields) "
+                "or drop the key."
+            )
+        bad(
+            f"extra_fields[{key!r}]",
+            key,
+            "is not a field of Slurm's v0.0.42 job description (slurmrestd would ignore it).",
+            fix,
+        )
 
 
 def _payload(desc: Any, bad) -> None:

@@ -67,6 +67,9 @@ class Attempt:
         nodes: Number of nodes (or replicas) it held while running.
         switched_because: Why the supervisor cancelled it to move on (``switch_now``'s
             reason); '' when it was not switched away from.
+        begin_time_hold: Pending only until its begin time: Slurm holds a requeued job for
+            ``cred_expire`` (about 121 s) whatever the capacity, so that wait is not counted
+            against ``capacity_wait_seconds``.
     """
 
     job_id: str
@@ -80,6 +83,7 @@ class Attempt:
     detail: str = ""
     nodes: int = 1
     switched_because: str = ""
+    begin_time_hold: bool = False
 
     @property
     def preemptions(self) -> int:

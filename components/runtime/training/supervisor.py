@@ -219,8 +219,10 @@ class TrainingSupervisor:
                 self._event(attempt, "requeued")
             if attempt.outcome is not before:
                 self._event(attempt, attempt.outcome.value.lower())
-            if attempt.outcome is Outcome.PENDING and before is not Outcome.PENDING:
-                pending_since = self.clock.now()
+            if attempt.outcome is Outcome.PENDING and (
+                before is not Outcome.PENDING or attempt.begin_time_hold
+            ):
+                pending_since = self.clock.now()  # a requeue hold is not missing capacity
             if not attempt.outcome.terminal:
                 switch = self.strategy.switch_now(self.attempts, self.clock.now() - pending_since)
             return attempt

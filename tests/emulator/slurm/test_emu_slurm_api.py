@@ -53,13 +53,6 @@ def test_submit_running_completed_with_exact_shapes(slurm_emulator_factory, clus
         "job_id": 1,
         "step_id": "batch",
         "job_submit_user_msg": "",
-        "result": {
-            "job_id": 1,
-            "step_id": "batch",
-            "error_code": 0,
-            "error": "",
-            "job_submit_user_msg": "",
-        },
         "errors": [],
         "warnings": [],
     }
@@ -214,26 +207,38 @@ def test_environment_is_only_the_jobs_plus_slurm(
     env = dict(line.split("=", 1) for line in (work / "env.txt").read_text().splitlines())
     slurm = {k: v for k, v in env.items() if k.startswith(("SLURM_", "SLURMD_"))}
     others = set(env) - set(slurm)
-    assert others <= {"A", "B", "PATH", "HOME", "PWD", "SHLVL", "_", "OLDPWD"}
+    # What Slurm 24.11 gives the same request (slurmrestd v0.0.42): no PATH, HOME or USER.
+    assert others == {"A", "B", "ENVIRONMENT", "HOSTNAME", "PWD", "SHLVL", "TMPDIR", "_"}
     assert "VSP_LEAK_PROBE" not in env and "VERTEX_EMULATOR_HOST" not in env
-    assert env["A"] == "1" and env["B"] == "two words=3" and env["PATH"] == "/usr/bin:/bin"
-    assert env["HOME"] == str(server.state_dir / "slurm" / "c1" / "home")
-    assert {k: slurm[k] for k in sorted(slurm) if k not in ("SLURMD_NODENAME",)} == {
+    assert env["A"] == "1" and env["B"] == "two words=3" and env["ENVIRONMENT"] == "BATCH"
+    began = int(slurm["SLURM_JOB_START_TIME"])
+    limit = client.job(job_id)["time_limit"]["number"]  # the partition's DefaultTime
+    # The names Slurm 24.11 sets for this request, less SLURM_CONF, SLURM_MEM_PER_CPU and
+    # SLURM_TASK_PID (not modelled); no SLURM_RESTART_COUNT on a first run.
+    assert {k: slurm[k] for k in sorted(slurm) if k not in ("SLURM_JOB_UID", "SLURM_JOB_GID")} == {
+        "SLURMD_NODENAME": "c1-a4-0",
         "SLURM_CLUSTER_NAME": "c1",
+        "SLURM_CPUS_ON_NODE": "1",
+        "SLURM_GTIDS": "0",
         "SLURM_JOBID": str(job_id),
-        "SLURM_JOB_ACCOUNT": "",
+        "SLURM_JOB_CPUS_PER_NODE": "1",
+        "SLURM_JOB_END_TIME": str(began + limit * 60),
         "SLURM_JOB_ID": str(job_id),
         "SLURM_JOB_NAME": "envy",
         "SLURM_JOB_NODELIST": "c1-a4-0",
         "SLURM_JOB_NUM_NODES": "1",
         "SLURM_JOB_PARTITION": "a4",
+        "SLURM_JOB_START_TIME": str(began),
         "SLURM_JOB_USER": "vsp",
+        "SLURM_LOCALID": "0",
         "SLURM_NNODES": "1",
+        "SLURM_NODEID": "0",
         "SLURM_NODELIST": "c1-a4-0",
-        "SLURM_NPROCS": "1",
-        "SLURM_NTASKS": "1",
-        "SLURM_RESTART_COUNT": "0",
-        "SLURM_SUBMIT_DIR": str(work),
+        "SLURM_OOM_KILL_STEP": "0",
+        "SLURM_PROCID": "0",
+        "SLURM_TASKS_PER_NODE": "1",
+        "SLURM_TOPOLOGY_ADDR": "c1-a4-0",
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
     }
     assert (work / f"slurm-{job_id}.out").exists()
 
@@ -280,11 +285,14 @@ def test_cancel_sigterm_killwait_sigkill(slurm_emulator_factory, cluster_body, t
     assert marker.read_text() == "up\nterm\n"
     again = client.cancel(job_id)
     assert again.status == 200 and again.payload["errors"] == []
-    assert "already completing or completed" in again.payload["warnings"][0]["description"]
+    (entry,) = again.payload["status"]  # as Slurm 24.11: per job, not in errors
+    assert entry["error"]["code"] == 2021 and entry["job_id"]["number"] == job_id
+    assert entry["error"]["message"] == "Job/step already completing or completed"
     pending = client.submit("#!/bin/bash\ntrue\n", hold=True)
     assert client.cancel(pending).status == 200
     assert client.job(pending)["job_state"] == ["CANCELLED"]
-    assert client.cancel(12345).status == 404
+    unknown = client.cancel(12345)
+    assert unknown.status == 200 and unknown.payload["status"][0]["error"]["code"] == 2017
 
 
 def test_timeout_with_warning_signal(slurm_emulator_factory, cluster_body, tmp_path):
@@ -343,7 +351,10 @@ def test_pending_reasons_priorities_hold_and_release(
     held = client.call(
         "POST", f"{API}/job/submit", {"job": {"hold": True, "environment": []}, "script": sleeper}
     )
-    assert held.status == 200 and held.payload["errors"][0]["error_number"] == 2042
+    assert held.status == 200 and held.payload["errors"] == []
+    assert held.payload["warnings"][-1]["description"] == (
+        "Job is in held state, pending scheduler release"
+    )
     held_id = held.payload["job_id"]
     infos = {j: client.job(j) for j in (first, second, held_id)}
     assert infos[first]["state_reason"] == "Resources"
@@ -372,6 +383,7 @@ def test_signal_without_cancelling(slurm_emulator_factory, cluster_body, tmp_pat
     assert client.job(job_id)["job_state"] == ["RUNNING"]
     held = client.submit("#!/bin/bash\ntrue\n", hold=True)
     pending = client.call("DELETE", f"{API}/job/{held}?signal=USR1")
-    assert pending.status == 500 and pending.payload["errors"][0]["error_number"] == 2024
+    assert pending.status == 200 and pending.payload["errors"] == []
+    assert pending.payload["status"][0]["error"]["code"] == 2020
     client.cancel(job_id)
     client.cancel(held)

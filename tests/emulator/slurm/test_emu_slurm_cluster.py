@@ -47,8 +47,8 @@ def test_prolog_and_epilog_run_in_order_around_every_start(
     server, client = start(slurm_emulator_factory, cluster_body, slurm_requeue_delay_seconds=0)
     server.app.slurm.set_preemption_plan("c1", mode="fixed", after_seconds=0.3, max_count=1)
     script = (
-        f'#!/bin/bash\necho "job $SLURM_RESTART_COUNT" >> {log}\n'
-        'if [ "$SLURM_RESTART_COUNT" = 0 ]; then sleep 30; fi\n'
+        f'#!/bin/bash\necho "job ${{SLURM_RESTART_COUNT:-0}}" >> {log}\n'
+        'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 30; fi\n'
     )
     job_id = client.submit(script, name="hooked")
     done = client.wait_state(job_id, "COMPLETED")
@@ -148,8 +148,8 @@ def test_restart_treats_running_jobs_as_node_failures(
     first, client = start(slurm_emulator_factory, cluster_body, state_dir=state_dir)
     log = tmp_path / "log"
     again = client.submit(
-        f'#!/bin/bash\necho "start $SLURM_RESTART_COUNT" >> {log}\n'
-        '[ "$SLURM_RESTART_COUNT" -ge 1 ] && exit 0\nsleep 30\n',
+        f'#!/bin/bash\necho "start ${{SLURM_RESTART_COUNT:-0}}" >> {log}\n'
+        '[ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] && exit 0\nsleep 30\n',
         requeue=True,
     )
     lost = client.submit("#!/bin/bash\nsleep 30\n", requeue=False)

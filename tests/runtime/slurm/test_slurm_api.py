@@ -7,6 +7,7 @@ Every canned answer is served in both wrapper forms the docs disagree on: ``{"st
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from slurm_fakes import PROXY, REF, err, make_job, record
@@ -231,12 +232,51 @@ def test_find_jobs_can_include_accounting(fake, client):
             {"job_id": 9, "name": "run-1x", "state": {"current": "FAILED"}, "time": {}},
         ]
     }
-    fake.on("GET", "/slurmdb/v0.0.42/jobs?job_name=run-1", db)
+    fake.on("GET", "/slurmdb/v0.0.42/jobs", db)  # no query string in the proxied path
     found = client.find_jobs("run-1", include_accounting=True)
     assert [(j.job_id, j.source) for j in found] == [(5, "live"), (3, "slurmdb")]
+    assert [c["body"]["path"] for c in fake.calls] == [
+        "/slurm/v0.0.42/jobs",
+        "/slurmdb/v0.0.42/jobs",
+    ]
+
+
+@pytest.mark.parametrize(
+    "accounting",
+    [
+        # A Slurm without slurmdbd: slurmrestd's plain-text 404 (measured on Slurm 24.11).
+        ("Unable find requested URL. Please view /openapi/v3 for API reference.", 404),
+        ({"errors": [err(1007, "Unable to connect to database")]}, 500),
+        (errors.InvalidArgumentError("path not allowed", http_status=400),),
+    ],
+)
+def test_find_jobs_falls_back_to_the_live_queue_when_accounting_fails(
+    fake, client, accounting, caplog
+):
+    fake.on("GET", "/slurm/v0.0.42/jobs", {"jobs": [record(5, ["PENDING"], submit=500)]})
+    fake.on("GET", "/slurmdb/v0.0.42/jobs", accounting[0] if len(accounting) == 1 else accounting)
+    found = client.find_jobs("run-1", include_accounting=True)
+    assert [(j.job_id, j.source) for j in found] == [(5, "live")]
+    assert "using the live queue only" in caplog.text
 
 
 # ----- cancel ---------------------------------------------------------------------------------
+
+
+def kill_status(job_id: int, code: int, text: str) -> dict[str, Any]:
+    """A v0.0.42 DELETE /job/{id} answer with one failing ``status`` entry."""
+    return {
+        "status": [
+            {
+                "error": {"string": text, "code": code, "message": text},
+                "step_id": str(job_id or 999),
+                "job_id": {"set": bool(job_id), "infinite": False, "number": job_id},
+                "federation": {"sibling": ""},
+            }
+        ],
+        "errors": [],
+        "warnings": [],
+    }
 
 
 def test_cancel_sends_delete_without_body(fake, client):
@@ -257,6 +297,9 @@ def test_cancel_sends_delete_without_body(fake, client):
         ({"errors": [err(2021, "Job/step already completing or completed")]}, 500),
         ({"errors": [err(2017, "Invalid job id specified")]}, 404),
         (errors.NotFoundError("gone", http_status=404),),
+        # Slurm 24.11 answers 200 with the failure per job in `status`, `errors` empty.
+        (kill_status(5, 2021, "Job/step already completing or completed"), 200),
+        (kill_status(0, 2017, "Invalid job id specified"), 200),
     ],
 )
 def test_cancel_of_finished_or_unknown_job_is_fine(fake, client, answer):

@@ -203,6 +203,30 @@ def test_invalid_inputs_name_the_field(overrides, field):
     assert field in caught.value.fields
 
 
+def test_unknown_extra_field_is_refused_with_the_closest_names():
+    with pytest.raises(errors.SpecValidationError) as caught:
+        make(extra_fields={"kill_on_node_fial": True, "script": "x"})
+    assert caught.value.fields == ["extra_fields", "extra_fields['kill_on_node_fial']"]
+    (problem,) = [p for p in caught.value.problems if p.value == "kill_on_node_fial"]
+    assert "not a field of Slurm's v0.0.42 job description" in problem.problem
+    assert "closest: 'kill_on_node_fail'" in problem.fix and "drop the key" in problem.fix
+    nothing_close = make_problems(extra_fields={"zzzz": 1})
+    assert nothing_close[0].field == "extra_fields['zzzz']"
+    assert "closest" not in nothing_close[0].fix and "job_fields" in nothing_close[0].fix
+
+
+def test_known_extra_fields_pass_as_given():
+    extra = {"kill_on_node_fail": False, "constraints": "a100", "mail_type": ["END"]}
+    job = make(extra_fields=extra).to_request()["job"]
+    assert {k: job[k] for k in extra} == extra
+
+
+def make_problems(**overrides) -> list[errors.SpecProblem]:
+    with pytest.raises(errors.SpecValidationError) as caught:
+        make(**overrides)
+    return caught.value.problems
+
+
 def test_environment_values_may_hold_anything_but_nul():
     hostile = '\'; rm -rf / #\n$(reboot) `id` "x" ü'
     env = make(environment={"HOSTILE": hostile}).environment_list()

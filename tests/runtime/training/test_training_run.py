@@ -139,6 +139,31 @@ def test_capacity_deadline_moves_a_pending_spot_job_to_the_fallback():
     assert "no Spot capacity after 31 s" in result.attempts[0].detail
 
 
+class RequeueHoldBackend(ScriptedBackend):
+    """Pending after a requeue is Slurm's begin-time hold (reason BeginTime), as on Slurm 24.11."""
+
+    def refresh(self, attempt):
+        super().refresh(attempt)
+        attempt.begin_time_hold = attempt.outcome is P and attempt.requeues > 0
+
+
+def test_requeue_hold_is_not_counted_as_missing_spot_capacity():
+    # Slurm holds a requeued job about 121 s (cred_expire) whatever the capacity; 60 polls of
+    # 1 s pending in that hold must not trip a 30 s capacity deadline.
+    held = [(P, 1)] * 60
+    backend = RequeueHoldBackend([[(R, 0), *held, (R, 1), (OK, 1)]])
+    result = supervise(backend, fallback=ONDEMAND, capacity_wait_seconds=30).run()
+    assert backend.cancelled == [] and backend.submitted == [("100", "spot")]
+    assert result.preemptions == 1
+
+
+def test_pending_without_the_hold_still_trips_the_capacity_deadline():
+    backend = ScriptedBackend([[(R, 0), *[(P, 1)] * 60], [(R, 0), (OK, 0)]])
+    supervise(backend, fallback=ONDEMAND, capacity_wait_seconds=30).run()
+    assert backend.cancelled == ["100"]
+    assert [t for _, t in backend.submitted] == ["spot", "ondemand"]
+
+
 def test_capacity_deadline_without_fallback_fails_the_run():
     backend = ScriptedBackend([[(P, 0)]])
     with pytest.raises(errors.TransientError, match="no Spot capacity.*no fallback target"):

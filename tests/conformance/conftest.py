@@ -1,0 +1,150 @@
+"""The two Slurm backends the conformance suite runs every scenario on.
+
+* ``emulated``: the emulator's own Slurm (``tests/data/cluster_full.yaml``, partitions ``spot``
+  and ``ondemand``), Spot preemption modelled as the Spot VM being reclaimed.
+* ``real``: the same emulator forwarding ``:callSlurmRestApi`` to a real Slurm 24.11 slurmrestd
+  (``$VSP_REAL_SLURMRESTD``), whose partitions are also ``spot`` and ``ondemand``; preemptions
+  are Slurm's own: a higher-tier partition's job (``partition``) or ``scontrol requeue``.
+
+Without ``$VSP_REAL_SLURMRESTD`` the real half is skipped with a message that says how to
+enable it (pytest's ``-ra`` prints it). Start the real Slurm with ``VSP_SLURM_CRED_EXPIRE=10``
+or a requeued job waits about 121 s before it runs again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.core import rest
+from vsp.components.runtime.slurm import api as slurm_api
+from vsp.components.runtime.slurm import job as slurm_job
+from vsp.vertex_emulator.slurm import real as real_slurm
+
+CLUSTER_ID = "conf"
+ENABLE_REAL = (
+    "real-Slurm half skipped: $VSP_REAL_SLURMRESTD is not set. Enable it with "
+    "../shared/real-slurm/build.sh, then VSP_SLURM_CRED_EXPIRE=10 ../shared/real-slurm/start.sh "
+    "DIR and `. DIR/env.sh` (see the README, 'Real Slurm')."
+)
+# Emulated timings close enough to the real Slurm's to observe the same states.
+EMULATED_SETTINGS = {
+    "slurm_requeue_delay_seconds": 2.0,
+    "slurm_kill_wait_seconds": 1.0,
+    "slurm_preempt_notice_seconds": 1.0,
+    "slurm_node_recovery_seconds": 0.5,
+}
+
+
+@dataclasses.dataclass
+class SlurmBackend:
+    """One backend under test.
+
+    Attributes:
+        kind: ``emulated`` or ``real``.
+        server: The emulator (which forwards to the real Slurm for ``real``).
+        client: The project's Slurm client, through ``:callSlurmRestApi``.
+        workdir: A folder of this machine that the jobs see at the same path.
+        mechanisms: The preemption mechanisms this backend offers.
+        timeout: Seconds a scenario waits for a state (a real requeue waits ``cred_expire``).
+    """
+
+    kind: str
+    server: Any
+    client: slurm_api.SlurmClient
+    workdir: pathlib.Path
+    mechanisms: tuple[str, ...]
+    timeout: float
+
+    def preempt(self, job_id: int, mechanism: str) -> dict[str, Any]:
+        """Preempts a running job with ``mechanism``; returns the timeline entry."""
+        assert mechanism in self.mechanisms, f"{self.kind} cannot preempt by {mechanism}"
+        if self.kind == "real":
+            injector = self.server.app.slurm.real
+            injector.mechanism = mechanism
+        return self.server.app.slurm.preempt_now(CLUSTER_ID, job_id)
+
+    def wait(
+        self,
+        job_id: int,
+        predicate: Callable[[slurm_job.JobInfo], bool],
+        timeout: float | None = None,
+        seen: list[slurm_job.JobInfo] | None = None,
+    ) -> slurm_job.JobInfo:
+        """Polls ``get_job`` every 0.2 s until ``predicate``; records every answer in ``seen``."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        job = None
+        while time.monotonic() < deadline:
+            job = self.client.get_job(job_id)
+            if seen is not None:
+                seen.append(job)
+            if predicate(job):
+                return job
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} did not reach the expected state: {job}")
+
+    def finish(self, job_id: int, timeout: float | None = None) -> slurm_job.JobInfo:
+        """Waits until the job is terminal."""
+        return self.wait(job_id, lambda j: j.is_terminal, timeout)
+
+
+@pytest.fixture(params=["emulated", "real"])
+def slurm_backend(request, slurm_cluster, tmp_path) -> SlurmBackend:
+    """See the module docstring."""
+    kind = request.param
+    if kind == "real":
+        address = os.environ.get(real_slurm.ADDRESS_ENV, "")
+        if not address:
+            pytest.skip(ENABLE_REAL)
+        server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
+        mechanisms, timeout = ("partition", "requeue"), 240.0
+    else:
+        server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
+        mechanisms, timeout = ("spot",), 30.0
+    ref = cluster_resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
+    client = slurm_api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    os.chmod(tmp_path, 0o755)
+    backend = SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
+    yield backend
+    if kind == "real":  # leave the shared real Slurm as found
+        for job in client.list_jobs():
+            if job.name.startswith("conf-") and not job.is_terminal:
+                client.cancel(job.job_id)
+
+
+_TALLY: dict[str, dict[str, float]] = {}
+
+
+def _backend_of(nodeid: str) -> str:
+    if "[real" in nodeid or "-real" in nodeid or "real_slurm_pipeline" in nodeid:
+        return "real"
+    return "emulated"
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Tallies the conformance scenarios per backend (passed, failed, skipped, seconds)."""
+    if "tests/conformance/" not in report.nodeid.replace("\\", "/"):
+        return
+    tally = _TALLY.setdefault(_backend_of(report.nodeid), {})
+    tally["seconds"] = tally.get("seconds", 0.0) + report.duration
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        tally[report.outcome] = tally.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Prints how many scenarios each backend ran and the wall time they took."""
+    for backend in sorted(_TALLY):
+        tally = _TALLY[backend]
+        counts = ", ".join(f"{int(tally.get(k, 0))} {k}" for k in ("passed", "failed", "skipped"))
+        terminalreporter.write_line(
+            f"slurm conformance, {backend} Slurm: {counts} in {tally['seconds']:.1f} s"
+        )

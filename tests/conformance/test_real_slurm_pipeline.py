@@ -1,0 +1,74 @@
+"""`vsp run-local --real-slurm`: the main pipeline's training on a real Slurm 24.11.
+
+The compiled template runs as Vertex runs it (a fresh venv per step); the emulator forwards the
+Slurm Job API to the real slurmrestd, whose job is preempted three times by partition priority
+(Slurm's own REQUEUE). The model must be bit-identical to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from vsp.pipelines import local_run, registry
+from vsp.vertex_emulator.slurm import real as real_slurm
+
+pytestmark = pytest.mark.slurm_conformance
+
+
+def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
+    tmp_path, monkeypatch
+):
+    address = os.environ.get(real_slurm.ADDRESS_ENV, "")
+    if not address:
+        from conftest import ENABLE_REAL  # noqa: PLC0415 - the conformance conftest
+
+        pytest.skip(ENABLE_REAL)
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = registry.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
+    settings = local_run.local_settings(0.3, preemptions=3, preempt_after=2.5)
+    settings = dataclasses.replace(settings, slurmrestd=address)
+    result = local_run.run_local(
+        "slurm-spot-training",
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(tmp_path / "outputs"),
+        settings=settings,
+    )
+    assert result.succeeded, result.error
+    assert result.mode == "faithful"
+    submits = [
+        e for e in result.journal if (e.get("body") or {}).get("path", "").endswith("/job/submit")
+    ]
+    assert len(submits) == 1  # requeued in place by the real Slurm: no resubmission
+    job_id = int(result.parameters["train-on-cluster"]["job_ids"][0])
+    metrics = json.loads(pathlib.Path(result.outputs["train-on-cluster/metrics"]).read_text())
+    assert metrics["preemptions"] == 3 and metrics["resubmissions"] == 0
+    # Whose preemptions: the injector's record of the three partition-priority preemptions.
+    timeline = tmp_path / "emulator" / "slurm" / "real-slurm" / "preemptions.jsonl"
+    events = [json.loads(line) for line in timeline.read_text().splitlines()]
+    assert [(e["kind"], e["jobId"], e["restartCount"]) for e in events] == [
+        ("partition_prio", job_id, n) for n in range(3)
+    ]
+    log = (pathlib.Path(arguments["log_directory"]) / f"slurm-{job_id}.out").read_text()
+    # Appended across the real Slurm's restarts (it truncates without open_mode APPEND); the
+    # first run has no SLURM_RESTART_COUNT, which the trainer reads as 0.
+    assert [f"SLURM_RESTART_COUNT={n}" in log for n in range(4)] == [True] * 4
+    assert log.count("resumed from ckpt-") == 3
+    reference = tmp_path / "reference"
+    env = {
+        **os.environ,
+        "VSP_CHECKPOINT_DIR": str(reference / "ckpt"),
+        "VSP_MODEL_DIR": str(reference / "model"),
+    }
+    subprocess.run(
+        [sys.executable, *arguments["command"][1:]], env=env, check=True, capture_output=True
+    )
+    trained = pathlib.Path(arguments["model_dir"]) / "model.npz"
+    assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
