@@ -139,8 +139,10 @@ def run_local_command(
 
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
+    address = _real_slurmrestd(real_slurm, slurmrestd)
+    steps = registry.REAL_SLURM_TRAINER_STEPS if address else 0
     arguments = {
-        **registry.local_arguments(pipeline, shared, gcs_root),
+        **registry.local_arguments(pipeline, shared, gcs_root, trainer_steps=steps),
         **cli_common.parse_params(params),
     }
     if cron is not None:
@@ -148,7 +150,6 @@ def run_local_command(
     if preemptions is None:
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     settings = local_run.local_settings(provisioning_seconds, preemptions, preempt_after)
-    address = _real_slurmrestd(real_slurm, slurmrestd)
     if address:
         settings = dataclasses.replace(
             settings, slurmrestd=address, slurmrestd_preemption=preemption_mechanism
@@ -190,7 +191,7 @@ def run_local_command(
 def _real_slurmrestd(real_slurm: bool, slurmrestd: str | None) -> str:
     """The real slurmrestd address asked for ('' = the emulated Slurm)."""
     if slurmrestd:
-        return slurmrestd
+        return _checked_slurmrestd(slurmrestd)
     if not real_slurm:
         return ""
     address = os.environ.get(real_slurm_api.ADDRESS_ENV, "")
@@ -200,7 +201,23 @@ def _real_slurmrestd(real_slurm: bool, slurmrestd: str | None) -> str:
             "(see the README: build.sh, then start.sh DIR and `. DIR/env.sh`), or pass "
             "--slurmrestd SOCKET_OR_URL."
         )
-    return address
+    return _checked_slurmrestd(address)
+
+
+def _checked_slurmrestd(address: str) -> str:
+    """The address, once a ping shows a v0.0.42 slurmrestd answers there (before any run)."""
+    try:
+        rest = real_slurm_api.RealSlurmrestd(address, timeout=10)
+        status, text = rest.call("GET", "/slurm/v0.0.42/ping")
+    except (ValueError, real_slurm_api.SlurmrestdUnavailable) as exc:
+        raise click.UsageError(f"{exc}. Fix: start the real Slurm (see the README).") from exc
+    if status != 200:
+        raise click.UsageError(
+            f"slurmrestd at {address} answered the v0.0.42 ping with HTTP {status}: "
+            f"{text[:300]}. Fix: serve data_parser v0.0.42 (`slurmrestd -d v0.0.42`), and for "
+            "http:// addresses set $VSP_REAL_SLURMRESTD_TOKEN (`scontrol token`)."
+        )
+    return rest.address
 
 
 def _metrics_line(path: str) -> str:

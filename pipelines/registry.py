@@ -39,6 +39,9 @@ LOCAL_CLUSTER = {
 
 # The example trainer's settings for local runs: about 10 s of training when uninterrupted.
 LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
+# On a real Slurm a preempted job trains on until the SIGTERM reaches it (about 2 s after the
+# preempting job is submitted), so each run covers ~5 s; 30 s of training leaves room for three.
+REAL_SLURM_TRAINER_STEPS = 300
 # Enough steps to outlast eight preemptions 2.5 s into each run.
 CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0.1"]
 # Registration of local runs: the example model has no server of its own; any serving image
@@ -66,7 +69,9 @@ def local_python(shared_dir: str) -> str:
     return launcher
 
 
-def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[str, Any]:
+def local_arguments(
+    pipeline: str, shared_dir: str, gcs_root: str = "", trainer_steps: int = 0
+) -> dict[str, Any]:
     """Parameter values of a local run of ``pipeline``.
 
     Args:
@@ -74,6 +79,7 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
         shared_dir: Absolute folder for the local helpers (the trainer's interpreter launcher).
         gcs_root: Absolute folder standing in for the GCS FUSE mount (``/gcs`` on a cluster),
             where the emulated ``gs://`` buckets live; default ``{shared_dir}/../emulator/gcs``.
+        trainer_steps: Steps of the example trainer of ``slurm-spot-training`` (0 = 100).
     """
     gcs_root = gcs_root or os.path.join(os.path.dirname(shared_dir), "emulator", "gcs")
     if pipeline == slurm_spot_training.NAME:
@@ -94,7 +100,9 @@ def local_arguments(pipeline: str, shared_dir: str, gcs_root: str = "") -> dict[
                 local_python(shared_dir),
                 "-m",
                 "vsp.examples.trainer",
-                *LOCAL_TRAINER_ARGS,
+                *LOCAL_TRAINER_ARGS[:1],
+                str(trainer_steps or LOCAL_TRAINER_ARGS[1]),
+                *LOCAL_TRAINER_ARGS[2:],
             ],
             "working_directory": run_dir,
             # Checkpoints take the default: Cloud Storage, beside the model.

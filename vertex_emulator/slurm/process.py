@@ -105,7 +105,10 @@ class ProcessTable:
             kind: ``prolog``, ``script`` or ``epilog``.
             script_path: The script file to run.
             script_text: Its text (for the ``#!`` interpreter).
-            cwd: Working directory (created if missing).
+            cwd: Working directory. A batch script whose directory is missing starts in
+                ``/tmp`` after an error line in its stderr, as with Slurm 24.11 (which creates
+                the output files' folders, so a working directory holding the log exists);
+                a prolog's or epilog's directory is created.
             env: The whole environment.
             stdout: File for standard output.
             stderr: File for standard error (may equal ``stdout``).
@@ -119,20 +122,30 @@ class ProcessTable:
         """
         self.discard(key)
         host = filesystem.host_path if filesystem else str
-        pathlib.Path(host(cwd)).mkdir(parents=True, exist_ok=True)
+        if kind != "script":
+            pathlib.Path(host(cwd)).mkdir(parents=True, exist_ok=True)
         argv = [*interpreter(script_text), script_path]
         if filesystem and filesystem.isolated:
             # The wrapper would start and then fail to exec; fail here, as an unwrapped start
             # does, so a missing interpreter reads the same either way.
             if not os.access(argv[0], os.X_OK):
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
-            argv = filesystem.wrap(argv, cwd)
         mode = "ab" if append else "wb"
         handles = []
         try:
             for path in dict.fromkeys([host(stdout), host(stderr)]):
+                # slurmstepd 24.11 creates the output files' folders.
                 pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
                 handles.append(open(path, mode))
+            if not os.path.isdir(host(cwd)):  # as slurmstepd 24.11 does: say so, use /tmp
+                handles[-1].write(
+                    f"slurmstepd: error: couldn't chdir to `{cwd}': No such file or "
+                    "directory: going to /tmp instead\n".encode()
+                )
+                handles[-1].flush()
+                cwd = "/tmp"
+            if filesystem and filesystem.isolated:
+                argv = filesystem.wrap(argv, cwd)
             popen = subprocess.Popen(
                 argv,
                 cwd=host(cwd),

@@ -9,7 +9,7 @@ emulated clusters (``spot`` on the real Slurm that ``start.sh`` sets up).
 ``slurmrestd_preemption`` picks the mechanism:
 
 * ``partition`` (default): a job on the highest-tier other partition that needs every CPU of the
-  Spot job's first node is submitted through slurmrestd; ``preempt/partition_prio`` with
+  Spot job's first node for 15 s is submitted through slurmrestd; ``preempt/partition_prio`` with
   ``PreemptMode=REQUEUE`` then signals (SIGCONT+SIGTERM, SIGKILL after KillWait) and requeues the
   Spot job, as Spot capacity being taken back would.
 * ``requeue``: ``scontrol requeue JOBID`` (``scontrol`` from ``PATH``; ``SLURM_CONF`` as the
@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 
 MECHANISMS = real_slurm.PREEMPTION_MECHANISMS
 PREEMPTOR_PREFIX = "vsp-preemptor-"
+# How long the preempting job holds the node. Its end makes slurmctld schedule at once, so the
+# Spot job restarts then if its requeue hold (cred_expire + 1 s) is over, instead of waiting
+# for the scheduler's next periodic pass (up to a minute).
+PREEMPTOR_HOLD_SECONDS = 15
 POLL_SECONDS = 0.5
 # The timeline's folder under ``{state_dir}/slurm/`` (one real Slurm serves every cluster).
 TIMELINE_DIR = "real-slurm"
@@ -180,7 +184,7 @@ class RealPreemptor:
                 "cpus_per_task": cpus,
                 "current_working_directory": "/tmp",
                 "environment": ["PATH=/usr/bin:/bin"],
-                "script": "#!/bin/bash\nsleep 1\n",
+                "script": f"#!/bin/bash\nsleep {PREEMPTOR_HOLD_SECONDS}\n",
             }
         }
         status, text = self.slurmrestd.call("POST", f"{_API}/job/submit", body)

@@ -27,6 +27,7 @@ from vsp.components.runtime.core import errors, polling, rest
 from vsp.components.runtime.slurm import accounting as slurm_accounting
 from vsp.components.runtime.slurm import error_codes as slurm_errors
 from vsp.components.runtime.slurm import job as slurm_job
+from vsp.components.runtime.slurm import lookup as slurm_lookup
 from vsp.components.runtime.slurm import script as slurm_script
 
 log = logging.getLogger(__name__)
@@ -187,49 +188,12 @@ class SlurmClient:
         raise error
 
     def get_job(self, job_id: int) -> slurm_job.JobInfo:
-        """The job from the live queue, else from accounting (slurmdb).
+        """The job from the live queue, else from slurmdb (see ``slurm.lookup``).
 
         Raises:
             slurm_errors.SlurmJobNotFoundError: Known to neither.
         """
-        what = f"lookup of Slurm job {job_id}"
-        try:
-            live = self.call("GET", self.slurm_path(f"job/{int(job_id)}"), idempotent=True)
-        except errors.NotFoundError as exc:  # a proxy that maps Slurm's 404 to a Google 404
-            log.info("%s: live queue answered NOT_FOUND (%s); trying slurmdb", what, exc.message)
-            live = None
-        if live is not None and live.ok:
-            found = self._pick(live.payload, job_id)
-            if found is not None:
-                return found
-        elif live is not None and not live.not_found:
-            raise live.error(what)
-        db = self.call("GET", self.slurmdb_path(f"job/{int(job_id)}"), idempotent=True)
-        if db.ok:
-            found = self._pick(db.payload, job_id)
-            if found is not None:
-                return found
-        elif not db.not_found:
-            raise db.error(what)
-        answers = "; ".join(
-            f"{r.path} -> {r.status}: {r.describe_errors()}" for r in (live, db) if r is not None
-        )
-        raise slurm_errors.SlurmJobNotFoundError(
-            f"Slurm job {job_id} is in neither the live queue nor slurmdb ({answers}). Accounting "
-            "may lag behind a just-finished job; a 404 for every path can also mean the cluster "
-            f"does not serve slurmrestd {self.version}.",
-            what=what,
-        )
-
-    @staticmethod
-    def _pick(payload: dict[str, Any], job_id: int) -> slurm_job.JobInfo | None:
-        jobs = [
-            slurm_job.JobInfo.parse(j) for j in payload.get("jobs") or [] if isinstance(j, dict)
-        ]
-        matching = [j for j in jobs if j.job_id == int(job_id)]
-        if not matching:
-            return None
-        return max(enumerate(matching), key=lambda p: (p[1].submit_time or 0, p[0]))[1]
+        return slurm_lookup.get_job(self, job_id)
 
     def list_jobs(self) -> list[slurm_job.JobInfo]:
         """Every job in the live queue visible to the caller."""
@@ -241,44 +205,9 @@ class SlurmClient:
     def find_jobs(
         self, run_key: str, *, include_accounting: bool = False
     ) -> list[slurm_job.JobInfo]:
-        """Jobs carrying ``run_key`` (job name, or ``vsp-run-key=`` in comment), newest first.
-
-        The live queue is the source that must answer. With ``include_accounting``, slurmdb's
-        job list (``/slurmdb/{version}/jobs``, no query string: the proxy's documented paths
-        carry none) adds the jobs that left the live queue after MinJobAge; live records win.
-        Accounting is a second source only: a cluster without slurmdbd, or an accounting error,
-        is logged and the live answer stands.
-
-        Args:
-            run_key: The run key given to ``JobDescription``.
-            include_accounting: Also ask slurmdb (see above).
-        """
-        found = {j.job_id: j for j in self.list_jobs() if j.carries_run_key(run_key)}
-        if include_accounting:
-            for job in self._accounting_jobs():
-                if job.carries_run_key(run_key):
-                    found.setdefault(job.job_id, job)
-        return sorted(found.values(), key=lambda j: (j.submit_time or 0, j.job_id), reverse=True)
-
-    def _accounting_jobs(self) -> list[slurm_job.JobInfo]:
-        """slurmdb's jobs, or [] (with a warning) when accounting cannot answer."""
-        path = self.slurmdb_path("jobs")
-        try:
-            response = self.call("GET", path, idempotent=True)
-        except (errors.UserError, errors.TransientError) as exc:
-            log.warning("slurmdb job list unavailable (%s); using the live queue only", exc)
-            return []
-        if not response.ok:
-            log.warning(
-                "slurmdb job list unavailable (%s -> %d: %s); using the live queue only: a "
-                "finished job older than MinJobAge cannot be found",
-                path,
-                response.status,
-                response.describe_errors(),
-            )
-            return []
-        records = response.payload.get("jobs") or []
-        return [slurm_job.JobInfo.parse(r) for r in records if isinstance(r, dict)]
+        """Jobs carrying ``run_key``, newest first; slurmdb as a tolerant second source with
+        ``include_accounting`` (see ``slurm.lookup``)."""
+        return slurm_lookup.find_jobs(self, run_key, include_accounting=include_accounting)
 
     def cancel(self, job_id: int) -> bool:
         """Cancels a job. A finished or unknown job is fine.

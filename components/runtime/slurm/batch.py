@@ -55,7 +55,7 @@ if [ -z "${{HOME:-}}" ]; then HOME=$(printf '%s' "$_vsp_pw" | cut -d: -f6); fi
 if [ -z "${{SHELL:-}}" ]; then SHELL=$(printf '%s' "$_vsp_pw" | cut -d: -f7); fi
 HOME=${{HOME:-$PWD}}; SHELL=${{SHELL:-/bin/sh}}
 export USER LOGNAME HOME SHELL
-_vsp_child=""
+{workdir}_vsp_child=""
 _vsp_pending=""
 _vsp_signalled=0
 _vsp_forward() {{
@@ -99,6 +99,7 @@ def render(
     script: str | None = None,
     forward: Sequence[str] = FORWARDED_SIGNALS,
     run_key: str = "",
+    working_directory: str = "",
 ) -> str:
     """The batch script text for an argv ``command`` or a bash ``script`` (exactly one).
 
@@ -107,6 +108,8 @@ def render(
         script: Bash script text instead of an argv; run as ``/bin/bash -c SCRIPT vsp-payload``.
         forward: Signal names forwarded to the payload (``TERM``, ``SIGUSR1``...).
         run_key: Shown in a comment line only (must be free of newlines).
+        working_directory: The job's working directory, created and entered first ('' = stay
+            where Slurm started the script).
 
     Returns:
         The script, starting with ``#!/bin/bash``.
@@ -126,7 +129,16 @@ def render(
         raise ValueError("run_key cannot contain newlines")
     words = list(dict.fromkeys(_signal_word(s) for s in forward))
     traps = "\n".join(f"trap '_vsp_forward {w}' {w}" for w in words)
+    workdir = ""
+    if working_directory:
+        quoted = shlex.quote(working_directory)
+        workdir = (
+            "# Slurm 24.11 starts a job whose working directory is missing in /tmp: make it.\n"
+            f'mkdir -p -- {quoted} && cd -- {quoted} || {{ echo "vsp: cannot enter the working '
+            f'directory" >&2; exit 2; }}\n'
+        )
     return _TEMPLATE.format(
+        workdir=workdir,
         about=f" for run {run_key}" if run_key else "",
         traps=traps,
         payload=" ".join(shlex.quote(str(arg)) for arg in argv),

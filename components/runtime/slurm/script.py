@@ -164,7 +164,11 @@ class JobDescription:
         if self.warning_signal and self.warning_signal not in forward:
             forward.append(self.warning_signal)
         return slurm_batch.render(
-            self.command, script=self.script, forward=forward, run_key=self.run_key
+            self.command,
+            script=self.script,
+            forward=forward,
+            run_key=self.run_key,
+            working_directory=self.working_directory,
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:

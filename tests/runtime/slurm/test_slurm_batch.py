@@ -199,3 +199,47 @@ def test_the_batch_shell_ignores_bash_env_and_shellopts(tmp_path):
     # The same script without -p sources the file and, with SHELLOPTS=noexec, runs nothing.
     plain = script.replace("#!/bin/bash -p\n", "#!/bin/bash\n", 1)
     assert _run_with_hostile_environment(plain, tmp_path) == (False, True)
+
+
+def test_a_bare_slurm_environment_gets_the_accounts_user_home_and_shell(tmp_path):
+    # A slurmrestd submission carries only the variables its request lists: no USER or HOME.
+    out = tmp_path / "env.json"
+    dump = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
+    desc = make(command=[PY, "-c", dump, str(out)], working_directory=str(tmp_path))
+    assert run_script(desc, tmp_path).wait(timeout=30) == 0
+    env = json.loads(out.read_text())
+    import pwd  # noqa: PLC0415
+
+    account = pwd.getpwuid(os.getuid())
+    assert (env["USER"], env["LOGNAME"], env["HOME"], env["SHELL"]) == (
+        account.pw_name,
+        account.pw_name,
+        account.pw_dir,
+        account.pw_shell,
+    )
+    assert env["PATH"] == slurm_script.DEFAULT_PATH
+
+
+def test_values_the_job_sets_win_over_the_accounts(tmp_path):
+    out = tmp_path / "env.json"
+    dump = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
+    desc = make(
+        command=[PY, "-c", dump, str(out)],
+        working_directory=str(tmp_path),
+        environment={"HOME": "/srv/home", "USER": "trainer"},
+    )
+    assert run_script(desc, tmp_path).wait(timeout=30) == 0
+    env = json.loads(out.read_text())
+    assert env["HOME"] == "/srv/home" and env["USER"] == env["LOGNAME"] == "trainer"
+
+
+def test_a_missing_working_directory_is_made_and_entered(tmp_path):
+    # Slurm 24.11 starts such a job in /tmp (and older Slurm fails it at launch).
+    work = tmp_path / "not" / "yet"
+    out = tmp_path / "cwd.txt"
+    desc = make(
+        command=[PY, "-c", f"import os; open({str(out)!r}, 'w').write(os.getcwd())"],
+        working_directory=str(work),
+    )
+    assert run_script(desc, tmp_path).wait(timeout=30) == 0
+    assert out.read_text() == str(work)
