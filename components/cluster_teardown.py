@@ -18,16 +18,19 @@ def decide_teardown(
     policy: str = "auto",
     schedule_cron: str = "",
     interval_hours: float = 0.0,
-    idle_price_per_hour: float = 1.0,
+    idle_price_per_hour: float = 0.0,
     provisioning_minutes: float = 20.0,
-    provisioning_price_per_hour: float = 1.0,
+    provisioning_price_per_hour: float = 0.0,
     delay_penalty_per_hour: float = 10.0,
     pipeline_name: str = "",
     expiry_slack_fraction: float = 0.25,
+    price_file: str = "",
+    storage_price_per_hour: float = 0.0,
 ) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("labels", dict)]):
     """Decides whether to keep the training cluster warm for the next run or delete it now.
 
-    Ski rental: keeping costs ``idle_price_per_hour`` for every idle hour until the next run;
+    Ski rental: keeping costs ``idle_price_per_hour`` (by default what the cluster's pools cost
+    per hour, from the price table) for every idle hour until the next run;
     deleting costs a re-creation (``provisioning_minutes`` at ``provisioning_price_per_hour``
     plus ``delay_penalty_per_hour`` for the wait). With ``policy`` ``auto`` the cluster is kept
     when the expected idle time is at most the break-even time, else deleted; with no known
@@ -48,16 +51,21 @@ def decide_teardown(
         schedule_cron: The schedule's cron, e.g. ``0 * * * *`` or ``TZ=Europe/Paris 0 3 * * *``
             ('' = no schedule; ``vsp schedule`` fills it in).
         interval_hours: Expected hours between runs when there is no cron (0 = unknown).
-        idle_price_per_hour: What the cluster costs per hour while idle (login node,
-            controller, static nodes), currency/hour.
+        idle_price_per_hour: What the cluster costs per hour while idle, USD/hour; 0 = price
+            the cluster's node pools (nodes kept x the machine's price for its provisioning
+            model) from the project's price table and ``price_file``.
         provisioning_minutes: How long creating the cluster takes, minutes.
         provisioning_price_per_hour: What the cluster costs per hour while provisioning,
-            currency/hour.
+            USD/hour; 0 = the same pools' price per hour.
         delay_penalty_per_hour: What one hour of waiting for a new cluster costs the next run,
             currency/hour.
         pipeline_name: Name of this pipeline, to measure the cadence of its earlier runs.
         expiry_slack_fraction: Slack after the next expected run before a kept cluster
             expires, as a fraction of the run interval (at least 10 minutes).
+        price_file: JSON or YAML prices, USD per node-hour by machine type and provisioning
+            model, merged over the price table: a local path or gs://BUCKET/PATH ('' = the
+            table alone).
+        storage_price_per_hour: Home storage cost added to a derived idle price, USD/hour.
 
     Returns:
         action: ``keep`` or ``delete``.
@@ -68,6 +76,7 @@ def decide_teardown(
 
     from vsp.components.runtime.core import rest, step
     from vsp.components.runtime.teardown import decision as teardown
+    from vsp.components.runtime.teardown import pricing as teardown_pricing
     from vsp.components.runtime.teardown import report as teardown_report
     from vsp.components.runtime.teardown import runner as teardown_step
 
@@ -82,12 +91,15 @@ def decide_teardown(
             delay_penalty_per_hour=delay_penalty_per_hour,
             slack_fraction=expiry_slack_fraction,
         )
-        return teardown_step.decide(
+        return teardown_pricing.decide(
             inputs,
             client=rest.VertexRestClient(location),
             project=project,
             location=location,
             pipeline_name=pipeline_name,
+            cluster_id=cluster_id,
+            price_file=price_file,
+            storage_price_per_hour=storage_price_per_hour,
         )
 
     inputs, decision = step.run_step("decide_teardown", run)

@@ -15,13 +15,14 @@ def check_run_parameters(
     teardown_policy: str = "auto",
     schedule_cron: str = "",
     interval_hours: float = 0.0,
-    idle_price_per_hour: float = 1.0,
+    idle_price_per_hour: float = 0.0,
     provisioning_minutes: float = 20.0,
-    provisioning_price_per_hour: float = 1.0,
+    provisioning_price_per_hour: float = 0.0,
     delay_penalty_per_hour: float = 10.0,
     failure_keep_minutes: float = 60.0,
     check_checkpoint_dir: bool = False,
     checkpoint_dir: str = "",
+    price_file: str = "",
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -39,14 +40,16 @@ def check_run_parameters(
         teardown_policy: ``auto``, ``keep`` or ``delete``.
         schedule_cron: The schedule's cron ('' = none).
         interval_hours: Expected hours between runs (0 = unknown).
-        idle_price_per_hour: Idle cluster cost, currency/hour.
+        idle_price_per_hour: Idle cluster cost, USD/hour (0 = priced from the cluster).
         provisioning_minutes: Cluster provisioning time, minutes.
-        provisioning_price_per_hour: Cost while provisioning, currency/hour.
+        provisioning_price_per_hour: Cost while provisioning, USD/hour (0 = from the cluster).
         delay_penalty_per_hour: Cost of the next run waiting, currency/hour.
         failure_keep_minutes: Minutes a failed run keeps its cluster for a retry.
         check_checkpoint_dir: Also check ``checkpoint_dir`` (the run trains with checkpoints).
         checkpoint_dir: The training step's checkpoint directory ('' = the default beside
             ``model_dir``, which needs a folder above ``model_dir``).
+        price_file: The teardown's price file (JSON or YAML, USD per node-hour), checked
+            when given ('' = none).
 
     Returns:
         True (the step fails with every problem listed otherwise).
@@ -77,6 +80,7 @@ def check_run_parameters(
             },
             inputs,
             failure_keep_minutes=failure_keep_minutes,
+            price_file=price_file,
             **({"checkpoint_dir": checkpoint_dir} if check_checkpoint_dir else {}),
         )
         return True

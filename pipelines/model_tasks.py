@@ -51,6 +51,7 @@ TEARDOWN_PARAMETERS = (
     "provisioning_price_per_hour",
     "delay_penalty_per_hour",
     "failure_keep_minutes",
+    "price_file",
 )
 
 

@@ -80,11 +80,13 @@ def build(components: dict):
         teardown_policy: str = "auto",
         schedule_cron: str = "",
         interval_hours: float = 0.0,
-        idle_price_per_hour: float = 1.0,
+        idle_price_per_hour: float = 0.0,
         provisioning_minutes: float = 20.0,
-        provisioning_price_per_hour: float = 1.0,
+        provisioning_price_per_hour: float = 0.0,
         delay_penalty_per_hour: float = 10.0,
         failure_keep_minutes: float = 60.0,
+        price_file: str = "",
+        storage_price_per_hour: float = 0.0,
     ):
         """Create a cluster, train on Spot with resume, register the model, keep or delete.
 
@@ -137,12 +139,17 @@ def build(components: dict):
                 schedule`` sets it): predicts the next run for the teardown decision.
             interval_hours: Expected hours between runs when there is no cron (0 = measure
                 the cadence of earlier runs).
-            idle_price_per_hour: Cost per hour of the idle cluster, currency/hour.
+            idle_price_per_hour: Cost per hour of the idle cluster, USD/hour (0 = its node
+                pools priced from the price table and price_file).
             provisioning_minutes: Minutes a new cluster takes to provision.
-            provisioning_price_per_hour: Cost per hour while provisioning, currency/hour.
+            provisioning_price_per_hour: Cost per hour while provisioning, USD/hour (0 = the
+                same pools' price).
             delay_penalty_per_hour: Cost per hour the next run waits for a new cluster.
             failure_keep_minutes: After a failed run, keep the cluster this long for a retry
                 (0 = delete it at once); a cancelled run always deletes it.
+            price_file: JSON or YAML prices (USD per node-hour by machine type and
+                provisioning model) over the price table: a path or gs:// URI ('' = none).
+            storage_price_per_hour: Home storage cost added to a derived idle price, USD/hour.
         """
         values = dict(locals())
         finalize = finalize_cluster(
@@ -197,6 +204,8 @@ def build(components: dict):
                 provisioning_price_per_hour=provisioning_price_per_hour,
                 delay_penalty_per_hour=delay_penalty_per_hour,
                 pipeline_name=NAME,
+                price_file=price_file,
+                storage_price_per_hour=storage_price_per_hour,
             )
             decide.after(register)
             task_policy.apply(decide, "decide-teardown")

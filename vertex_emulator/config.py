@@ -30,6 +30,10 @@ class EmulatorSettings:
         default_page_size: Page size of list calls that give no ``pageSize``.
         max_page_size: Largest page a list call returns.
         reject_unknown_fields: Answer 400 to unknown request fields, as the real service does.
+        cluster_fixed_size_pools: Refuse a cluster create or node-pool PATCH whose non-FLEX_START
+            pool has min_node_count != max_node_count (the create-cluster reference's rule).
+        cluster_labels_updatable: Accept the ``labels`` update mask; false refuses it, as the
+            manage-cluster doc's list of updatable fields (without labels) implies.
         slurm_structured_body: ``:callSlurmRestApi`` answers ``structuredBody`` (a JSON object)
             instead of ``body`` (the Slurm JSON as a string).
         slurm_user_name: The Linux user the emulated Slurm runs every caller's jobs as.
@@ -80,6 +84,8 @@ class EmulatorSettings:
     default_page_size: int = 50
     max_page_size: int = 1000
     reject_unknown_fields: bool = True
+    cluster_fixed_size_pools: bool = False
+    cluster_labels_updatable: bool = True
     slurm_structured_body: bool = False
     slurm_user_name: str = "vsp"
     slurm_filesystem_isolation: str = "auto"

@@ -295,9 +295,12 @@ def serve(
     """
     server = EmulatorServer(state_dir, host, port, settings).start()
     stop = threading.Event()
-    restore = None
+    restore = {}
     if threading.current_thread() is threading.main_thread():
-        restore = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        # SIGINT too, explicitly: a process started in the background by a shell without job
+        # control inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            restore[signum] = signal.signal(signum, lambda *_: stop.set())
     print(f"VERTEX_EMULATOR_HOST={server.address}", flush=True)
     print(f"Vertex emulator serving {server.base_url} from {state_dir}", file=sys.stderr)
     try:
@@ -307,6 +310,6 @@ def serve(
         pass
     finally:
         server.stop()
-        if restore is not None:
-            signal.signal(signal.SIGTERM, restore)
+        for signum, handler in restore.items():
+            signal.signal(signum, handler)
         print("Vertex emulator stopped.", file=sys.stderr, flush=True)

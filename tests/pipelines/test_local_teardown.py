@@ -6,6 +6,8 @@ import json
 import pathlib
 import time
 
+import pytest
+
 from vsp import vertex_emulator
 from vsp.pipelines import local_run, registry, run_summary
 
@@ -44,7 +46,9 @@ def _patch_labels(result):
 def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_deletes_it(
     tmp_path, monkeypatch
 ):
-    first = _run(tmp_path, monkeypatch, preemptions=1, schedule_cron="0 * * * *")
+    # Explicit prices (they win over the price table): a cheap cluster is worth keeping hourly.
+    cheap = {"idle_price_per_hour": 1.0, "provisioning_price_per_hour": 1.0}
+    first = _run(tmp_path, monkeypatch, preemptions=1, schedule_cron="0 * * * *", **cheap)
     assert first.succeeded, first.error
     assert _writes(first) == [
         ("POST", "modelDevelopmentClusters"),
@@ -81,6 +85,11 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     assert facts["cluster"].startswith("reused (warm)")
     assert facts["model version"].endswith("slurm-spot-example@2")
     assert facts["teardown"].startswith("delete: Delete the cluster: deleting is cheaper")
+    # No price given: the cluster's pools priced from the table (login n2-standard-8, 2 Spot
+    # and 1 on-demand a3-highgpu-8g, fixed-size pools).
+    assert "159.67" in facts["teardown"] and "price table" in facts["teardown"]
+    decided = json.loads(pathlib.Path(second.outputs["decide-teardown/metrics"]).read_text())
+    assert decided["teardown_input_idle_price_per_hour"] == pytest.approx(159.669972)
     page = pathlib.Path(run_summary.write_report(second)).read_text()
     assert "Teardown: keep the cluster warm or delete it" in page
     assert 'aria-label="timeline"' in page and 'aria-label="teardown costs"' in page

@@ -8,7 +8,12 @@ Lifecycle, each step an operation completed from its stored due time: create -> 
 -> RUNNING (or ERROR when an ``lro_error`` fault fired: the cluster stays registered); PATCH ->
 UPDATING -> RUNNING (a failed update restores the previous spec); DELETE -> STOPPING -> gone
 (a failed delete leaves the cluster in ERROR). Stored as ``{"cluster": <public JSON>,
-"pending": <operation name or null>, "previous": <cluster before an update or null>}``.
+"pending": <operation name or null>, "previous": <cluster before an update or null>,
+"update_mode": <the updateMode of the last accepted PATCH, or null when none was sent>}``.
+
+Settings: ``cluster_fixed_size_pools`` refuses non-FLEX_START pools whose min and max node
+counts differ (create, and PATCH with ``node_pools`` in the mask); ``cluster_labels_updatable``
+false refuses the ``labels`` mask. Both answer INVALID_ARGUMENT with field violations.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ def create_cluster(request: router.Request) -> router.Response:
     )
     violations = cluster_checks.check_cluster_id(cluster_id, spec)
     violations += cluster_checks.check_spec(spec)
+    if app.settings.cluster_fixed_size_pools:
+        violations += cluster_checks.check_pool_sizes(spec)
     if violations:
         raise errors.invalid_fields("Invalid ModelDevelopmentCluster", violations)
     name = cluster_name(request.params, cluster_id)
@@ -128,7 +135,9 @@ def update_cluster(request: router.Request) -> router.Response:
     app = request.app
     record = _load(request)
     paths = cluster_checks.parse_update_mask(request.query_value("updateMask", "update_mask"))
-    violations = cluster_checks.check_update_mask(paths)
+    violations = cluster_checks.check_update_mask(
+        paths, labels_updatable=app.settings.cluster_labels_updatable
+    )
     mode = request.query_value("updateMode", "update_mode") or ""
     if mode not in UPDATE_MODES:
         allowed = ", ".join(sorted(m for m in UPDATE_MODES if m))
@@ -148,6 +157,8 @@ def update_cluster(request: router.Request) -> router.Response:
     updated = cluster_checks.apply_update_mask(current, incoming, paths)
     violations = cluster_checks.check_pool_changes(current, updated)
     violations += cluster_checks.check_spec(updated)
+    if app.settings.cluster_fixed_size_pools and "node_pools" in paths:
+        violations += cluster_checks.check_pool_sizes(updated)
     if violations:
         raise errors.invalid_fields("Invalid ModelDevelopmentCluster", violations)
     now = app.now()
@@ -166,7 +177,9 @@ def update_cluster(request: router.Request) -> router.Response:
         payload={"failure": _failure(failure)},
         now=now,
     )
-    record.update(cluster=updated, pending=operation["name"], previous=current)
+    record.update(
+        cluster=updated, pending=operation["name"], previous=current, update_mode=mode or None
+    )
     app.store.put(COLLECTION, current["name"], record)
     return router.Response(operation)
 

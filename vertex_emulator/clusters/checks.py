@@ -38,6 +38,36 @@ CLUSTER_ID_PATTERN = re.compile(r"^[a-z]([a-z0-9-]{0,8}[a-z0-9])?$")
 ID_FIELD = "model_development_cluster_id"
 
 
+def check_pool_sizes(spec: dict[str, Any]) -> list[errors.FieldViolation]:
+    """Violations of the create-cluster reference's "MIN_NODE_COUNT must equal MAX_NODE_COUNT".
+
+    FLEX_START pools are exempt: they scale from 0 (min 0 / max N). Unset counts are 0, as in
+    proto3 JSON; int64 counts may come as strings.
+    """
+    out = []
+    for index, pool in enumerate(spec.get("nodePools") or []):
+        if not isinstance(pool, dict) or pool.get("provisioningModel") == "FLEX_START":
+            continue
+        scaling = pool.get("scalingSpec") if isinstance(pool.get("scalingSpec"), dict) else {}
+        low, high = (_count(scaling.get(k)) for k in ("minNodeCount", "maxNodeCount"))
+        if low != high:
+            out.append(
+                errors.FieldViolation(
+                    f"node_pools[{index}].scaling_spec.min_node_count",
+                    f'Node pool "{pool.get("id")}": min_node_count ({low}) must equal '
+                    f"max_node_count ({high}); only FLEX_START pools may scale from 0.",
+                )
+            )
+    return out
+
+
+def _count(value: Any) -> Any:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return value
+
+
 def check_cluster_id(cluster_id: str | None, spec: dict[str, Any]) -> list[errors.FieldViolation]:
     """Violations of the cluster id rules (pattern; no hyphen with a Slurm spec)."""
     if not cluster_id:
@@ -177,15 +207,27 @@ def parse_update_mask(text: str | None) -> list[str]:
     return paths
 
 
-def check_update_mask(paths: list[str]) -> list[errors.FieldViolation]:
-    """Violations for a missing mask and for unknown, output-only or immutable paths."""
+def check_update_mask(
+    paths: list[str], *, labels_updatable: bool = True
+) -> list[errors.FieldViolation]:
+    """Violations for a missing mask and for unknown, output-only or immutable paths.
+
+    Args:
+        paths: The snake_case mask paths.
+        labels_updatable: Whether ``labels`` may be updated (the manage-cluster doc does not
+            list it; Terraform treats it as mutable).
+    """
     if not paths:
         return [errors.FieldViolation("update_mask", "update_mask must list the fields to update.")]
+    updatable = UPDATABLE if labels_updatable else UPDATABLE - {"labels"}
     out = []
     for path in paths:
-        if path in UPDATABLE:
+        if path in updatable:
             continue
-        parent = next((u for u in sorted(UPDATABLE) if path.startswith(u + ".")), None)
+        if path == "labels":
+            out.append(errors.FieldViolation("update_mask", '"labels" cannot be updated.'))
+            continue
+        parent = next((u for u in sorted(updatable) if path.startswith(u + ".")), None)
         if parent:
             description = f'"{path}" cannot be updated on its own; update "{parent}" instead.'
         elif path.split(".")[0] in cluster_schema.OUTPUT_ONLY:

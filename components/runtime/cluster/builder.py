@@ -3,9 +3,14 @@
 ``build_cluster_spec`` takes exactly the flat parameters ``create_cluster`` passes, and makes a
 static login pool plus up to two training pools sharing the machine parameters:
 
-* ``spot_max_nodes > 0``: a SPOT pool ``spot`` scaling from 0;
-* ``ondemand_max_nodes > 0``: a fallback pool ``ondemand`` scaling from 0, RESERVATION when
+* ``spot_max_nodes > 0``: a SPOT pool ``spot`` of that many nodes;
+* ``ondemand_max_nodes > 0``: a fallback pool ``ondemand`` of that many nodes, RESERVATION when
   ``reservation`` is given, else ON_DEMAND.
+
+Every pool is fixed-size (``min_node_count`` = ``max_node_count``): Google's create-cluster
+reference says a pool's MIN_NODE_COUNT must be the same as its MAX_NODE_COUNT [R CREATE]. Only
+FLEX_START pools scale from 0 (min 0 / max N, [R FLEX]); give them in the full ``cluster_spec``.
+A fixed-size pool bills all its nodes for as long as the cluster exists, kept warm included.
 
 Each training pool gets a partition of the same id; the default partition is the first one,
 always written explicitly so that reordering never moves it [R MM]. Anything else (more pools,
@@ -79,8 +84,8 @@ def build_cluster_spec(
         accelerator_type: Accelerator of the training pools ("" for CPU pools).
         accelerator_count: Accelerators per training node.
         reservation: Reservation(s) of the ``ondemand`` pool, full or bare names.
-        spot_max_nodes: Maximum nodes of the ``spot`` pool (0: no such pool).
-        ondemand_max_nodes: Maximum nodes of the ``ondemand`` pool (0: no such pool).
+        spot_max_nodes: Nodes of the ``spot`` pool, min = max (0: no such pool).
+        ondemand_max_nodes: Nodes of the ``ondemand`` pool, min = max (0: no such pool).
         boot_disk_size_gb: Boot disk size of the training pools, GB (0: the service default).
         slurm_config: Cluster-scope slurm.conf settings.
         service_account: Service account of the nodes.
@@ -109,7 +114,7 @@ def build_cluster_spec(
                 "key": "compute.googleapis.com/reservation-name",
                 "values": reservations,
             }
-        scaling = {"min_node_count": 0, "max_node_count": high}
+        scaling = {"min_node_count": high, "max_node_count": high}  # fixed size [R CREATE]
         return {**spec, "scaling_spec": scaling, "boot_disk": disk, "zone": zone or None}
 
     pools = [

@@ -10,6 +10,10 @@ the reaper looks at it again after that expiry. A run that reuses a cluster also
 on it (``vsp-last-run``, ``vsp-last-used-at``, set by ``cluster_labels.claim_for_run``), which
 ``vsp clusters list`` shows.
 
+``keep_or_delete`` is the keep path of a teardown decision: it labels the cluster with its
+expiry, or deletes it (unless in use) when the service refuses the labels update, so that no
+kept cluster is left without an expiry.
+
 The race: a job submitted after the queue is read and before the DELETE lands is lost with the
 cluster. The Slurm Job API has no lock the two could share, so the window is narrowed to one
 request: the queue is read right before the DELETE, with nothing in between.
@@ -31,6 +35,7 @@ from vsp.components.runtime.teardown import decision as teardown
 log = logging.getLogger(__name__)
 
 IN_USE = "in-use"
+KEPT, DELETED, ABSENT = "kept", "deleted", "absent"
 DEFAULT_RECHECK_MINUTES = 30.0
 
 
@@ -100,7 +105,17 @@ def keep_if_in_use(
         )
         if not dry_run:
             labels = in_use_labels(time.time() if now is None else now, recheck_minutes)
-            cluster_labels.update_managed_labels(client, ref, set_labels=labels, options=options)
+            try:
+                cluster_labels.update_managed_labels(
+                    client, ref, set_labels=labels, options=options
+                )
+            except cluster_labels.LabelsRefusedError as exc:
+                log.warning(
+                    "cluster %s is kept without an expiry label (%s); the teardown of the run "
+                    "using it deletes or keeps it",
+                    ref.cluster_id,
+                    exc,
+                )
     return users
 
 
@@ -121,7 +136,7 @@ def delete_unless_in_use(
     """
     cluster = cluster_resource.ClusterResource(client, ref, options=options).get()
     if cluster is None:
-        return "absent"
+        return ABSENT
     if keep_if_in_use(
         client,
         ref,
@@ -132,4 +147,43 @@ def delete_unless_in_use(
         now=now,
     ):
         return IN_USE
-    return "deleted" if delete() else "absent"
+    return DELETED if delete() else ABSENT
+
+
+def keep_or_delete(
+    client: rest.VertexRestClient,
+    ref: cluster_resource.ClusterRef,
+    labels_from_decision: dict[str, str],
+    *,
+    delete: Callable[[], bool] | None = None,
+    options: cluster_resource.ClusterOptions | None = None,
+) -> str:
+    """Keeps the cluster (``cluster_labels.mark_kept``), or deletes it if labels are refused.
+
+    A kept cluster must carry its expiry, or no reaper ever deletes it: when the service
+    refuses the labels update (``cluster_labels.LabelsRefusedError``), the cluster is deleted
+    instead and the reason is logged.
+
+    Args:
+        client: REST client for the cluster's location.
+        ref: Which cluster.
+        labels_from_decision: The decision's labels; must hold ``vsp-teardown``.
+        delete: Deletes the cluster and returns whether it existed; default: delete it unless
+            another run's Slurm jobs use it (``delete_unless_in_use``).
+        options: Waits, attempts, backoff and clock.
+
+    Returns:
+        ``kept``; ``absent`` (no cluster); ``deleted`` (labels refused); or ``in-use`` (labels
+        refused and another run's jobs use the cluster: that run's teardown decides).
+    """
+    try:
+        kept = cluster_labels.mark_kept(client, ref, labels_from_decision, options=options)
+    except cluster_labels.LabelsRefusedError as exc:
+        log.warning("cluster %s cannot be kept, so it is deleted: %s", ref.cluster_id, exc)
+        if delete is not None:
+            return DELETED if delete() else ABSENT
+        resource = cluster_resource.ClusterResource(client, ref, options=options)
+        return delete_unless_in_use(
+            client, ref, pipeline_run="", delete=resource.delete, options=options
+        )
+    return KEPT if kept is not None else ABSENT

@@ -2,9 +2,17 @@
 
 ``update_managed_labels`` reads the cluster, computes the label map it should have (the current
 labels with some ``vsp-`` keys set and others removed) and sends
-``PATCH ...?updateMask=labels`` with ``{"labels": <the whole new map>}`` only when that map
-differs from the current one. ``mark_kept`` records a keep-or-delete decision of ``teardown``;
-``claim_for_run`` clears the expiry so that a reaper does not delete a cluster a new run uses.
+``PATCH ...?updateMask=labels&updateMode=USER_ONLY`` with ``{"labels": <the whole new map>}``
+only when that map differs from the current one. ``USER_ONLY``: a label change must not let the
+service refresh the startup, prolog and epilog scripts of a warm cluster, as
+``USER_AND_SERVICE`` does [R MANAGE]. ``mark_kept`` records a keep-or-delete decision of
+``teardown``; ``claim_for_run`` clears the expiry so that a reaper does not delete a cluster a
+new run uses.
+
+``labels`` is not in the manage-cluster doc's list of updatable fields (Terraform treats it as
+mutable) [I]. A PATCH refused with INVALID_ARGUMENT naming ``labels`` or the update mask raises
+``LabelsRefusedError``; ``cluster_in_use.keep_or_delete`` then deletes the cluster rather than
+leave a kept cluster without an expiry.
 
 Not blind: the PATCH is sent once, without automatic retries. When it gets no usable answer
 (reset, timeout, 5xx) the change may or may not have been applied, so the cluster is read again
@@ -21,6 +29,7 @@ of one cluster sequential (one pipeline run at a time).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -32,7 +41,32 @@ from vsp.components.runtime.teardown import decision as teardown
 
 log = logging.getLogger(__name__)
 
-PATCH_PARAMS = {"updateMask": "labels", "updateMode": "USER_AND_SERVICE"}
+PATCH_PARAMS = {"updateMask": "labels", "updateMode": "USER_ONLY"}
+_REFUSAL = re.compile(r"labels|update_?mask", re.IGNORECASE)
+
+
+class LabelsRefusedError(errors.UserError):
+    """The service refused to update a cluster's labels (the ``labels`` update mask)."""
+
+
+def labels_refused(error: Exception) -> bool:
+    """Whether ``error`` refuses a labels update: INVALID_ARGUMENT naming labels or the mask.
+
+    Both shapes are read: a synchronous 400 (``errors.InvalidArgumentError``) and an operation
+    that ends with code 3; the message and each BadRequest field violation are searched.
+    """
+    if isinstance(error, errors.ApiError):
+        invalid, texts = error.status == "INVALID_ARGUMENT", [error.message]
+    elif isinstance(error, errors.OperationFailedError):
+        invalid, texts = error.code == 3, [str(error)]
+    else:
+        return False
+    for detail in error.details:
+        found = detail.get("fieldViolations") if isinstance(detail, dict) else None
+        texts += [
+            f"{v.get('field')} {v.get('description')}" for v in found or [] if isinstance(v, dict)
+        ]
+    return invalid and any(_REFUSAL.search(str(text)) for text in texts)
 
 
 def check_label_change(set_labels: Mapping[str, str], remove: Iterable[str]) -> list[str]:
@@ -113,20 +147,37 @@ class _LabelUpdate:
                 self._pause()
                 continue
             except errors.InvalidArgumentError as exc:
+                if labels_refused(exc):
+                    raise self._refused(exc) from exc
                 if exc.status != "FAILED_PRECONDITION":
                     raise
                 log.info("cluster %s is busy (%s): waiting", self.ref.cluster_id, exc.message)
                 self._pause()
                 continue
             if operation.get("name"):
-                self.cluster.wait_operation(
-                    operation, f"label update of cluster {self.ref.cluster_id}"
-                )
+                try:
+                    self.cluster.wait_operation(
+                        operation, f"label update of cluster {self.ref.cluster_id}"
+                    )
+                except errors.OperationFailedError as exc:
+                    if labels_refused(exc):
+                        raise self._refused(exc) from exc
+                    raise
             return self.cluster.wait_settled()
         raise errors.TransientError(
             f"could not update the labels of cluster {self.ref.name} after "
             f"{self.options.max_attempts + 1} attempts. Fix: check that nothing else keeps "
             "updating the cluster, then retry."
+        )
+
+    def _refused(self, exc: Exception) -> LabelsRefusedError:
+        detail = getattr(exc, "message", None) or str(exc)
+        return LabelsRefusedError(
+            f"the service refused to update the labels of cluster {self.ref.name} (PATCH "
+            f"updateMask=labels, updateMode=USER_ONLY): {detail}. The labels field is not in "
+            "the documented list of updatable fields, so a cluster cannot be kept with an "
+            "expiry label here. Fix: delete the cluster instead of keeping it (as "
+            "cluster_in_use.keep_or_delete does), or set the teardown policy to delete."
         )
 
     def _pause(self) -> None:
@@ -186,6 +237,7 @@ def update_managed_labels(
     Raises:
         errors.UserError: A key is not a ``vsp-`` key, is both set and removed, or is invalid
             (raised before any request); or the cluster is in ERROR.
+        LabelsRefusedError: The service refused the ``labels`` update mask.
         errors.OperationFailedError: The update operation failed.
         errors.TransientError: No attempt got an answer.
     """

@@ -27,6 +27,7 @@ import logging
 from typing import Any
 
 from vsp.components.runtime.cluster import builder as cluster_builder
+from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import rules as cluster_rules
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.cluster.resource import (
@@ -44,6 +45,15 @@ from vsp.components.runtime.core import errors, gcp_labels, gcp_resources
 log = logging.getLogger(__name__)
 
 RUN_LABEL = gcp_labels.PIPELINE_RUN
+
+
+def update_mode(mask: list[str]) -> str:
+    """``USER_ONLY`` for a labels-only update, else ``USER_AND_SERVICE`` [R MANAGE].
+
+    ``USER_AND_SERVICE`` also refreshes the service-managed startup, prolog and epilog scripts,
+    which a spec change wants and a label change must not trigger on a warm cluster.
+    """
+    return "USER_ONLY" if set(mask) == {"labels"} else "USER_AND_SERVICE"
 
 
 @dataclasses.dataclass
@@ -242,9 +252,19 @@ class ClusterManager:
                 operation = self.client.patch(
                     self.ref.path,
                     patch_body,
-                    params={"updateMask": ",".join(mask), "updateMode": "USER_AND_SERVICE"},
+                    params={"updateMask": ",".join(mask), "updateMode": update_mode(mask)},
                     retry=False,
                 )
+            except errors.InvalidArgumentError as exc:
+                if "labels" in mask and cluster_labels.labels_refused(exc):
+                    raise cluster_labels.LabelsRefusedError(
+                        f"the service refused to update cluster {self.ref.name} (mask "
+                        f"{','.join(mask)}): {exc.message}. The labels field is not in the "
+                        "documented list of updatable fields. Fix: leave the cluster's labels "
+                        "as they are, or delete the cluster (`vsp clusters delete`) so that "
+                        "create_cluster creates it with the new labels."
+                    ) from exc
+                raise
             except errors.TransientError as exc:
                 log.warning("update got no usable answer (%s): reading the cluster again", exc)
                 self.options.clock.sleep(next(self.options.backoff.delays()))

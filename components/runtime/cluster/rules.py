@@ -5,7 +5,9 @@ Entry points:
 * ``parse_cluster_spec(data)`` / ``load_cluster_spec(path)``: dict or JSON/YAML file to
   ``ClusterSpec``; shape and type errors (unknown keys, wrong types) become ``SpecValidationError``.
 * ``validate_cluster(spec, cluster_id)``: every semantic rule; raises one ``SpecValidationError``
-  listing *all* problems, each naming the field path, the value and the fix.
+  listing *all* problems, each naming the field path, the value and the fix. It also logs
+  warnings (``pool_size_warnings``) for what the reference discourages but the service may
+  accept.
 
 The rules are split by role: top-level fields here, node pools in ``cluster_rules_pools``, the
 Slurm orchestrator in ``cluster_rules_slurm`` (values in ``cluster_slurm_values``). Sources are
@@ -15,6 +17,7 @@ in each module's docstring, by the tags listed in the package docstring (``clust
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
@@ -27,6 +30,8 @@ from vsp.components.runtime.cluster import rules_pools as pools
 from vsp.components.runtime.cluster import rules_slurm as slurm_rules
 from vsp.components.runtime.cluster import spec as cs
 from vsp.components.runtime.core import errors
+
+log = logging.getLogger(__name__)
 
 WHAT = "cluster spec"
 DAYS_OF_WEEK = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")
@@ -123,6 +128,39 @@ def validate_cluster(spec: cs.ClusterSpec, cluster_id: str | None) -> None:
             )  # fmt: skip
     _check_lustre_export(problems, spec.lustre_export_config)
     problems.raise_if_any(WHAT)
+    for warning in pool_size_warnings(spec):
+        log.warning("%s", warning)
+
+
+def pool_size_warnings(spec: cs.ClusterSpec) -> list[str]:
+    """Warnings for node pools that are not fixed-size (``min_node_count`` < ``max_node_count``).
+
+    Google's create-cluster reference says a pool's MIN_NODE_COUNT must be the same as its
+    MAX_NODE_COUNT [R CREATE]; its FLEX_START pages and the Terraform sample use min 0 / max N
+    [R FLEX, MMEX], so FLEX_START pools are not warned about. Whether the service refuses the
+    other pools is not known, hence a warning and not an error. The login pool is checked as an
+    error by ``cluster_rules_slurm``; an unset minimum counts as 0 (the proto3 default).
+
+    Returns:
+        One message per pool, naming the field, the reference and the fix.
+    """
+    login = spec.slurm.login_node_pool_id if spec.slurm else None
+    warnings = []
+    for index, pool in enumerate(spec.node_pools or []):
+        scaling = pool.scaling_spec
+        if scaling is None or scaling.max_node_count is None or pool.id == login:
+            continue
+        low, high = scaling.min_node_count or 0, scaling.max_node_count
+        if low >= high or pools.effective_provisioning_model(pool) == "FLEX_START":
+            continue
+        warnings.append(
+            f"node_pools[{index}].scaling_spec.min_node_count = {low} (pool {pool.id!r}, "
+            f"max_node_count {high}): the create-cluster reference says a node pool's minimum "
+            "node count must equal its maximum; the service may refuse the create or the node "
+            f"pool update. Fix: set min_node_count to {high} (a fixed-size pool), or make the "
+            "pool FLEX_START (min 0 / max N is documented for it)."
+        )
+    return warnings
 
 
 def _check_cluster_id(problems: base.Problems, cluster_id: str, has_slurm: bool) -> None:

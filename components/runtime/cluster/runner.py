@@ -68,15 +68,31 @@ def create_cluster(
         )
     )
     result = manager.ensure(spec, managed_labels(pipeline_run))
-    if (
-        result.reused
-        and cluster_labels.claim_for_run(client, ref, pipeline_run, options=options) is None
-    ):
+    if result.reused and not _claim(client, ref, pipeline_run, options):
         # A reaper deleted the kept cluster between the reuse and the claim.
         log.warning("cluster %s went away while being reused; creating it again", ref.name)
         result = manager.ensure(spec, managed_labels(pipeline_run))
     log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
     return result
+
+
+def _claim(
+    client: rest.VertexRestClient,
+    ref: cluster_resource.ClusterRef,
+    pipeline_run: str,
+    options: cluster_resource.ClusterOptions,
+) -> bool:
+    """``claim_for_run``; returns False when the cluster has gone meanwhile.
+
+    A refused labels update is logged, not fatal: when the service refuses label updates, no
+    run could have put an expiry on the cluster (keeping deletes it instead), so there is no
+    expiry a reaper could act on.
+    """
+    try:
+        return cluster_labels.claim_for_run(client, ref, pipeline_run, options=options) is not None
+    except cluster_labels.LabelsRefusedError as exc:
+        log.warning("cluster %s is reused without recording this run: %s", ref.cluster_id, exc)
+        return True
 
 
 def delete_cluster(

@@ -14,7 +14,9 @@ from typing import Any
 from vsp.components.runtime.core import errors, gcp_labels
 from vsp.components.runtime.registry import client as model_registry
 from vsp.components.runtime.registry import runner as model_step
+from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import price_book as teardown_price_book
 from vsp.components.runtime.trainer import manifests
 
 
@@ -114,6 +116,33 @@ def teardown_problems(
     return problems
 
 
+def price_problems(
+    cluster: Mapping[str, Any] | None, *, location: str = "", price_file: str = ""
+) -> list[errors.SpecProblem]:
+    """What ``decide_teardown`` would refuse when it prices the cluster, found now.
+
+    Args:
+        cluster: The cluster's body as it will be created (REST JSON, camelCase or
+            snake_case), or None to check only the price file.
+        location: The cluster's Vertex region.
+        price_file: The price file the decision will read ('' = the price table alone).
+    """
+    try:
+        book = teardown_price_book.PriceBook.load(price_file)
+    except errors.UserError as exc:
+        return [_problem("price_file", price_file, str(exc))]
+    if cluster is None:
+        return []
+    region = teardown_cost.region_of(cluster, location)
+    try:
+        teardown_cost.cluster_cost(
+            cluster, book=teardown_price_book.PriceBook(book.overrides, price_file, region)
+        )
+    except errors.UserError as exc:
+        return [_problem("idle_price_per_hour", 0, str(exc))]
+    return []
+
+
 def check_run(
     model: Mapping[str, Any], teardown_inputs: teardown.TeardownInputs | None = None, **extra: Any
 ) -> None:
@@ -123,12 +152,24 @@ def check_run(
         model: Keyword arguments of ``model_problems``.
         teardown_inputs: The teardown decision's inputs (None: no teardown in this pipeline).
         **extra: ``failure_keep_minutes`` when there is a teardown; ``checkpoint_dir`` when
-            the run trains with checkpoints in a directory it may default.
+            the run trains with checkpoints in a directory it may default; ``cluster`` (the
+            body to create), ``location`` and ``price_file`` when the teardown prices the
+            cluster (an idle or provisioning price of 0).
     """
     problems = model_problems(**model)
     if "checkpoint_dir" in extra:
         problems += checkpoint_problems(extra["checkpoint_dir"], model["model_dir"])
     if teardown_inputs is not None:
         problems += teardown_problems(teardown_inputs, extra.get("failure_keep_minutes", 0.0))
+        priced = 0 in (
+            teardown_inputs.idle_price_per_hour,
+            teardown_inputs.provisioning_price_per_hour,
+        )
+        if priced and (extra.get("cluster") is not None or extra.get("price_file")):
+            problems += price_problems(
+                extra.get("cluster"),
+                location=extra.get("location", ""),
+                price_file=extra.get("price_file", ""),
+            )
     if problems:
         raise errors.SpecValidationError("the run's parameters", problems)

@@ -34,6 +34,7 @@ import datetime
 import math
 import time
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
@@ -51,14 +52,22 @@ def _problem(field: str, value: object, problem: str, fix: str) -> SpecValidatio
     return SpecValidationError("the teardown inputs", [SpecProblem(field, value, problem, fix)])
 
 
+class IdleCost(Protocol):
+    """A derived idle price's breakdown (``teardown_cost.ClusterCost``; no pricing code here)."""
+
+    def describe(self) -> str: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class TeardownInputs:
     """Everything the keep-or-delete decision depends on.
 
     Attributes:
-        idle_price_per_hour: What the kept cluster costs per hour while idle (currency/hour).
-        provisioning_minutes: How long re-creating the cluster takes.
-        provisioning_price_per_hour: What the cluster costs per hour while it is provisioning.
+        idle_price_per_hour: What the kept cluster costs per hour while idle (currency/hour);
+            0 is free here, and "price the cluster" for ``teardown_pricing.decide``.
+        provisioning_minutes: How long re-creating the cluster takes, minutes.
+        provisioning_price_per_hour: What the cluster costs per hour while it is provisioning
+            (currency/hour; 0 as for the idle price).
         delay_penalty_per_hour: The cost of making the next run wait, per hour of waiting.
         policy: ``auto`` (ski-rental rule), ``delete`` or ``keep`` (overrides).
         schedule_cron: The schedule's 5-field cron, optionally prefixed ``TZ=Zone `` (or
@@ -70,6 +79,8 @@ class TeardownInputs:
         slack_fraction: Slack added to the next expected run for the expiry, as a fraction of
             the run interval.
         min_slack_seconds: Lower bound of that slack.
+        idle_cost: The cluster's priced node pools when ``idle_price_per_hour`` was derived
+            from them (``teardown_pricing.decide``); None when it was given as a parameter.
     """
 
     idle_price_per_hour: float
@@ -83,6 +94,14 @@ class TeardownInputs:
     now: float | None = None
     slack_fraction: float = DEFAULT_SLACK_FRACTION
     min_slack_seconds: float = DEFAULT_MIN_SLACK_SECONDS
+    idle_cost: IdleCost | None = None
+
+    @property
+    def idle_price_text(self) -> str:
+        """The idle price per hour and where it came from, as a sentence."""
+        if self.idle_cost is not None:
+            return f"{self.idle_cost.describe()}."
+        return f"Idle price {self.idle_price_per_hour:.2f}/h: parameter idle_price_per_hour."
 
     @property
     def recreation_cost(self) -> float:
@@ -300,7 +319,7 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         ttl = be if math.isfinite(be) else UNKNOWN_CADENCE_TTL_SECONDS
         expires_at = now + max(ttl, inputs.min_slack_seconds)
         why += f" with an expiry after {max(ttl, inputs.min_slack_seconds) / 3600:.2f} h idle"
-    reason = f"{action.capitalize()} the cluster: {why}; {facts}."
+    reason = f"{action.capitalize()} the cluster: {why}; {facts}. {inputs.idle_price_text}"
     return TeardownDecision(
         action=action,
         reason=reason,

@@ -2,8 +2,9 @@
 
 The chart plots what each choice costs against the idle time until the next run: keeping grows
 with the idle price per hour, deleting is the flat re-creation cost; they cross at the
-break-even time, and the expected idle time is marked. No script, no network; every text is
-escaped.
+break-even time, and the expected idle time is marked. When the idle price was derived from the
+cluster, a table lists each node pool's part (nodes kept, unit price, source) and the sources of
+the prices. No script, no network; every text is escaped.
 """
 
 from __future__ import annotations
@@ -11,9 +12,20 @@ from __future__ import annotations
 import html
 import math
 
+from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown
 
 _WIDTH, _HEIGHT, _LEFT, _BOTTOM = 720, 220, 70, 30
+_POOL_COLUMNS = (
+    "pool",
+    "role",
+    "machine type",
+    "model",
+    "nodes kept",
+    "USD/node-hour",
+    "USD/hour",
+    "source",
+)
 
 
 def _chart(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
@@ -58,6 +70,31 @@ def _money(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.2f}"
 
 
+def _pools_table(cost: teardown_cost.ClusterCost) -> str:
+    """The idle cost pool by pool (USD/hour), with the storage and the total."""
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in _POOL_COLUMNS)
+    rows = [
+        (
+            line.pool_id, line.role, line.machine_type, line.provisioning_model,
+            str(line.nodes), f"{line.unit_price_per_hour:g}", f"{line.price_per_hour:.2f}",
+            f"{line.source}; {line.note}" if line.note else line.source,
+        )
+        for line in cost.lines
+    ]  # fmt: skip
+    if cost.storage_price_per_hour:
+        rows.append(
+            ("storage", "", "", "", "", "", f"{cost.storage_price_per_hour:.2f}", "parameter")
+        )
+    rows.append(("total", "", "", "", "", "", f"{cost.total_per_hour:.2f}", ""))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return (
+        f"<h3>Idle cost of the kept cluster</h3><table><tr>{head}</tr>{body}</table>"
+        f"<p>Prices: {html.escape(cost.source)}</p>"
+    )
+
+
 def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
     """The decision as an HTML fragment (a ``<section>``)."""
     be = decision.break_even_seconds
@@ -72,6 +109,10 @@ def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDec
             "unknown" if decision.idle_seconds is None else f"{decision.idle_seconds / 3600:.2f} h",
         ),
         ("idle price per hour", f"{inputs.idle_price_per_hour:g}"),
+        (
+            "idle price from",
+            "the cluster's node pools (below)" if inputs.idle_cost else "parameter",
+        ),
         ("provisioning minutes", f"{inputs.provisioning_minutes:g}"),
         ("provisioning price per hour", f"{inputs.provisioning_price_per_hour:g}"),
         ("delay penalty per hour", f"{inputs.delay_penalty_per_hour:g}"),
@@ -82,10 +123,12 @@ def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDec
         ),
     ]
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    cost = inputs.idle_cost
+    pools = _pools_table(cost) if isinstance(cost, teardown_cost.ClusterCost) else ""
     return (
         "<section><h2>Teardown: keep the cluster warm or delete it</h2>"
         f"<p>{html.escape(decision.reason)}</p><table>{table}</table>"
-        f"{_chart(inputs, decision)}</section>"
+        f"{_chart(inputs, decision)}{pools}</section>"
     )
 
 

@@ -5,8 +5,9 @@ The end of a ``slurm-spot-training`` run:
 * ``decide`` (in the graph, after registration) weighs keeping the cluster warm against
   deleting it (``teardown.decide``), with the cadence taken from the schedule's cron, an
   expected interval, or the start times of earlier runs of the same pipeline listed from
-  Vertex AI Pipelines. Its ``action`` output drives a ``dsl.If``/``dsl.Else``: ``keep`` labels the
-  cluster with an expiry (``keep``), ``delete`` deletes it.
+  Vertex AI Pipelines (``teardown_pricing.decide`` first prices the cluster for a price of
+  0). Its ``action`` output drives a ``dsl.If``/``dsl.Else``: ``keep`` labels the cluster with
+  an expiry (``keep``), ``delete`` deletes it.
 * ``finalize`` is the exit task, so it runs however the run ended. After a success the decision
   branch has already acted and it changes nothing. After a cancel it deletes the cluster. After
   a failure it keeps the cluster for ``failure_keep_minutes`` with an expiry label (so retrying
@@ -26,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from vsp.components.runtime.cluster import labels as cluster_labels
+from vsp.components.runtime.cluster import in_use as cluster_in_use
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, rest, step
 from vsp.components.runtime.teardown import decision as teardown
@@ -107,6 +108,9 @@ def decide(
 ) -> tuple[teardown.TeardownInputs, teardown.TeardownDecision]:
     """The keep-or-delete decision, with the run history filled in when no cron or interval.
 
+    The prices are used as given; ``teardown_pricing.decide`` derives those that are 0 from the
+    cluster first.
+
     Returns:
         The inputs as weighed (with the run history) and the decision.
 
@@ -133,6 +137,7 @@ def decision_metrics(
         "teardown_input_provisioning_price_per_hour": inputs.provisioning_price_per_hour,
         "teardown_input_delay_penalty_per_hour": inputs.delay_penalty_per_hour,
         "teardown_input_earlier_runs": len(inputs.run_start_times),
+        "teardown_input_idle_price_from_cluster": inputs.idle_cost is not None,
     }
     if inputs.interval_seconds is not None:
         weighed["teardown_input_interval_seconds"] = inputs.interval_seconds
@@ -144,15 +149,19 @@ def keep(
 ) -> bool:
     """Labels the kept cluster (``vsp-teardown``, ``vsp-expires-at``).
 
+    A kept cluster must carry its expiry: if the service refuses the labels update, the cluster
+    is deleted instead (unless another run's jobs use it) and the log says why
+    (``cluster.in_use.keep_or_delete``).
+
     Returns:
-        False when the cluster no longer exists (nothing to keep).
+        False when the cluster no longer exists or was deleted instead (nothing kept).
     """
     unknown = sorted(set(labels) - {gcp_labels.TEARDOWN, gcp_labels.EXPIRES_AT})
     if unknown:
         raise errors.UserError(
             f"keep labels {unknown} are not teardown labels. Fix: pass the decision's labels."
         )
-    return cluster_labels.mark_kept(client, ref, labels) is not None
+    return cluster_in_use.keep_or_delete(client, ref, labels) == cluster_in_use.KEPT
 
 
 def finalize(
@@ -189,8 +198,13 @@ def finalize(
             gcp_labels.TEARDOWN: RETRY_LABEL_VALUE,
             gcp_labels.EXPIRES_AT: teardown.format_label_time(expires),
         }
-        if cluster_labels.mark_kept(client, ref, labels) is None:
+        action = cluster_in_use.keep_or_delete(client, ref, labels, delete=delete)
+        if action == cluster_in_use.ABSENT:
             return FinalizeResult("absent", "the run failed and there is no cluster to keep")
+        if action == cluster_in_use.DELETED:
+            return FinalizeResult(
+                "deleted", "the run failed and the service refused the expiry labels"
+            )
         return FinalizeResult(
             "kept",
             f"the run failed; the cluster is kept {failure_keep_minutes:g} min for a retry "

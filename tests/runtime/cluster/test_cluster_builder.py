@@ -52,7 +52,7 @@ def test_spot_and_ondemand_pools_from_flat_parameters():
             "id": pool_id,
             "machineSpec": H100,
             "provisioningModel": model,
-            "scalingSpec": {"minNodeCount": 0, "maxNodeCount": high},
+            "scalingSpec": {"minNodeCount": high, "maxNodeCount": high},  # fixed size
             "bootDisk": {"bootDiskSizeGb": 500},
             "zone": "us-central1-b",
         }
@@ -109,7 +109,7 @@ def test_the_ondemand_pool_takes_a_bare_reservation_name():
     assert pool.machine_spec.reservation_affinity.values == [
         "projects/acme-ml/zones/us-central1-b/reservations/h100-res"
     ]
-    assert (pool.scaling_spec.min_node_count, pool.scaling_spec.max_node_count) == (0, 2)
+    assert (pool.scaling_spec.min_node_count, pool.scaling_spec.max_node_count) == (2, 2)
     assert pool.boot_disk == cluster_spec.BootDisk(boot_disk_size_gb=300)
     assert [p.id for p in spec.slurm.partitions] == ["ondemand"]
     assert spec.slurm.default_partition_id == "ondemand"

@@ -16,7 +16,7 @@ PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
 CLUSTER_PATH = (
     f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/{CLUSTER}"
 )
-PARAMS = {"updateMask": "labels", "updateMode": "USER_AND_SERVICE"}
+PARAMS = {"updateMask": "labels", "updateMode": "USER_ONLY"}
 BASE = {"team": "ml", "vsp-managed": "true", "vsp-pipeline-run": "run-1"}
 FUTURE = "20300101t000000z"
 FAST = cluster_resource.ClusterOptions(

@@ -1,0 +1,133 @@
+"""Fixed-size node pools: built by default, warned about otherwise, under both readings.
+
+The create-cluster reference says a pool's MIN_NODE_COUNT must equal its MAX_NODE_COUNT; the
+FLEX_START pages use min 0 / max N. Whether the service refuses other pools that scale from 0 is
+not known, so the rules warn, and the emulator refuses them only with
+``cluster_fixed_size_pools``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import pathlib
+
+import pytest
+
+from vsp.components.runtime.cluster import builder as cluster_builder
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import runner as cluster_runner
+from vsp.components.runtime.core import errors, polling
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "fixed"
+HOME = f"projects/{PROJECT}/locations/us-central1-b/instances/home"
+FLAT = {
+    "project": PROJECT,
+    "cluster_id": CLUSTER,
+    "zone": "us-central1-b",
+    "network": "default",
+    "home_directory_storage": HOME,
+    "machine_type": "a3-highgpu-8g",
+    "accelerator_type": "NVIDIA_H100_80GB",
+    "accelerator_count": 8,
+    "spot_max_nodes": 2,
+    "ondemand_max_nodes": 1,
+    "boot_disk_size_gb": 200,
+}
+FAST = cluster_resource.ClusterOptions(
+    timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
+)
+RULES_LOGGER = "vsp.components.runtime.cluster.rules"
+
+
+def full_body() -> dict:
+    return cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == RULES_LOGGER]
+
+
+def create(cluster_id: str = CLUSTER, **spec_params):
+    return cluster_runner.create_cluster(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id=cluster_id,
+        cluster_spec=spec_params.pop("cluster_spec", None),
+        spec_params={**spec_params, "cluster_id": cluster_id},
+        options=copy.deepcopy(FAST),
+    )
+
+
+def test_builder_makes_spot_and_ondemand_pools_fixed_size_without_warnings(caplog):
+    caplog.set_level(logging.WARNING, RULES_LOGGER)
+    spec = cluster_builder.build_cluster_spec(**FLAT)
+    sizes = {
+        p.id: (p.scaling_spec.min_node_count, p.scaling_spec.max_node_count)
+        for p in spec.node_pools
+    }
+    assert sizes == {"login": (1, 1), "spot": (2, 2), "ondemand": (1, 1)}
+    assert warnings_of(caplog) == []
+
+
+def test_pool_scaling_from_zero_is_a_warning_citing_the_reference_not_an_error(caplog):
+    caplog.set_level(logging.WARNING, RULES_LOGGER)
+    spec = cluster_rules.parse_cluster_spec(full_body())
+    cluster_rules.validate_cluster(spec, "llmtrain")  # does not raise
+    assert warnings_of(caplog) == [
+        f"node_pools[{index}].scaling_spec.min_node_count = 0 (pool {pool!r}, max_node_count "
+        f"{high}): the create-cluster reference says a node pool's minimum node count must "
+        "equal its maximum; the service may refuse the create or the node pool update. Fix: "
+        f"set min_node_count to {high} (a fixed-size pool), or make the pool FLEX_START "
+        "(min 0 / max N is documented for it)."
+        for index, pool, high in ((1, "spot", 4), (2, "ondemand", 2))
+    ]
+
+
+def test_flex_start_pools_and_an_unset_maximum_are_not_warned_about():
+    body = full_body()
+    body["nodePools"][1].update(provisioningModel="FLEX_START", flexStartMaxDuration="86400s")
+    body["nodePools"][2]["scalingSpec"] = {"minNodeCount": 1}
+    assert cluster_rules.pool_size_warnings(cluster_rules.parse_cluster_spec(body)) == []
+    body["nodePools"][2]["scalingSpec"] = {"maxNodeCount": 3}  # unset min is 0 (proto3)
+    (warning,) = cluster_rules.pool_size_warnings(cluster_rules.parse_cluster_spec(body))
+    assert warning.startswith("node_pools[2].scaling_spec.min_node_count = 0 (pool 'ondemand'")
+
+
+def test_login_pool_scaling_stays_an_error():
+    body = full_body()
+    body["nodePools"][0]["scalingSpec"] = {"minNodeCount": 0, "maxNodeCount": 1}
+    spec = cluster_rules.parse_cluster_spec(body)
+    with pytest.raises(errors.SpecValidationError) as info:
+        cluster_rules.validate_cluster(spec, "llmtrain")
+    assert info.value.fields == ["node_pools[0].scaling_spec.min_node_count"]
+    assert all("node_pools[0]" not in w for w in cluster_rules.pool_size_warnings(spec))
+
+
+@pytest.mark.parametrize("fixed_size_pools", [False, True])
+def test_builder_defaults_are_accepted_under_both_readings(emulator, fixed_size_pools):
+    emulator.update_settings(cluster_fixed_size_pools=fixed_size_pools)
+    result = create(**FLAT)
+    assert result.action == "created"
+    (post,) = [e for e in emulator.journal() if e["method"] == "POST"]
+    assert [p["scalingSpec"] for p in post["body"]["nodePools"]] == [
+        {"minNodeCount": 1, "maxNodeCount": 1},
+        {"minNodeCount": 2, "maxNodeCount": 2},
+        {"minNodeCount": 1, "maxNodeCount": 1},
+    ]
+
+
+def test_a_spec_scaling_from_zero_is_warned_then_accepted_or_refused_by_reading(emulator, caplog):
+    caplog.set_level(logging.WARNING, RULES_LOGGER)
+    body = full_body()
+    assert create(cluster_spec=body).action == "created"  # setting off: accepted
+    assert len(warnings_of(caplog)) == 2
+    emulator.update_settings(cluster_fixed_size_pools=True)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        create("other", cluster_spec=body)
+    assert "node_pools[1].scaling_spec.min_node_count" in info.value.message
+    assert 'Node pool "spot": min_node_count (0) must equal max_node_count (4)' in (
+        info.value.message
+    )

@@ -1,0 +1,176 @@
+"""The teardown decision priced from the cluster: runner, reason, metrics, report, preflight."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.runtime.teardown.test_teardown_cost import local_cluster_body
+from vsp.components.runtime.core import errors, rest
+from vsp.components.runtime.registry import preflight
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import pricing as teardown_pricing
+from vsp.components.runtime.teardown import report as teardown_report
+from vsp.components.runtime.teardown import runner as teardown_step
+
+PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "vsplocal"
+CLUSTER_PATH = f"v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/{CLUSTER}"
+NOW = 1_800_000_000.0
+DERIVE = {"idle_price_per_hour": 0.0, "provisioning_price_per_hour": 0.0}
+
+
+class ClusterClient:
+    """Answers GETs of one cluster (or NOT_FOUND) and records the paths read."""
+
+    def __init__(self, cluster=None):
+        self.cluster, self.paths = cluster, []
+
+    def get(self, path, params=None):
+        self.paths.append(path)
+        if self.cluster is None:
+            raise errors.NotFoundError("no such cluster", http_status=404, status="NOT_FOUND")
+        return self.cluster
+
+
+def _inputs(**prices) -> teardown.TeardownInputs:
+    return teardown.TeardownInputs(
+        **{**DERIVE, **prices},
+        provisioning_minutes=20.0,
+        schedule_cron="0 * * * *",
+        now=NOW,
+    )
+
+
+def _decide(client, inputs, **kw):
+    return teardown_pricing.decide(
+        inputs, client=client, project=PROJECT, location=LOCATION, cluster_id=CLUSTER, **kw
+    )
+
+
+def test_a_zero_idle_price_prices_the_cluster_and_says_where_from():
+    client = ClusterClient(local_cluster_body())
+    weighed, decision = _decide(client, _inputs())
+    assert client.paths == [CLUSTER_PATH]
+    assert weighed.idle_price_per_hour == pytest.approx(159.669972)
+    assert weighed.provisioning_price_per_hour == pytest.approx(159.669972)
+    assert weighed.idle_cost is not None and len(weighed.idle_cost.lines) == 3
+    # Re-creating costs 20 min x (159.67 + 10 delay): break-even 0.35 h, next run in 1 h.
+    assert decision.action == "delete"
+    assert "Idle cost 159.67/h" in decision.reason
+    assert "ondemand: 1 x a3-highgpu-8g ON_DEMAND at 88.49/h" in decision.reason
+    assert "price table: us-central1 prices as listed on 2025-03-06" in decision.reason
+    metrics = teardown_step.decision_metrics(weighed, decision)
+    assert metrics["teardown_input_idle_price_from_cluster"] == 1.0
+    assert metrics["teardown_input_idle_price_per_hour"] == pytest.approx(159.669972)
+
+
+def test_an_explicit_idle_price_wins_and_the_cluster_is_not_read():
+    client = ClusterClient(local_cluster_body())
+    weighed, decision = _decide(
+        client, _inputs(idle_price_per_hour=2.0, provisioning_price_per_hour=3.0)
+    )
+    assert client.paths == []
+    assert (weighed.idle_price_per_hour, weighed.provisioning_price_per_hour) == (2.0, 3.0)
+    assert weighed.idle_cost is None
+    assert "Idle price 2.00/h: parameter idle_price_per_hour." in decision.reason
+    metrics = teardown_step.decision_metrics(weighed, decision)
+    assert metrics["teardown_input_idle_price_from_cluster"] == 0.0
+
+
+def test_an_explicit_idle_price_wins_over_a_price_file_and_storage(tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"a3-highgpu-8g": {"SPOT": 1.0, "ON_DEMAND": 2.0}}))
+    weighed, _ = _decide(
+        ClusterClient(local_cluster_body()),
+        _inputs(idle_price_per_hour=5.0),
+        price_file=str(prices),
+        storage_price_per_hour=1.0,
+    )
+    assert weighed.idle_price_per_hour == 5.0 and weighed.idle_cost is None
+    # Only the provisioning price was 0, so only it comes from the cluster (storage excluded).
+    assert weighed.provisioning_price_per_hour == pytest.approx(0.388472 + 2 * 1.0 + 2.0)
+
+
+def test_a_price_file_and_storage_shape_the_derived_idle_price(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("a3-highgpu-8g:\n  SPOT: 30\n  STANDARD: 80\n")
+    weighed, decision = _decide(
+        ClusterClient(local_cluster_body()),
+        _inputs(),
+        price_file=str(prices),
+        storage_price_per_hour=0.5,
+    )
+    assert weighed.idle_price_per_hour == pytest.approx(0.388472 + 60.0 + 80.0 + 0.5)
+    assert weighed.provisioning_price_per_hour == pytest.approx(0.388472 + 60.0 + 80.0)
+    assert f"price file {prices}" in decision.reason
+
+
+def test_pricing_needs_an_existing_cluster():
+    with pytest.raises(errors.UserError, match="no cluster is given"):
+        teardown_pricing.decide(_inputs(), client=ClusterClient(), project=PROJECT)
+    with pytest.raises(errors.UserError, match="does not exist.*idle_price_per_hour > 0"):
+        _decide(ClusterClient(None), _inputs())
+
+
+def test_a_cluster_without_prices_fails_with_the_pool_and_the_fixes():
+    body = local_cluster_body(machine_type="a4-highgpu-8g")
+    with pytest.raises(errors.UserError) as caught:
+        _decide(ClusterClient(body), _inputs())
+    assert "node pool 'spot'" in str(caught.value) and "'a4-highgpu-8g'" in str(caught.value)
+
+
+def test_the_report_lists_each_pool_and_the_sources():
+    weighed, decision = _decide(ClusterClient(local_cluster_body()), _inputs())
+    page = teardown_report.html_page(weighed, decision)
+    assert "Idle cost of the kept cluster" in page
+    assert "<td>spot</td><td>compute</td><td>a3-highgpu-8g</td><td>SPOT</td><td>2</td>" in page
+    assert "<td>total</td><td></td><td></td><td></td><td></td><td></td><td>159.67</td>" in page
+    assert "cloud.google.com/spot-vms/pricing" in page
+    assert "the cluster&#x27;s node pools (below)" in page
+    explicit, plain = _decide(
+        ClusterClient(), _inputs(idle_price_per_hour=1.0, provisioning_price_per_hour=1.0)
+    )
+    assert "Idle cost of the kept cluster" not in teardown_report.html_page(explicit, plain)
+
+
+GOOD_MODEL = {
+    "model_id": "digits",
+    "serving_image": "us-docker.pkg.dev/p/r/serve:1",
+    "model_dir": "gs://bucket/run/model",
+    "version_aliases": [],
+    "labels": {},
+}
+
+
+def test_preflight_finds_a_cluster_it_cannot_price_before_it_exists(tmp_path):
+    unknown = local_cluster_body(machine_type="a9-hypergpu-8g")
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run(GOOD_MODEL, _inputs(), failure_keep_minutes=60.0, cluster=unknown)
+    assert [p.field for p in caught.value.problems] == ["idle_price_per_hour"]
+    assert "add it to a price file" in caught.value.problems[0].fix
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"a9-hypergpu-8g": {"SPOT": 1, "ON_DEMAND": 2}}))
+    preflight.check_run(GOOD_MODEL, _inputs(), cluster=unknown, price_file=str(prices))
+    # Explicit prices need no price for the cluster.
+    explicit = _inputs(idle_price_per_hour=1.0, provisioning_price_per_hour=1.0)
+    preflight.check_run(GOOD_MODEL, explicit, cluster=unknown)
+
+
+def test_preflight_reports_an_invalid_price_file(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("a3-highgpu-8g: {SPOT: -2}\n")
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run(GOOD_MODEL, _inputs(), price_file=str(prices))
+    assert [p.field for p in caught.value.problems] == ["price_file"]
+
+
+def test_the_local_cluster_is_priced_through_the_emulator(emulator, emulator_api):
+    emulator_api.create_running(CLUSTER, local_cluster_body())
+    client = rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
+    weighed, decision = teardown_pricing.decide(
+        _inputs(), client=client, project=PROJECT, location=LOCATION, cluster_id=CLUSTER
+    )
+    assert weighed.idle_price_per_hour == pytest.approx(159.669972)
+    assert [line.nodes for line in weighed.idle_cost.lines] == [1, 2, 1]
+    assert "Idle cost 159.67/h" in decision.reason
