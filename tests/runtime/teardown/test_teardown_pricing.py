@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.runtime.teardown.test_teardown_cost import local_cluster_body
+from tests.runtime.teardown.test_teardown_idle_cost import local_cluster_body
 from vsp.components.runtime.core import errors, rest
 from vsp.components.runtime.registry import preflight
 from vsp.components.runtime.teardown import decision as teardown
