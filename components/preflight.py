@@ -23,6 +23,11 @@ def check_run_parameters(
     check_checkpoint_dir: bool = False,
     checkpoint_dir: str = "",
     price_file: str = "",
+    location: str = "us-central1",
+    machine_type: str = "a3-highgpu-8g",
+    spot_max_nodes: int = 2,
+    ondemand_max_nodes: int = 1,
+    cluster_spec: dict = {},  # noqa: B006
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -50,10 +55,18 @@ def check_run_parameters(
             ``model_dir``, which needs a folder above ``model_dir``).
         price_file: The teardown's price file (JSON or YAML, USD per node-hour), checked
             when given ('' = none).
+        location: Vertex AI region of the cluster (the price table's region).
+        machine_type: GPU machine type of the cluster's Spot and on-demand pools.
+        spot_max_nodes: Nodes of the Spot pool.
+        ondemand_max_nodes: Nodes of the on-demand pool.
+        cluster_spec: Full cluster body when the run gives one instead of the flat
+            parameters ({} = built from them). With an idle or provisioning price of 0 the
+            cluster is priced now, so a machine without a price fails before anything exists.
 
     Returns:
         True (the step fails with every problem listed otherwise).
     """
+    from vsp.components.runtime.cluster import builder as cluster_builder
     from vsp.components.runtime.core import step
     from vsp.components.runtime.registry import preflight
     from vsp.components.runtime.teardown import decision as teardown
@@ -70,6 +83,17 @@ def check_run_parameters(
                 provisioning_price_per_hour=provisioning_price_per_hour,
                 delay_penalty_per_hour=delay_penalty_per_hour,
             )
+        cluster = None
+        if check_teardown and 0 in (idle_price_per_hour, provisioning_price_per_hour):
+            cluster = (
+                dict(cluster_spec)
+                or cluster_builder.build_cluster_spec(
+                    machine_type=machine_type,
+                    spot_max_nodes=spot_max_nodes,
+                    ondemand_max_nodes=ondemand_max_nodes,
+                    validate=False,  # create_cluster validates the spec itself
+                ).to_request_body()
+            )
         preflight.check_run(
             {
                 "model_id": model_id,
@@ -81,6 +105,8 @@ def check_run_parameters(
             inputs,
             failure_keep_minutes=failure_keep_minutes,
             price_file=price_file,
+            cluster=cluster,
+            location=location,
             **({"checkpoint_dir": checkpoint_dir} if check_checkpoint_dir else {}),
         )
         return True

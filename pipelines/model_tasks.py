@@ -53,6 +53,14 @@ TEARDOWN_PARAMETERS = (
     "failure_keep_minutes",
     "price_file",
 )
+# The cluster as it will be created, priced by the check when a teardown price is 0.
+CLUSTER_PARAMETERS = (
+    "location",
+    "machine_type",
+    "spot_max_nodes",
+    "ondemand_max_nodes",
+    "cluster_spec",
+)
 
 
 def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
@@ -65,6 +73,8 @@ def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
         model_dir: Where the model will be written (a pipeline parameter).
     """
     teardown = {name: values[name] for name in TEARDOWN_PARAMETERS if name in values}
+    if teardown:
+        teardown.update({name: values[name] for name in CLUSTER_PARAMETERS if name in values})
     checkpoints = {}
     if "checkpoint_dir" in values:
         checkpoints = {"check_checkpoint_dir": True, "checkpoint_dir": values["checkpoint_dir"]}
