@@ -32,7 +32,7 @@ CLUSTER_ID = "conf"
 ENABLE_REAL = (
     "real-Slurm half skipped: $VSP_REAL_SLURMRESTD is not set. Enable it with "
     "../shared/real-slurm/build.sh, then VSP_SLURM_CRED_EXPIRE=10 ../shared/real-slurm/start.sh "
-    "DIR and `. DIR/env.sh` (see the README, 'Real Slurm')."
+    "DIR and `. DIR/env.sh` (README: 'A real Slurm behind the emulator')."
 )
 # Emulated timings close enough to the real Slurm's to observe the same states.
 EMULATED_SETTINGS = {
@@ -95,15 +95,21 @@ class SlurmBackend:
         return self.wait(job_id, lambda j: j.is_terminal, timeout)
 
 
+@pytest.fixture
+def real_slurmrestd() -> str:
+    """The real slurmrestd's address; skips, saying how to enable it, when there is none."""
+    address = os.environ.get(real_slurm.ADDRESS_ENV, "")
+    if not address:
+        pytest.skip(ENABLE_REAL)
+    return address
+
+
 @pytest.fixture(params=["emulated", "real"])
 def slurm_backend(request, slurm_cluster, tmp_path) -> SlurmBackend:
     """See the module docstring."""
     kind = request.param
     if kind == "real":
-        address = os.environ.get(real_slurm.ADDRESS_ENV, "")
-        if not address:
-            pytest.skip(ENABLE_REAL)
-        server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
+        server = slurm_cluster(CLUSTER_ID, slurmrestd=request.getfixturevalue("real_slurmrestd"))
         mechanisms, timeout = ("partition", "requeue"), 240.0
     else:
         server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)

@@ -18,19 +18,14 @@ import sys
 import pytest
 
 from vsp.pipelines import local_run, registry
-from vsp.vertex_emulator.slurm import real as real_slurm
 
 pytestmark = pytest.mark.slurm_conformance
 
 
 def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, real_slurmrestd
 ):
-    address = os.environ.get(real_slurm.ADDRESS_ENV, "")
-    if not address:
-        from conftest import ENABLE_REAL  # noqa: PLC0415 - the conformance conftest
-
-        pytest.skip(ENABLE_REAL)
+    address = real_slurmrestd
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments(
         "slurm-spot-training",
