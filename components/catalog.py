@@ -28,6 +28,7 @@ COMPONENT_FUNCTIONS = {
     "finalize_custom_jobs": custom_job.finalize_custom_jobs,
     "keep_cluster": cluster_teardown.keep_cluster,
     "reap_expired_clusters": cluster_teardown.reap_expired_clusters,
+    "shrink_cluster": cluster_teardown.shrink_cluster,
     "register_model": registration.register_model,
     "train_custom_job": custom_job.train_custom_job,
     "train_on_cluster": training.train_on_cluster,

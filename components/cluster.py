@@ -84,7 +84,8 @@ def create_cluster(
     Returns:
         cluster_name: Full resource name of the cluster.
         reused: True when an existing cluster served this run.
-        action: created, recreated, reused, updated or attached.
+        action: created, recreated, reused, updated, scaled_up (a shrunk cluster's GPU pools
+            brought back) or attached.
         seconds: Seconds the step spent creating or waiting.
     """
     from vsp.components.runtime.cluster import runner as cluster_step

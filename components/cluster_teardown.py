@@ -26,15 +26,19 @@ def decide_teardown(
     expiry_slack_fraction: float = 0.25,
     price_file: str = "",
     storage_price_per_hour: float = 0.0,
+    shrunk_price_per_hour: float = 0.0,
+    scale_up_minutes: float = 10.0,
 ) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("labels", dict)]):
-    """Decides whether to keep the training cluster warm for the next run or delete it now.
+    """Decides whether to keep the training cluster warm, shrink it, or delete it now.
 
-    Ski rental: keeping costs ``idle_price_per_hour`` (by default what the cluster's pools cost
-    per hour, from the price table) for every idle hour until the next run;
-    deleting costs a re-creation (``provisioning_minutes`` at ``provisioning_price_per_hour``
-    plus ``delay_penalty_per_hour`` for the wait). With ``policy`` ``auto`` the cluster is kept
-    when the expected idle time is at most the break-even time, else deleted; with no known
-    cadence it is deleted. The next run is predicted from ``schedule_cron``, else
+    Ski rental with a middle choice: keeping costs ``idle_price_per_hour`` (by default what the
+    cluster's pools cost per hour, from the price table) for every idle hour until the next
+    run; shrinking (GPU pools scaled to no nodes, login node and storage kept) costs
+    ``shrunk_price_per_hour`` per idle hour plus a scale-up of ``scale_up_minutes`` for the
+    next run; deleting costs a re-creation (``provisioning_minutes`` at
+    ``provisioning_price_per_hour`` plus ``delay_penalty_per_hour`` for the wait). With
+    ``policy`` ``auto`` the cheapest choice for the expected idle time wins; with no known
+    cadence the cluster is deleted. The next run is predicted from ``schedule_cron``, else
     ``interval_hours``, else the median gap between earlier runs of ``pipeline_name`` listed
     from Vertex AI Pipelines. A kept cluster gets an expiry (next run plus slack) after which
     ``reap_expired_clusters`` deletes it.
@@ -47,7 +51,7 @@ def decide_teardown(
             the prices), break-even and idle time (s), next run and expiry (epoch s), and the
             inputs weighed (teardown_input_*).
         report: Output: HTML with the numbers and a cost chart of both choices.
-        policy: ``auto`` (cost rule), ``keep`` or ``delete`` (override the rule).
+        policy: ``auto`` (cost rule), ``keep``, ``shrink`` or ``delete`` (override the rule).
         schedule_cron: The schedule's cron, e.g. ``0 * * * *`` or ``TZ=Europe/Paris 0 3 * * *``
             ('' = no schedule; ``vsp schedule`` fills it in).
         interval_hours: Expected hours between runs when there is no cron (0 = unknown).
@@ -66,11 +70,17 @@ def decide_teardown(
             model, merged over the price table: a local path or gs://BUCKET/PATH ('' = the
             table alone).
         storage_price_per_hour: Home storage cost added to a derived idle price, USD/hour.
+        shrunk_price_per_hour: What the cluster costs per hour with its GPU pools at no nodes,
+            USD/hour; 0 = the login pool's price plus ``storage_price_per_hour`` when the idle
+            price is derived from the cluster (with an explicit idle price, 0 = shrinking is
+            not weighed).
+        scale_up_minutes: How long scaling a shrunk cluster's GPU pools back up takes, minutes.
 
     Returns:
-        action: ``keep`` or ``delete``.
+        action: ``keep``, ``shrink`` or ``delete``.
         reason: The decision in one sentence, with the numbers.
-        labels: Cluster labels for ``keep_cluster`` (``vsp-teardown``, ``vsp-expires-at``).
+        labels: Cluster labels for ``keep_cluster`` and ``shrink_cluster`` (``vsp-teardown``,
+            ``vsp-expires-at``).
     """
     import json
 
@@ -90,6 +100,8 @@ def decide_teardown(
             provisioning_price_per_hour=provisioning_price_per_hour,
             delay_penalty_per_hour=delay_penalty_per_hour,
             slack_fraction=expiry_slack_fraction,
+            shrunk_price_per_hour=shrunk_price_per_hour,
+            scale_up_minutes=scale_up_minutes,
         )
         return teardown_pricing.decide(
             inputs,
@@ -137,6 +149,42 @@ def keep_cluster(project: str, location: str, cluster_id: str, labels: dict) -> 
             rest.VertexRestClient(location),
             cluster_resource.ClusterRef(project, location, cluster_id),
             {str(k): str(v) for k, v in labels.items()},
+        ),
+    )
+
+
+def shrink_cluster(
+    project: str, location: str, cluster_id: str, labels: dict, pipeline_run: str = ""
+) -> str:
+    """Shrinks the training cluster: its GPU pools go to no nodes until the next run.
+
+    The controller, login node and home storage stay, so the next run waits only for the GPU
+    nodes (``create_cluster`` scales the pools back up). The expiry labels are set first; if the
+    service refuses them, or refuses a pool of no nodes, the cluster is deleted instead. A
+    cluster whose Slurm jobs belong to another run is kept whole, with the expiry.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        cluster_id: Id of the training cluster.
+        labels: The labels from ``decide_teardown`` (``vsp-teardown=shrink``,
+            ``vsp-expires-at``).
+        pipeline_run: This pipeline run's name (its own jobs do not count as another run's).
+
+    Returns:
+        ``shrunk``, ``kept whole``, ``absent``, ``deleted`` or ``in-use``.
+    """
+    from vsp.components.runtime.cluster import resource as cluster_resource
+    from vsp.components.runtime.cluster import shrink as cluster_shrink
+    from vsp.components.runtime.core import rest, step
+
+    return step.run_step(
+        "shrink_cluster",
+        lambda: cluster_shrink.shrink(
+            rest.VertexRestClient(location),
+            cluster_resource.ClusterRef(project, location, cluster_id),
+            {str(k): str(v) for k, v in labels.items()},
+            pipeline_run=pipeline_run,
         ),
     )
 

@@ -28,6 +28,8 @@ def check_run_parameters(
     spot_max_nodes: int = 2,
     ondemand_max_nodes: int = 1,
     cluster_spec: dict = {},  # noqa: B006
+    shrunk_price_per_hour: float = 0.0,
+    scale_up_minutes: float = 10.0,
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -42,7 +44,7 @@ def check_run_parameters(
         version_aliases: Aliases the new version will get.
         model_labels: Labels the new version will get.
         check_teardown: Also check the teardown parameters below.
-        teardown_policy: ``auto``, ``keep`` or ``delete``.
+        teardown_policy: ``auto``, ``keep``, ``shrink`` or ``delete``.
         schedule_cron: The schedule's cron ('' = none).
         interval_hours: Expected hours between runs (0 = unknown).
         idle_price_per_hour: Idle cluster cost, USD/hour (0 = priced from the cluster).
@@ -62,6 +64,9 @@ def check_run_parameters(
         cluster_spec: Full cluster body when the run gives one instead of the flat
             parameters ({} = built from them). With an idle or provisioning price of 0 the
             cluster is priced now, so a machine without a price fails before anything exists.
+        shrunk_price_per_hour: Cost of the cluster with its GPU pools at no nodes, USD/hour
+            (0 = derived, or not weighed).
+        scale_up_minutes: Minutes a shrunk cluster's GPU pools take to come back.
 
     Returns:
         True (the step fails with every problem listed otherwise).
@@ -82,6 +87,8 @@ def check_run_parameters(
                 provisioning_minutes=provisioning_minutes,
                 provisioning_price_per_hour=provisioning_price_per_hour,
                 delay_penalty_per_hour=delay_penalty_per_hour,
+                shrunk_price_per_hour=shrunk_price_per_hour,
+                scale_up_minutes=scale_up_minutes,
             )
         cluster = None
         if check_teardown and 0 in (idle_price_per_hour, provisioning_price_per_hour):

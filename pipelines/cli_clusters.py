@@ -9,6 +9,8 @@ import click
 from vsp.components.runtime.cluster import reaper as cluster_reaper
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.components.runtime.teardown import cost as teardown_cost
+from vsp.components.runtime.teardown import price_book as teardown_price_book
 from vsp.pipelines import cli_common
 
 # The labels `clusters list` shows, in column order.
@@ -30,19 +32,45 @@ def _location_options(func):
     return click.option("--project", required=True, help="Google Cloud project id.")(func)
 
 
+def _idle_cost(cluster: dict, location: str, book) -> tuple[str, str]:
+    """The cluster's idle cost per hour as a column, and its source ('' when unpriced)."""
+    try:
+        cost = teardown_cost.cluster_cost(cluster, location=location, book=book)
+    except errors.UserError as exc:
+        return "no price", str(exc)
+    return f"{cost.total_per_hour:.2f}", cost.source
+
+
 @clusters.command("list")
 @_location_options
+@click.option(
+    "--price-file",
+    default="",
+    help="JSON or YAML prices (USD per node-hour) merged over the price table.",
+)
 @cli_common.handle_errors
-def list_clusters(project: str, location: str) -> None:
-    """List clusters: name, state, created, teardown, expiry, last run using it, last use."""
+def list_clusters(project: str, location: str, price_file: str) -> None:
+    """List clusters: name, state, idle cost, created, teardown, expiry, last run, last use.
+
+    The idle cost is what the cluster costs per hour as it stands (USD/hour): the nodes each
+    pool keeps (a shrunk cluster keeps only its login nodes) at the price table's figure for
+    the machine and provisioning model, or the price file's.
+    """
     client = rest.VertexRestClient(location)
     ref = cluster_resource.ClusterRef(project, location, "-")
-    click.echo("name\tstate\tcreated\tteardown\texpires\tlast run\tlast used")
+    book = teardown_price_book.PriceBook.load(price_file, location)
+    click.echo("name\tstate\tidle USD/h\tcreated\tteardown\texpires\tlast run\tlast used")
+    notes: dict[str, None] = {}  # ordered, without repeats
     for cluster in cluster_resource.list_clusters(client, ref.parent):
         labels = cluster.get("labels") or {}
+        idle, source = _idle_cost(cluster, location, book)
+        name = cluster.get("name", "").rsplit("/", 1)[-1]
+        if source:
+            notes[f"{name}: {source}" if idle == "no price" else source] = None
         columns = [
-            cluster.get("name", "").rsplit("/", 1)[-1],
+            name,
             cluster_resource.cluster_state(cluster),
+            idle,
             cluster.get("createTime", ""),
             *(
                 labels.get(k, "")
@@ -51,6 +79,8 @@ def list_clusters(project: str, location: str) -> None:
             labels.get(gcp_labels.LAST_USED_AT, ""),
         ]
         click.echo("\t".join(columns).rstrip())
+    for note in notes:
+        click.echo(f"idle cost: {note}")
 
 
 @clusters.command("get")

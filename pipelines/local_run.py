@@ -108,6 +108,8 @@ def local_settings(
     preemptions, each ``preempt_after`` seconds into a job's run, with a 1 s notice."""
     return vertex_emulator.EmulatorSettings(
         provisioning_delay_seconds=provisioning_seconds,
+        # The decision's defaults: 20 min to create, 10 min to scale a shrunk cluster up.
+        scale_up_delay_seconds=provisioning_seconds / 2.0,
         delete_delay_seconds=1.0,
         slurm_kill_wait_seconds=2.0,
         slurm_requeue_delay_seconds=1.0,

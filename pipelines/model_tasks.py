@@ -52,6 +52,8 @@ TEARDOWN_PARAMETERS = (
     "delay_penalty_per_hour",
     "failure_keep_minutes",
     "price_file",
+    "shrunk_price_per_hour",
+    "scale_up_minutes",
 )
 # The cluster as it will be created, priced by the check when a teardown price is 0.
 CLUSTER_PARAMETERS = (

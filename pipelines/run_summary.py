@@ -37,7 +37,9 @@ def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     create = params.get("create-cluster")
     if create:
-        how = "reused (warm)" if create.get("reused") else create.get("action", "")
+        how = create.get("action", "")
+        if create.get("reused"):
+            how = "reused (shrunk, scaled back up)" if how == "scaled_up" else "reused (warm)"
         rows.append(("cluster", f"{how}: {create.get('cluster_name', '')}"))
     train = _metrics(result, "train-on-cluster") or _metrics(result, "train-custom-job")
     if train:
@@ -58,7 +60,11 @@ def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
         rows.append(("teardown", f"{decide.get('action', '')}: {decide.get('reason', '')}"))
         labels = decide.get("labels") or {}
         if labels.get(gcp_labels.EXPIRES_AT):
-            rows.append(("kept until", f"{labels['vsp-expires-at']} (UTC), then reaped"))
+            what = "shrunk until" if decide.get("action") == "shrink" else "kept until"
+            rows.append((what, f"{labels['vsp-expires-at']} (UTC), then reaped"))
+    shrink = params.get("shrink-cluster")
+    if shrink:
+        rows.append(("gpu pools", f"{shrink.get('Output', '')}"))
     reap = params.get("reap-expired-clusters")
     if reap:
         reaped = reap.get("Output") or []

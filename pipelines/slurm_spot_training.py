@@ -1,8 +1,9 @@
 """The ``slurm-spot-training`` pipeline: create, train on Spot, register, then keep or delete.
 
 Graph: check-parameters -> create-cluster -> train-on-cluster -> register-model ->
-decide-teardown, then a ``dsl.If``/``dsl.Else`` on the decision: keep-cluster (labels with an
-expiry) or delete-cluster.
+decide-teardown, then a ``dsl.If``/``dsl.Elif``/``dsl.Else`` on the decision: keep-cluster
+(labels with an expiry), shrink-cluster (the same labels, GPU pools scaled to no nodes) or
+delete-cluster.
 All of it sits in a ``dsl.ExitHandler`` whose exit task, finalize-cluster, runs however the run
 ends: after a cancel it deletes the cluster, after a failure it keeps it for a retry with an
 expiry (or deletes it), after a success it leaves the decision's result alone.
@@ -31,6 +32,7 @@ def build(components: dict):
     train_on_cluster = components["train_on_cluster"]
     decide_teardown = components["decide_teardown"]
     keep_cluster = components["keep_cluster"]
+    shrink_cluster = components["shrink_cluster"]
     finalize_cluster = components["finalize_cluster"]
 
     @dsl.pipeline(
@@ -87,8 +89,10 @@ def build(components: dict):
         failure_keep_minutes: float = 60.0,
         price_file: str = "",
         storage_price_per_hour: float = 0.0,
+        shrunk_price_per_hour: float = 0.0,
+        scale_up_minutes: float = 10.0,
     ):
-        """Create a cluster, train on Spot with resume, register the model, keep or delete.
+        """Create a cluster, train on Spot with resume, register the model, keep, shrink or delete.
 
         Args:
             project: Google Cloud project id.
@@ -134,7 +138,8 @@ def build(components: dict):
             model_labels: Labels of the model version.
             data_version: Training data version, stored on the model version.
             code_version: Training code version (e.g. a commit), stored on the model version.
-            teardown_policy: ``auto`` (keep or delete by cost), ``keep`` or ``delete``.
+            teardown_policy: ``auto`` (keep, shrink or delete by cost), ``keep``, ``shrink``
+                (GPU pools scaled to no nodes until the next run) or ``delete``.
             schedule_cron: Cron of the schedule running this pipeline ('' = none; ``vsp
                 schedule`` sets it): predicts the next run for the teardown decision.
             interval_hours: Expected hours between runs when there is no cron (0 = measure
@@ -150,6 +155,10 @@ def build(components: dict):
             price_file: JSON or YAML prices (USD per node-hour by machine type and
                 provisioning model) over the price table: a path or gs:// URI ('' = none).
             storage_price_per_hour: Home storage cost added to a derived idle price, USD/hour.
+            shrunk_price_per_hour: Cost per hour of the cluster with its GPU pools at no nodes,
+                USD/hour (0 = the login pool's price plus storage_price_per_hour when the idle
+                price is derived; with an explicit idle price, 0 = shrinking not weighed).
+            scale_up_minutes: Minutes a shrunk cluster's GPU pools take to come back.
         """
         values = dict(locals())
         finalize = finalize_cluster(
@@ -206,6 +215,8 @@ def build(components: dict):
                 pipeline_name=NAME,
                 price_file=price_file,
                 storage_price_per_hour=storage_price_per_hour,
+                shrunk_price_per_hour=shrunk_price_per_hour,
+                scale_up_minutes=scale_up_minutes,
             )
             decide.after(register)
             task_policy.apply(decide, "decide-teardown")
@@ -217,6 +228,15 @@ def build(components: dict):
                     labels=decide.outputs["labels"],
                 )
                 task_policy.apply(keep, "keep-cluster")
+            with dsl.Elif(decide.outputs["action"] == "shrink", name="shrink-gpu-pools"):
+                shrink = shrink_cluster(
+                    project=project,
+                    location=location,
+                    cluster_id=cluster_id,
+                    labels=decide.outputs["labels"],
+                    pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                )
+                task_policy.apply(shrink, "shrink-cluster")
             with dsl.Else(name="delete-now"):
                 cluster_tasks.delete_cluster(components, values)
 

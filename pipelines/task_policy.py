@@ -10,8 +10,9 @@ check (its output depends on its inputs alone) stays cacheable.
 
 **Retries.** A task retry re-runs the step in a new container. Steps that look up their resource
 before acting (create re-attaches to its recorded operation, register finds the version labelled
-with the run, keep and delete and the exit tasks are idempotent) are retried, so a lost pod or
-an outage longer than a step's own backoff does not end the run or leave a cluster behind. The
+with the run, keep, shrink and delete and the exit tasks are idempotent) are retried, so a lost
+pod or an outage longer than a step's own backoff does not end the run or leave a cluster
+behind. The
 training steps are not: they fail only when a budget (preemptions, trainer failures, capacity
 wait) is spent or on a user error, and a retry would re-open those budgets; retrying the run
 from the Vertex console resumes training from the checkpoint when that is wanted. The pure
@@ -34,6 +35,7 @@ RETRIED = frozenset(
         "keep-cluster",
         "reap-expired-clusters",
         "register-model",
+        "shrink-cluster",
     }
 )
 RETRY = {"num_retries": 2, "backoff_duration": "10s", "backoff_factor": 3.0}

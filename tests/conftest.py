@@ -33,6 +33,7 @@ from vsp.vertex_emulator import config, server
 FAST_SETTINGS = config.EmulatorSettings(
     provisioning_delay_seconds=0.2,
     update_delay_seconds=0.1,
+    scale_up_delay_seconds=0.1,
     delete_delay_seconds=0.1,
     tick_interval_seconds=0.05,
     slurm_requeue_delay_seconds=10.0,  # a stock Slurm holds a requeued job 121 s

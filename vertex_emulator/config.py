@@ -24,6 +24,9 @@ class EmulatorSettings:
     Attributes:
         provisioning_delay_seconds: Time a new cluster stays PROVISIONING.
         update_delay_seconds: Time a cluster stays UPDATING after a PATCH.
+        scale_up_delay_seconds: Time a cluster stays UPDATING after a ``node_pools`` PATCH that
+            raises a pool's node count (new nodes boot; the controller, login node and
+            storage exist already, so it is shorter than provisioning a new cluster).
         delete_delay_seconds: Time a cluster stays STOPPING before it disappears.
         time_scale: Multiplier applied to every delay above (and to later resources' delays).
         tick_interval_seconds: Period of the background tick (time-driven work).
@@ -32,6 +35,8 @@ class EmulatorSettings:
         reject_unknown_fields: Answer 400 to unknown request fields, as the real service does.
         cluster_fixed_size_pools: Refuse a cluster create or node-pool PATCH whose non-FLEX_START
             pool has min_node_count != max_node_count (the create-cluster reference's rule).
+        cluster_empty_pools_allowed: Accept a pool of no nodes (``max_node_count`` 0, as a
+            shrunk cluster's GPU pools); false refuses it (create and ``node_pools`` PATCH).
         cluster_labels_updatable: Accept the ``labels`` update mask; false refuses it, as the
             manage-cluster doc's list of updatable fields (without labels) implies.
         slurm_structured_body: ``:callSlurmRestApi`` answers ``structuredBody`` (a JSON object)
@@ -78,6 +83,7 @@ class EmulatorSettings:
 
     provisioning_delay_seconds: float = 3.0
     update_delay_seconds: float = 1.0
+    scale_up_delay_seconds: float = 1.5
     delete_delay_seconds: float = 1.0
     time_scale: float = 1.0
     tick_interval_seconds: float = 0.2
@@ -85,6 +91,7 @@ class EmulatorSettings:
     max_page_size: int = 1000
     reject_unknown_fields: bool = True
     cluster_fixed_size_pools: bool = False
+    cluster_empty_pools_allowed: bool = True
     cluster_labels_updatable: bool = True
     slurm_structured_body: bool = False
     slurm_user_name: str = "vsp"

@@ -16,11 +16,26 @@ def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
     runner = CliRunner()
     listed = runner.invoke(cli.main, ["clusters", "list", *LOC])
     assert listed.exit_code == 0, listed.output
-    header, row = listed.output.splitlines()
+    header, row, note = listed.output.splitlines()
     assert header.split("\t") == [
-        "name", "state", "created", "teardown", "expires", "last run", "last used"
+        "name", "state", "idle USD/h", "created", "teardown", "expires", "last run", "last used"
     ]  # fmt: skip
     assert row.split("\t")[:2] == ["demo", "RUNNING"]
+    # The fixture's cluster keeps one n2-standard-8 node on demand (login); its a4 Spot pool
+    # (no price in the table) scales from 0, so it keeps none and needs no price.
+    assert row.split("\t")[2] == "0.39"
+    assert note.startswith("idle cost: price table: us-central1 prices as listed on 2025-03-06")
+    pricey = {**cluster_body, "node_pools": [dict(p) for p in cluster_body["node_pools"]]}
+    pricey["node_pools"][1]["scaling_spec"] = {"min_node_count": 2, "max_node_count": 2}
+    emulator_api.create_running("nopr", pricey)
+    listed = runner.invoke(cli.main, ["clusters", "list", *LOC])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert [line.split("\t")[:3] for line in lines[1:3]] == [
+        ["demo", "RUNNING", "0.39"],
+        ["nopr", "RUNNING", "no price"],
+    ]
+    assert lines[4].startswith("idle cost: nopr: node pool 'a4' keeps nodes of machine type")
     got = runner.invoke(cli.main, ["clusters", "get", *LOC, "demo"])
     assert json.loads(got.output)["clusterStatus"]["state"] == "RUNNING"
     deleted = runner.invoke(cli.main, ["clusters", "delete", *LOC, "demo"])

@@ -164,5 +164,21 @@ def test_slurm_spot_training_graph_shows_the_teardown_branch_and_exit_task():
     assert order["condition-branches-2"] == ["decide-teardown"]
     branches = spec["components"]["comp-condition-branches-2"]["dag"]["tasks"]
     conditions = {t["taskInfo"]["name"]: t["triggerPolicy"]["condition"] for t in branches.values()}
-    keep = "inputs.parameter_values['pipelinechannel--decide-teardown-action'] == 'keep'"
-    assert conditions == {"keep-warm": keep, "delete-now": f"!({keep})"}
+    action = "inputs.parameter_values['pipelinechannel--decide-teardown-action']"
+    keep, shrink = f"{action} == 'keep'", f"{action} == 'shrink'"
+    assert conditions == {
+        "keep-warm": keep,
+        "shrink-gpu-pools": f"!({keep}) && {shrink}",
+        "delete-now": f"!({keep}) && !({shrink})",
+    }
+    inner = {
+        t["taskInfo"]["name"]: next(
+            iter(spec["components"][t["componentRef"]["name"]]["dag"]["tasks"])
+        )
+        for t in branches.values()
+    }
+    assert inner == {
+        "keep-warm": "keep-cluster",
+        "shrink-gpu-pools": "shrink-cluster",
+        "delete-now": "delete-cluster",
+    }

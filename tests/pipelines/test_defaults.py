@@ -38,7 +38,11 @@ RUNTIME_ENTRIES = {
     "delete_cluster": [(cluster_runner.delete_cluster, {})],
 }
 # (component, parameter): the component turns 0 into None ("not set") before the runtime.
-ZERO_MEANS_UNSET = {("train_on_cluster", "time_limit_minutes")}
+ZERO_MEANS_UNSET = {
+    ("train_on_cluster", "time_limit_minutes"),
+    ("decide_teardown", "shrunk_price_per_hour"),
+    ("check_run_parameters", "shrunk_price_per_hour"),
+}
 # (pipeline input, component input) pairs whose defaults differ on purpose, and why.
 INTENTIONAL = {
     # The Slurm pipeline wires an on-demand fallback (partition "ondemand"): one on-demand

@@ -64,7 +64,8 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     train = json.loads(pathlib.Path(first.outputs["train-on-cluster/metrics"]).read_text())
     assert train["preemptions"] == 1
 
-    second = _run(tmp_path, monkeypatch, schedule_cron="0 3 * * 1")
+    # Scaling back up as long as re-creating: shrinking never beats deleting, whatever the day.
+    second = _run(tmp_path, monkeypatch, schedule_cron="0 3 * * 1", scale_up_minutes=20.0)
     assert second.succeeded, second.error
     # No create: the warm cluster is reused, its expiry cleared, then deleted by the decision.
     assert _writes(second) == [
@@ -91,8 +92,61 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     decided = json.loads(pathlib.Path(second.outputs["decide-teardown/metrics"]).read_text())
     assert decided["teardown_input_idle_price_per_hour"] == pytest.approx(159.669972)
     page = pathlib.Path(run_summary.write_report(second)).read_text()
-    assert "Teardown: keep the cluster warm or delete it" in page
+    assert "Teardown: keep the cluster warm, shrink it or delete it" in page
     assert 'aria-label="timeline"' in page and 'aria-label="teardown costs"' in page
+
+
+def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_back_up(
+    tmp_path, monkeypatch
+):
+    # No price given: keeping costs 159.67/h, a shrunk cluster 0.39/h (its login node).
+    first = _run(tmp_path, monkeypatch, schedule_cron="0 * * * *")
+    assert first.succeeded, first.error
+    assert first.parameters["decide-teardown"]["action"] == "shrink"
+    assert _writes(first) == [
+        ("POST", "modelDevelopmentClusters"),
+        ("POST", "models:upload"),
+        ("PATCH", "vsplocal"),
+        ("PATCH", "vsplocal"),
+    ]
+    patches = [e for e in first.journal if e["method"] == "PATCH"]
+    assert [p["query"]["updateMask"] for p in patches] == ["labels", "node_pools"]
+    assert patches[0]["body"]["labels"]["vsp-teardown"] == "shrink"
+    counts = {
+        p["id"]: (p["scalingSpec"]["minNodeCount"], p["scalingSpec"]["maxNodeCount"])
+        for p in patches[1]["body"]["nodePools"]
+    }
+    assert counts == {"login": (1, 1), "spot": (0, 0), "ondemand": (0, 0)}
+    assert first.parameters["shrink-cluster"] == {"Output": "shrunk"}
+    facts = dict(run_summary.facts(first))
+    assert facts["teardown"].startswith("shrink: Shrink the cluster: shrinking is cheaper")
+    assert "Shrunk (compute pools at no nodes): 0.39/h." in facts["teardown"]
+    assert facts["gpu pools"] == "shrunk" and facts["shrunk until"].endswith("then reaped")
+    decided = json.loads(pathlib.Path(first.outputs["decide-teardown/metrics"]).read_text())
+    assert decided["teardown_shrink"] == 1.0
+    assert decided["teardown_cost_if_shrunk"] < decided["teardown_cost_if_deleted"]
+    assert decided["teardown_cost_if_shrunk"] < decided["teardown_cost_if_kept"]
+    page = pathlib.Path(run_summary.write_report(first)).read_text()
+    assert "cost if shrunk (GPU pools at no nodes, then scaled up)" in page
+
+    second = _run(tmp_path, monkeypatch, teardown_policy="delete")
+    assert second.succeeded, second.error
+    assert _writes(second) == [
+        ("PATCH", "vsplocal"),
+        ("PATCH", "vsplocal"),
+        ("POST", "models:upload"),
+        ("DELETE", "vsplocal"),
+    ]
+    grow, claim = [e for e in second.journal if e["method"] == "PATCH"]
+    assert grow["query"] == {"updateMask": "node_pools", "updateMode": "USER_AND_SERVICE"}
+    assert {p["id"]: p["scalingSpec"]["maxNodeCount"] for p in grow["body"]["nodePools"]} == {
+        "login": 1,
+        "spot": 2,
+        "ondemand": 1,
+    }
+    assert "vsp-teardown" not in claim["body"]["labels"]
+    assert second.parameters["create-cluster"]["action"] == "scaled_up"
+    assert dict(run_summary.facts(second))["cluster"].startswith("reused (shrunk, scaled back up)")
 
 
 def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it_later(

@@ -6,14 +6,17 @@ Routes (under ``/v1beta1/`` and ``/v1/``), ``P`` = ``projects/{p}/locations/{l}`
 
 Lifecycle, each step an operation completed from its stored due time: create -> PROVISIONING
 -> RUNNING (or ERROR when an ``lro_error`` fault fired: the cluster stays registered); PATCH ->
-UPDATING -> RUNNING (a failed update restores the previous spec); DELETE -> STOPPING -> gone
-(a failed delete leaves the cluster in ERROR). Stored as ``{"cluster": <public JSON>,
-"pending": <operation name or null>, "previous": <cluster before an update or null>,
-"update_mode": <the updateMode of the last accepted PATCH, or null when none was sent>}``.
+UPDATING -> RUNNING (``scale_up_delay_seconds`` when a node pool grows, as when a shrunk
+cluster's GPU pools come back, else ``update_delay_seconds``; a failed update restores the
+previous spec); DELETE -> STOPPING -> gone (a failed delete leaves the cluster in ERROR).
+Stored as ``{"cluster": <public JSON>, "pending": <operation name or null>, "previous":
+<cluster before an update or null>, "update_mode": <the updateMode of the last accepted
+PATCH, or null when none was sent>}``.
 
 Settings: ``cluster_fixed_size_pools`` refuses non-FLEX_START pools whose min and max node
 counts differ (create, and PATCH with ``node_pools`` in the mask); ``cluster_labels_updatable``
-false refuses the ``labels`` mask. Both answer INVALID_ARGUMENT with field violations.
+false refuses the ``labels`` mask; ``cluster_empty_pools_allowed`` false refuses a non-FLEX_START
+pool of no nodes. All answer INVALID_ARGUMENT with field violations.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def create_cluster(request: router.Request) -> router.Response:
     violations += cluster_checks.check_spec(spec)
     if app.settings.cluster_fixed_size_pools:
         violations += cluster_checks.check_pool_sizes(spec)
+    if not app.settings.cluster_empty_pools_allowed:
+        violations += cluster_checks.check_empty_pools(spec)
     if violations:
         raise errors.invalid_fields("Invalid ModelDevelopmentCluster", violations)
     name = cluster_name(request.params, cluster_id)
@@ -159,6 +164,8 @@ def update_cluster(request: router.Request) -> router.Response:
     violations += cluster_checks.check_spec(updated)
     if app.settings.cluster_fixed_size_pools and "node_pools" in paths:
         violations += cluster_checks.check_pool_sizes(updated)
+    if not app.settings.cluster_empty_pools_allowed and "node_pools" in paths:
+        violations += cluster_checks.check_empty_pools(updated)
     if violations:
         raise errors.invalid_fields("Invalid ModelDevelopmentCluster", violations)
     now = app.now()
@@ -172,7 +179,7 @@ def update_cluster(request: router.Request) -> router.Response:
         parent=_parent(request.params),
         kind="cluster.update",
         metadata={"@type": operations.type_url("UpdateModelDevelopmentClusterOperationMetadata")},
-        due=now + app.settings.scaled(app.settings.update_delay_seconds),
+        due=now + app.settings.scaled(_update_seconds(app.settings, current, updated, paths)),
         target=current["name"],
         payload={"failure": _failure(failure)},
         now=now,
@@ -182,6 +189,27 @@ def update_cluster(request: router.Request) -> router.Response:
     )
     app.store.put(COLLECTION, current["name"], record)
     return router.Response(operation)
+
+
+def _node_counts(cluster: dict[str, Any]) -> dict[str, int]:
+    counts = {}
+    for pool in cluster.get("nodePools") or []:
+        scaling = pool.get("scalingSpec") or {}
+        counts[str(pool.get("id"))] = max(
+            int(scaling.get("minNodeCount") or 0), int(scaling.get("maxNodeCount") or 0)
+        )
+    return counts
+
+
+def _update_seconds(
+    settings: Any, current: dict[str, Any], updated: dict[str, Any], paths: list[str]
+) -> float:
+    """How long an update takes: a scale-up (new nodes boot) or any other change."""
+    if "node_pools" in paths:
+        before, after = _node_counts(current), _node_counts(updated)
+        if any(count > before.get(pool, 0) for pool, count in after.items()):
+            return settings.scale_up_delay_seconds
+    return settings.update_delay_seconds
 
 
 def delete_cluster(request: router.Request) -> router.Response:

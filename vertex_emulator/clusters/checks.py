@@ -61,6 +61,27 @@ def check_pool_sizes(spec: dict[str, Any]) -> list[errors.FieldViolation]:
     return out
 
 
+def check_empty_pools(spec: dict[str, Any]) -> list[errors.FieldViolation]:
+    """Violations of the stricter reading of pool sizes: a pool needs at least one node.
+
+    Whether the service accepts ``max_node_count`` 0 (a pool scaled to no nodes) is not
+    documented; ``cluster_empty_pools_allowed`` false plays a service that refuses it.
+    """
+    out = []
+    for index, pool in enumerate(spec.get("nodePools") or []):
+        if not isinstance(pool, dict) or pool.get("provisioningModel") == "FLEX_START":
+            continue
+        scaling = pool.get("scalingSpec") if isinstance(pool.get("scalingSpec"), dict) else {}
+        if _count(scaling.get("maxNodeCount")) == 0:
+            out.append(
+                errors.FieldViolation(
+                    f"node_pools[{index}].scaling_spec.max_node_count",
+                    f'Node pool "{pool.get("id")}": max_node_count must be at least 1.',
+                )
+            )
+    return out
+
+
 def _count(value: Any) -> Any:
     try:
         return int(value or 0)

@@ -9,7 +9,8 @@ PROVISIONING   wait (a retried step lands here: it re-attaches instead of creati
 UPDATING       wait, then treat as RUNNING
 RUNNING        compare with the desired spec: immutable differences fail, naming the fields;
                mutable differences are applied with PATCH (``update_policy="apply"``, the
-               default) or only reported (``"report"``)
+               default) or only reported (``"report"``); a cluster an earlier run shrank
+               (``cluster_shrink``) is scaled back up under either policy
 ERROR          delete it (a failed create leaves the cluster registered), then create
 STOPPING       wait until it is gone, then create
 ============== ==============================================================================
@@ -62,8 +63,9 @@ class EnsureResult:
 
     Attributes:
         name: Full resource name of the cluster.
-        action: ``created``, ``recreated``, ``reused``, ``updated`` or ``attached`` (a cluster
-            this run had already started creating).
+        action: ``created``, ``recreated``, ``reused``, ``updated``, ``scaled_up`` (a cluster
+            an earlier run shrank, its pools PATCHed back up) or ``attached`` (a cluster this
+            run had already started creating).
         seconds: Seconds spent in ``ensure``.
         cluster: The cluster as last read.
         update_mask: The mutable paths that differed (applied or reported).
@@ -78,7 +80,7 @@ class EnsureResult:
     @property
     def reused(self) -> bool:
         """True when an existing cluster served this run instead of a new one."""
-        return self.action in ("reused", "updated")
+        return self.action in ("reused", "updated", "scaled_up")
 
 
 class ClusterManager:
@@ -159,9 +161,12 @@ class ClusterManager:
             mine = run and (cluster.get("labels") or {}).get(RUN_LABEL) == run
             reuse_action = "attached" if mine else "reused"
             mask = self._reconcile(spec, cluster)
-            if mask and self.options.update_policy == "apply":
+            shrunk = gcp_labels.is_shrunk(cluster.get("labels"))
+            if mask and (self.options.update_policy == "apply" or shrunk):
+                if shrunk:
+                    log.info("cluster %s was shrunk: scaling it back up", self.ref.cluster_id)
                 cluster = self._update(spec, body, cluster, mask)
-                reuse_action = "attached" if mine else "updated"
+                reuse_action = "attached" if mine else ("scaled_up" if shrunk else "updated")
             return EnsureResult(self.ref.name, reuse_action, clock.now() - start, cluster, mask)
         raise errors.TransientError(
             f"cluster {self.ref.name} did not become RUNNING after "

@@ -21,6 +21,8 @@ MANAGED = "vsp-managed"  # created by this project
 CREATED_AT = "vsp-created-at"
 PIPELINE_RUN = "vsp-pipeline-run"  # the run that created the resource (also on jobs, models)
 TEARDOWN = "vsp-teardown"  # the teardown decision: keep, in-use, failed-run...
+SHRUNK = "shrink"  # the TEARDOWN value of a cluster whose GPU pools were scaled to no nodes
+
 EXPIRES_AT = "vsp-expires-at"  # a kept cluster may be deleted after this time
 LAST_RUN = "vsp-last-run"  # the last run that reused the cluster
 LAST_USED_AT = "vsp-last-used-at"
@@ -57,3 +59,8 @@ def timestamp(moment: datetime.datetime) -> str:
 def parse_timestamp(text: str) -> datetime.datetime:
     """Inverse of ``timestamp``."""
     return datetime.datetime.strptime(text, _TIMESTAMP).replace(tzinfo=datetime.timezone.utc)
+
+
+def is_shrunk(labels: dict[str, str] | None) -> bool:
+    """Whether a cluster's labels say this tool shrank it (``vsp-teardown=shrink``)."""
+    return (labels or {}).get(TEARDOWN) == SHRUNK

@@ -10,6 +10,9 @@ create-cluster reference has ``minNodeCount`` equal ``maxNodeCount`` for its poo
 what ``cluster_builder`` writes), where the minimum is also the maximum; a FLEX_START pool
 scaling from 0 keeps none. An unset minimum is 0 (the proto3 default the API omits).
 
+Shrinking the cluster scales its compute pools to no nodes and keeps the login pool and the
+storage, so the shrunk price per hour is theirs.
+
 Re-creating the cluster brings the same nodes up again, so the provisioning price per hour
 defaults to the same pools' price per hour (storage excluded: it is not re-created).
 
@@ -101,6 +104,17 @@ class ClusterCost:
         return self.nodes_price_per_hour + self.storage_price_per_hour
 
     @property
+    def shrinkable(self) -> bool:
+        """Whether shrinking saves anything: a compute pool keeps nodes."""
+        return any(line.role == "compute" and line.nodes for line in self.lines)
+
+    @property
+    def shrunk_price_per_hour(self) -> float:
+        """Idle cost once the compute pools are scaled to no nodes: login nodes plus storage."""
+        login = math.fsum(line.price_per_hour for line in self.lines if line.role == "login")
+        return login + self.storage_price_per_hour
+
+    @property
     def provisioning_price_per_hour(self) -> float:
         """What re-creating it costs per hour: the same nodes (storage excluded), USD/hour."""
         return self.nodes_price_per_hour
@@ -110,7 +124,13 @@ class ClusterCost:
         parts = [line.describe() for line in self.lines]
         if self.storage_price_per_hour:
             parts.append(f"storage {self.storage_price_per_hour:.2f}/h (parameter)")
-        return f"Idle cost {self.total_per_hour:.2f}/h = {'; '.join(parts)}. Prices: {self.source}"
+        shrunk = ""
+        if self.shrinkable:
+            shrunk = f" Shrunk (compute pools at no nodes): {self.shrunk_price_per_hour:.2f}/h."
+        return (
+            f"Idle cost {self.total_per_hour:.2f}/h = {'; '.join(parts)}.{shrunk} "
+            f"Prices: {self.source}"
+        )
 
 
 def _get(obj: Mapping[str, Any] | None, camel: str) -> Any:

@@ -1,30 +1,31 @@
-"""Keep the training cluster warm for the next run, or delete it: a ski-rental decision.
+"""Keep the training cluster warm, shrink it, or delete it: a ski-rental decision.
 
-At the end of a pipeline run the cluster is either *kept* (renting: it costs the idle price
-``r`` per hour until the next run) or *deleted* (buying: the next run pays the re-creation cost
-``C`` = provisioning hours x provisioning price per hour + delay penalty per hour x provisioning
-hours). The break-even rule is the classic ski-rental one
-(https://en.wikipedia.org/wiki/Ski_rental_problem).
+At the end of a pipeline run the cluster is *kept* (renting: the idle price ``r_k`` per hour
+until the next run), *shrunk* (its GPU pools scaled to no nodes: the shrunk price ``r_s`` per
+hour, then a scale-up ``C_s`` for the next run) or *deleted* (buying: the next run pays the
+re-creation ``C_d``); see ``teardown_inputs``. The break-even reasoning is the classic
+ski-rental one (https://en.wikipedia.org/wiki/Ski_rental_problem) with a middle option.
 
 Rule (deterministic ski rental with a prediction):
 
-* Break-even idle time ``B = C / r`` (infinite when ``r == 0``: keeping is free).
+* Break-even idle time ``B = C_d / r_k`` (infinite when ``r_k == 0``: keeping is free).
 * The idle gap ``G`` is the time from now to the next expected run, predicted from, in order of
   preference, the schedule's cron, an expected interval, or the median gap of earlier run start
   times. A cron schedule is a near-perfect predictor, so acting on ``G`` approaches the offline
-  optimum ``min(r * G, C)``.
-* ``policy == "auto"``: keep iff ``G <= B`` (keeping is no more expensive), else delete. With no
-  cadence known, delete (the one-shot rule with an unknown gap cannot bound the idle cost).
-* With only run history (at least three gaps), the keep time is the one that would have cost
-  least over the observed idle gaps (``teardown_history``): keep for it, or delete when that
-  is zero; irregular arrivals make a single predicted time a poor guide.
-* ``policy == "keep"`` / ``"delete"`` override the rule; the reason says so.
+  optimum ``min(r_k G, r_s G + C_s, C_d)``.
+* ``policy == "auto"``: the choice that costs least for ``G`` (ties: keep, then shrink, then
+  delete: the one the next run waits least for). With no cadence known, delete (the one-shot
+  rule with an unknown gap cannot bound the idle cost).
+* With only run history (at least three gaps), the keep time that would have cost least over
+  the observed idle gaps (``teardown_history``), whole or shrunk: keep or shrink for it, or
+  delete when that is zero; irregular arrivals make a single predicted time a poor guide.
+* ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
-A kept cluster is labelled with ``vsp-expires-at`` = next expected run + slack (keep-with-TTL,
-which is what makes keeping competitive when the prediction is wrong): a reaper deletes it once
-that time has passed (``expired``), and the next run re-labels it. A cluster kept (by policy)
-while the next run is unknown expires after the break-even time (24 h when idle is free), so no
-kept cluster is ever without an expiry.
+A kept or shrunk cluster is labelled with ``vsp-expires-at`` = next expected run + slack
+(keep-with-TTL, which is what makes keeping competitive when the prediction is wrong): a reaper
+deletes it once that time has passed (``expired``), and the next run re-labels it (and scales a
+shrunk one back up). A cluster kept (by policy) while the next run is unknown expires after the
+break-even time (24 h when idle is free), so no kept cluster is ever without an expiry.
 """
 
 from __future__ import annotations
@@ -33,151 +34,23 @@ import dataclasses
 import datetime
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Mapping
 
 from vsp.components.runtime.core import gcp_labels
-from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import history as teardown_history
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 
-POLICIES = ("auto", "delete", "keep")
-DEFAULT_SLACK_FRACTION = 0.25
-DEFAULT_MIN_SLACK_SECONDS = 600.0
-# How long a cluster kept with an unknown next run and free idle time stays before it expires.
-UNKNOWN_CADENCE_TTL_SECONDS = 24 * 3600.0
-
-
-def _problem(field: str, value: object, problem: str, fix: str) -> SpecValidationError:
-    return SpecValidationError("the teardown inputs", [SpecProblem(field, value, problem, fix)])
-
-
-class IdleCost(Protocol):
-    """A derived idle price's breakdown (``teardown_cost.ClusterCost``; no pricing code here)."""
-
-    def describe(self) -> str: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class TeardownInputs:
-    """Everything the keep-or-delete decision depends on.
-
-    Attributes:
-        idle_price_per_hour: What the kept cluster costs per hour while idle (currency/hour);
-            0 is free here, and "price the cluster" for ``teardown_pricing.decide``.
-        provisioning_minutes: How long re-creating the cluster takes, minutes.
-        provisioning_price_per_hour: What the cluster costs per hour while it is provisioning
-            (currency/hour; 0 as for the idle price).
-        delay_penalty_per_hour: The cost of making the next run wait, per hour of waiting.
-        policy: ``auto`` (ski-rental rule), ``delete`` or ``keep`` (overrides).
-        schedule_cron: The schedule's 5-field cron, optionally prefixed ``TZ=Zone `` (or
-            ``CRON_TZ=Zone ``) as Vertex schedules allow. Preferred over the other cadences.
-        interval_seconds: Expected seconds between runs, used when there is no cron.
-        run_start_times: Epoch start times of earlier runs of the same pipeline; their median
-            gap is the cadence when there is neither a cron nor an interval.
-        now: The current epoch time; ``None`` means ``time.time()``.
-        slack_fraction: Slack added to the next expected run for the expiry, as a fraction of
-            the run interval.
-        min_slack_seconds: Lower bound of that slack.
-        idle_cost: The cluster's priced node pools when ``idle_price_per_hour`` was derived
-            from them (``teardown_pricing.decide``); None when it was given as a parameter.
-    """
-
-    idle_price_per_hour: float
-    provisioning_minutes: float
-    provisioning_price_per_hour: float
-    delay_penalty_per_hour: float = 10.0
-    policy: str = "auto"
-    schedule_cron: str | None = None
-    interval_seconds: float | None = None
-    run_start_times: Sequence[float] = ()
-    now: float | None = None
-    slack_fraction: float = DEFAULT_SLACK_FRACTION
-    min_slack_seconds: float = DEFAULT_MIN_SLACK_SECONDS
-    idle_cost: IdleCost | None = None
-
-    @property
-    def idle_price_text(self) -> str:
-        """The idle price per hour and where it came from, as a sentence."""
-        if self.idle_cost is not None:
-            return f"{self.idle_cost.describe()}."
-        return f"Idle price {self.idle_price_per_hour:.2f}/h: parameter idle_price_per_hour."
-
-    @property
-    def recreation_cost(self) -> float:
-        """Cost of deleting now and re-creating for the next run (currency)."""
-        hours = self.provisioning_minutes / 60.0
-        return hours * self.provisioning_price_per_hour + hours * self.delay_penalty_per_hour
-
-    @property
-    def break_even_seconds(self) -> float:
-        """Idle time at which keeping costs as much as re-creating (``inf`` if idle is free)."""
-        if self.idle_price_per_hour == 0:
-            return math.inf
-        return self.recreation_cost / self.idle_price_per_hour * 3600.0
-
-    def validate(self) -> None:
-        """Raise ``UserError`` naming the first invalid field and how to fix it."""
-        if self.policy not in POLICIES:
-            raise _problem(
-                "policy",
-                self.policy,
-                "is not a teardown policy.",
-                f"use one of {', '.join(POLICIES)}.",
-            )
-        for name in (
-            "idle_price_per_hour",
-            "provisioning_minutes",
-            "provisioning_price_per_hour",
-            "delay_penalty_per_hour",
-            "slack_fraction",
-            "min_slack_seconds",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise _problem(
-                    name,
-                    value,
-                    "must be a finite number >= 0.",
-                    f"set {name} to a non-negative number.",
-                )
-        if self.interval_seconds is not None and not (
-            isinstance(self.interval_seconds, (int, float))
-            and math.isfinite(self.interval_seconds)
-            and self.interval_seconds > 0
-        ):
-            raise _problem(
-                "interval_seconds",
-                self.interval_seconds,
-                "must be > 0.",
-                "give the expected seconds between runs, or leave it unset.",
-            )
-        if self.schedule_cron is not None:
-            teardown_cadence.parse_cron(self.schedule_cron)
-
-
-def component_inputs(
-    *,
-    policy: str,
-    schedule_cron: str,
-    interval_hours: float,
-    idle_price_per_hour: float,
-    provisioning_minutes: float,
-    provisioning_price_per_hour: float,
-    delay_penalty_per_hour: float,
-    slack_fraction: float = DEFAULT_SLACK_FRACTION,
-) -> TeardownInputs:
-    """``TeardownInputs`` from a component's flat parameters ('' and 0 mean "not given")."""
-    return TeardownInputs(
-        idle_price_per_hour=idle_price_per_hour,
-        provisioning_minutes=provisioning_minutes,
-        provisioning_price_per_hour=provisioning_price_per_hour,
-        delay_penalty_per_hour=delay_penalty_per_hour,
-        policy=policy,
-        schedule_cron=schedule_cron or None,
-        interval_seconds=interval_hours * 3600.0 if interval_hours else None,
-        slack_fraction=slack_fraction,
-    )
+# The inputs live in ``teardown_inputs``; their names are re-exported for this module's callers.
+TeardownInputs = teardown_inputs.TeardownInputs
+IdleCost = teardown_inputs.IdleCost
+component_inputs = teardown_inputs.component_inputs
+POLICIES = teardown_inputs.POLICIES
+DEFAULT_SLACK_FRACTION = teardown_inputs.DEFAULT_SLACK_FRACTION
+DEFAULT_MIN_SLACK_SECONDS = teardown_inputs.DEFAULT_MIN_SLACK_SECONDS
+DEFAULT_SCALE_UP_MINUTES = teardown_inputs.DEFAULT_SCALE_UP_MINUTES
+UNKNOWN_CADENCE_TTL_SECONDS = teardown_inputs.UNKNOWN_CADENCE_TTL_SECONDS
+KEEP, SHRINK, DELETE = teardown_inputs.KEEP, teardown_inputs.SHRINK, teardown_inputs.DELETE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,16 +58,19 @@ class TeardownDecision:
     """The outcome, with the numbers behind it.
 
     Attributes:
-        action: ``keep`` or ``delete``.
+        action: ``keep``, ``shrink`` or ``delete``.
         reason: One sentence for the user, with the numbers.
         next_run: Epoch seconds of the next expected run, or ``None`` if unknown.
         idle_seconds: Expected idle seconds until then, or ``None`` if unknown.
         cost_if_kept: Idle cost until the next run (from run history: the average cost of
             keeping for the chosen time, re-creations included), or ``None`` if unknown.
         cost_if_deleted: Re-creation cost.
-        break_even_seconds: Idle time at which both cost the same.
-        expires_at: Epoch seconds after which a reaper may delete the kept cluster (keep only;
-            ``None`` when deleting).
+        break_even_seconds: Idle time at which keeping and deleting cost the same.
+        expires_at: Epoch seconds after which a reaper may delete the kept or shrunk cluster
+            (``None`` when deleting).
+        cost_if_shrunk: Shrunk price until the next run plus the scale-up (from run history:
+            the average for the chosen time), or ``None`` when shrinking is not weighed or the
+            next run is unknown.
     """
 
     action: str
@@ -205,11 +81,13 @@ class TeardownDecision:
     cost_if_deleted: float
     break_even_seconds: float
     expires_at: float | None
+    cost_if_shrunk: float | None = None
 
     def as_metrics(self) -> dict[str, float]:
         """Flat float metrics; unknown values (``None``) are left out."""
         metrics = {
-            "teardown_keep": 1.0 if self.action == "keep" else 0.0,
+            "teardown_keep": 1.0 if self.action == KEEP else 0.0,
+            "teardown_shrink": 1.0 if self.action == SHRINK else 0.0,
             "teardown_cost_if_deleted": float(self.cost_if_deleted),
             "teardown_break_even_seconds": float(self.break_even_seconds),
         }
@@ -217,6 +95,7 @@ class TeardownDecision:
             "teardown_next_run": self.next_run,
             "teardown_idle_seconds": self.idle_seconds,
             "teardown_cost_if_kept": self.cost_if_kept,
+            "teardown_cost_if_shrunk": self.cost_if_shrunk,
             "teardown_expires_at": self.expires_at,
         }
         metrics.update({k: float(v) for k, v in optional.items() if v is not None})
@@ -225,7 +104,7 @@ class TeardownDecision:
     def as_labels(self) -> dict[str, str]:
         """Cluster label values: ``vsp-teardown`` and, when kept with a TTL, ``vsp-expires-at``."""
         labels = {gcp_labels.TEARDOWN: self.action}
-        if self.action == "keep" and self.expires_at is not None:
+        if self.action in (KEEP, SHRINK) and self.expires_at is not None:
             labels[gcp_labels.EXPIRES_AT] = format_label_time(self.expires_at)
         return labels
 
@@ -256,8 +135,49 @@ def expired(labels: Mapping[str, str] | None, now: float | None = None) -> bool:
     return (time.time() if now is None else now) > expires_at
 
 
+def _history_choice(
+    inputs: TeardownInputs, gaps: list[float]
+) -> tuple[str, float, dict[str, float]]:
+    """The cheapest of keeping or shrinking for the best time over ``gaps``, or deleting.
+
+    Returns:
+        (action, keep seconds, average cost per gap of each weighed choice).
+    """
+    deleted = inputs.recreation_cost
+    options = {KEEP: teardown_history.best_ttl(gaps, inputs.idle_price_per_hour, deleted)}
+    if inputs.can_shrink:
+        options[SHRINK] = teardown_history.best_ttl(
+            gaps, inputs.shrunk_price_per_hour or 0.0, deleted, inputs.scale_up_cost
+        )
+    candidates = {a: (ttl, cost) for a, (ttl, cost) in options.items() if ttl > 0}
+    candidates[DELETE] = (0.0, deleted)
+    best = _cheapest({a: round(cost, 12) for a, (_ttl, cost) in candidates.items()})
+    averages = {a: cost for a, (_ttl, cost) in options.items()}
+    averages[DELETE] = deleted
+    return best, candidates[best][0], averages
+
+
+_GERUND = {KEEP: "keeping", SHRINK: "shrinking", DELETE: "deleting"}
+
+
+def _cheapest(costs: dict[str, float]) -> str:
+    """The choice that costs least; ties go to the one the next run waits least for."""
+    return min((a for a in teardown_inputs.CHOICE_ORDER if a in costs), key=lambda a: costs[a])
+
+
+def _costs_text(costs: dict[str, float], inputs: TeardownInputs) -> str:
+    parts = [f"keeping costs {costs[KEEP]:.2f}"]
+    if SHRINK in costs:
+        parts.append(
+            f"shrinking costs {costs[SHRINK]:.2f} ({inputs.shrunk_price_per_hour:.2f}/h plus a "
+            f"{inputs.scale_up_minutes:g} min scale-up)"
+        )
+    parts.append(f"re-creating costs {costs[DELETE]:.2f}")
+    return ", ".join(parts)
+
+
 def decide(inputs: TeardownInputs) -> TeardownDecision:
-    """Decide whether to delete the cluster now or keep it warm for the next run.
+    """Decide whether to keep the cluster warm, shrink it or delete it now.
 
     Args:
         inputs: Prices, policy and cadence; see ``TeardownInputs``.
@@ -276,57 +196,63 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
     cadence = teardown_cadence.predict(
         inputs.schedule_cron, inputs.interval_seconds, inputs.run_start_times, now
     )
-    history_ttl = None
+    history = None
     if inputs.schedule_cron is None and inputs.interval_seconds is None:
         gaps = teardown_history.idle_gaps(inputs.run_start_times, now)
         if len(gaps) >= teardown_history.MIN_GAPS:
-            history_ttl = teardown_history.best_ttl(gaps, inputs.idle_price_per_hour, deleted)
+            history = _history_choice(inputs, gaps)
+    costs: dict[str, float] = {}
     if cadence is None:
-        next_run = idle = kept = expires_at = None
+        next_run = idle = expires_at = None
         facts = "the next run is unknown (no cron, interval or run history)"
     else:
         next_run, interval, source = cadence
         idle = max(0.0, next_run - now)
-        kept = inputs.idle_price_per_hour * idle / 3600.0
+        costs = inputs.choice_costs(idle)
         slack = max(inputs.slack_fraction * interval, inputs.min_slack_seconds)
         expires_at = next_run + slack
         facts = (
-            f"the next run ({source}) is in {idle / 3600:.2f} h: keeping costs {kept:.2f}, "
-            f"re-creating costs {deleted:.2f}, break-even idle time {be_text}"
+            f"the next run ({source}) is in {idle / 3600:.2f} h: {_costs_text(costs, inputs)}, "
+            f"break-even idle time {be_text}"
         )
-    if history_ttl is not None:
-        ttl, kept = history_ttl
+    if history is not None:
+        best, ttl, costs = history
         expires_at = now + ttl
+        chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {ttl / 3600:.2f} h"
         facts += (
-            f"; over the last {len(gaps)} idle gaps, keeping {ttl / 3600:.2f} h costs least "
-            f"on average ({kept:.2f})"
+            f"; over the last {len(gaps)} idle gaps, {chosen} costs least on average "
+            f"({_costs_text(costs, inputs)})"
         )
-    if inputs.policy == "auto" and history_ttl is not None:
-        action = "keep" if history_ttl[0] > 0 else "delete"
-        why = "keeping costs less on average" if action == "keep" else "deleting is cheaper"
+    if inputs.policy == "auto" and history is not None:
+        action = history[0]
+        why = f"{_GERUND[action]} costs less on average"
+        why = "deleting is cheaper" if action == DELETE else why
     elif inputs.policy == "auto":
         if idle is None:
-            action, why = "delete", "unknown cadence, so deleting"
-        elif idle <= be:
-            action, why = "keep", "keeping is cheaper"
+            action, why = DELETE, "unknown cadence, so deleting"
         else:
-            action, why = "delete", "deleting is cheaper"
+            action = _cheapest(costs)
+            why = f"{_GERUND[action]} is cheaper"
     else:
         action, why = inputs.policy, f"policy is '{inputs.policy}', overriding the cost rule"
-    if action == "keep" and expires_at is None:
+    if action in (KEEP, SHRINK) and expires_at is None:
         # Unknown next run: rent for the break-even time, then let the reaper buy (delete),
         # the deterministic 2-competitive ski-rental rule; never keep without an expiry.
-        ttl = be if math.isfinite(be) else UNKNOWN_CADENCE_TTL_SECONDS
-        expires_at = now + max(ttl, inputs.min_slack_seconds)
-        why += f" with an expiry after {max(ttl, inputs.min_slack_seconds) / 3600:.2f} h idle"
-    reason = f"{action.capitalize()} the cluster: {why}; {facts}. {inputs.idle_price_text}"
+        ttl = be if action == KEEP else inputs.shrink_break_even_seconds
+        ttl = ttl if math.isfinite(ttl) else UNKNOWN_CADENCE_TTL_SECONDS
+        ttl = max(ttl, inputs.min_slack_seconds)
+        expires_at = now + ttl
+        why += f" with an expiry after {ttl / 3600:.2f} h idle"
+    verb = {KEEP: "Keep", SHRINK: "Shrink", DELETE: "Delete"}[action]
+    reason = f"{verb} the cluster: {why}; {facts}. {inputs.idle_price_text}"
     return TeardownDecision(
         action=action,
         reason=reason,
         next_run=next_run,
         idle_seconds=idle,
-        cost_if_kept=kept,
+        cost_if_kept=costs.get(KEEP),
         cost_if_deleted=deleted,
         break_even_seconds=be,
-        expires_at=expires_at if action == "keep" else None,
+        expires_at=expires_at if action in (KEEP, SHRINK) else None,
+        cost_if_shrunk=costs.get(SHRINK),
     )

@@ -4,7 +4,8 @@ Without a schedule, the next run is predicted from the start times of earlier ru
 pipeline. A median gap says little about the next gap when arrivals are irregular, so instead of
 acting on one predicted time, ``best_ttl`` picks the keep time ``T`` that minimises the average
 cost over the observed idle gaps: a gap ``g`` costs ``r * min(g, T)`` (idle) plus ``C`` when
-``g > T`` (re-created). The average is piecewise linear and rising between observed gaps, so its
+``g > T`` (re-created), or the reuse cost when ``g <= T`` (0 when kept whole, the scale-up when
+shrunk). The average is piecewise linear and rising between observed gaps, so its
 minimum is at ``T = 0`` or at one of the gaps; ties go to the shorter keep.
 """
 
@@ -35,7 +36,10 @@ def idle_gaps(start_times: Sequence[float], now: float) -> list[float]:
 
 
 def best_ttl(
-    gaps: Sequence[float], idle_price_per_hour: float, recreation_cost: float
+    gaps: Sequence[float],
+    idle_price_per_hour: float,
+    recreation_cost: float,
+    reuse_cost: float = 0.0,
 ) -> tuple[float, float]:
     """The keep time with the least average cost over ``gaps``, and that cost.
 
@@ -43,6 +47,8 @@ def best_ttl(
         gaps: Observed idle gaps, seconds.
         idle_price_per_hour: What the idle cluster costs per hour.
         recreation_cost: What deleting and re-creating costs.
+        reuse_cost: What the next run pays to reuse the cluster within the keep time (0 for a
+            kept cluster; the scale-up cost for a shrunk one).
 
     Returns:
         (keep seconds, average cost per gap); ``(0, recreation_cost)`` without gaps.
@@ -52,7 +58,7 @@ def best_ttl(
     rate = idle_price_per_hour / 3600.0
 
     def average(ttl: float) -> float:
-        total = sum(rate * min(g, ttl) + (recreation_cost if g > ttl else 0.0) for g in gaps)
+        total = sum(rate * min(g, ttl) + (recreation_cost if g > ttl else reuse_cost) for g in gaps)
         return total / len(gaps)
 
     best = min(sorted({0.0, *gaps}), key=lambda ttl: (round(average(ttl), 12), ttl))

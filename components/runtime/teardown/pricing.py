@@ -43,7 +43,10 @@ def priced_inputs(
 
     The idle price becomes the kept nodes' price plus ``storage_price_per_hour`` (and the
     breakdown is attached as ``idle_cost``); the provisioning price becomes the same nodes'
-    price (re-creating brings them up again). A price > 0 is kept as given.
+    price (re-creating brings them up again); an unknown shrunk price becomes the login nodes'
+    plus the storage when a compute pool keeps nodes. A price > 0 is kept as given. With the
+    idle price given, the shrunk price is not derived (the two could be in different
+    currencies): shrinking is weighed only when ``shrunk_price_per_hour`` is given too.
 
     Args:
         inputs: The decision's inputs.
@@ -66,6 +69,8 @@ def priced_inputs(
         changes.update(idle_price_per_hour=cost.total_per_hour, idle_cost=cost)
     if inputs.provisioning_price_per_hour == 0:
         changes["provisioning_price_per_hour"] = cost.provisioning_price_per_hour
+    if inputs.shrunk_price_per_hour is None and cost.shrinkable:
+        changes["shrunk_price_per_hour"] = cost.shrunk_price_per_hour
     log.info("cluster prices: %s", cost.describe())
     return dataclasses.replace(inputs, **changes)
 
@@ -126,15 +131,14 @@ def decide(
             cannot be priced (the message names the pool, its machine type and the fixes).
     """
     inputs.validate()
+    ref = cluster_resource.ClusterRef(project, location, cluster_id)
+    pricing = {
+        "location": location,
+        "price_file": price_file,
+        "storage_price_per_hour": storage_price_per_hour,
+    }
     if needs_prices(inputs):
-        ref = cluster_resource.ClusterRef(project, location, cluster_id)
-        inputs = priced_inputs(
-            inputs,
-            read_cluster(client, ref),
-            location=location,
-            price_file=price_file,
-            storage_price_per_hour=storage_price_per_hour,
-        )
+        inputs = priced_inputs(inputs, read_cluster(client, ref), **pricing)
     return teardown_runner.decide(
         inputs, client=client, project=project, location=location, pipeline_name=pipeline_name
     )

@@ -6,8 +6,9 @@ The end of a ``slurm-spot-training`` run:
   deleting it (``teardown.decide``), with the cadence taken from the schedule's cron, an
   expected interval, or the start times of earlier runs of the same pipeline listed from
   Vertex AI Pipelines (``teardown_pricing.decide`` first prices the cluster for a price of
-  0). Its ``action`` output drives a ``dsl.If``/``dsl.Else``: ``keep`` labels the cluster with
-  an expiry (``keep``), ``delete`` deletes it.
+  0). Its ``action`` output drives a ``dsl.If``/``dsl.Elif``/``dsl.Else``: ``keep`` labels
+  the cluster with an expiry (``keep``), ``shrink`` labels it and scales its compute pools to
+  no nodes (``cluster.shrink.shrink``), ``delete`` deletes it.
 * ``finalize`` is the exit task, so it runs however the run ended. After a success the decision
   branch has already acted and it changes nothing. After a cancel it deletes the cluster. After
   a failure it keeps the cluster for ``failure_keep_minutes`` with an expiry label (so retrying

@@ -58,6 +58,7 @@ def test_hourly_cron_metrics_exact():
     assert d.expires_at == _epoch(2026, 1, 5, 11, 15)  # 25% of 1 h
     assert d.as_metrics() == {
         "teardown_keep": 1.0,
+        "teardown_shrink": 0.0,
         "teardown_cost_if_deleted": 24.0,
         "teardown_break_even_seconds": 14400.0,
         "teardown_next_run": _epoch(2026, 1, 5, 11, 0),
@@ -132,7 +133,7 @@ def test_cadence_uses_median_gap_and_rolls_forward():
     assert "median gap 3600 s of 4 earlier runs" in d.reason
     # The action comes from the observed idle gaps (start gaps less this run's 6800 s): 0, 0
     # and 29200 s; keeping pays only for the long one, so deleting costs least on average.
-    assert "over the last 3 idle gaps, keeping 0.00 h costs least" in d.reason
+    assert "over the last 3 idle gaps, deleting at once costs least" in d.reason
     assert d.action == "delete"
 
 
@@ -159,6 +160,7 @@ def test_unknown_cadence_auto_deletes():
         assert "unknown" in d.reason
         assert set(d.as_metrics()) == {
             "teardown_keep",
+            "teardown_shrink",
             "teardown_cost_if_deleted",
             "teardown_break_even_seconds",
         }

@@ -55,8 +55,17 @@ def test_a_zero_idle_price_prices_the_cluster_and_says_where_from():
     assert weighed.idle_price_per_hour == pytest.approx(159.669972)
     assert weighed.provisioning_price_per_hour == pytest.approx(159.669972)
     assert weighed.idle_cost is not None and len(weighed.idle_cost.lines) == 3
-    # Re-creating costs 20 min x (159.67 + 10 delay): break-even 0.35 h, next run in 1 h.
-    assert decision.action == "delete"
+    # The login pool (1 x n2-standard-8 on demand) is what a shrunk cluster keeps.
+    assert weighed.shrunk_price_per_hour == pytest.approx(0.388472)
+    # Next run in 1 h: keeping costs 159.67; shrinking 0.39 + a 10 min scale-up at
+    # (159.67 + 10 delay)/h = 28.67; re-creating 20 min x 169.67/h = 56.56.
+    assert decision.action == "shrink"
+    assert decision.cost_if_kept == pytest.approx(159.669972 * decision.idle_seconds / 3600)
+    assert decision.cost_if_shrunk == pytest.approx(
+        0.388472 * decision.idle_seconds / 3600 + 169.669972 / 6
+    )
+    assert decision.cost_if_deleted == pytest.approx(169.669972 / 3)
+    assert "Shrunk (compute pools at no nodes): 0.39/h." in decision.reason
     assert "Idle cost 159.67/h" in decision.reason
     assert "ondemand: 1 x a3-highgpu-8g ON_DEMAND at 88.49/h" in decision.reason
     assert "price table: us-central1 prices as listed on 2025-03-06" in decision.reason
