@@ -34,6 +34,7 @@ EXPECTED = {
         "register-model": (False, True),
         "decide-teardown": (False, True),
         "keep-cluster": (False, True),
+        "shrink-cluster": (False, True),
         "delete-cluster": (False, True),
         "finalize-cluster": (False, True),
     },
