@@ -233,7 +233,9 @@ def _metrics_line(path: str) -> str:
         "work_lost_seconds",
         "node_hours_billed",
         "teardown_keep",
+        "teardown_shrink",
         "teardown_cost_if_kept",
+        "teardown_cost_if_shrunk",
         "teardown_cost_if_deleted",
     )
     return ", ".join(f"{k}={values[k]:g}" for k in shown if isinstance(values.get(k), (int, float)))
