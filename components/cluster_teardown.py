@@ -212,7 +212,8 @@ def finalize_cluster(
         cluster_id: Id of the training cluster.
         status: Final status of the run's tasks (filled in by the pipeline).
         failure_keep_minutes: Minutes to keep the cluster after a failure (0 = delete).
-        timeout_seconds: Seconds to wait for a deletion.
+        timeout_seconds: Seconds to wait for a deletion, and to keep retrying a failed
+            deletion or label update before leaving an expiry for the reaper.
         pipeline_run: This pipeline run (the pipeline passes the job name placeholder); a
             deletion skips a cluster on which another run still has unfinished Slurm jobs.
 
@@ -222,10 +223,10 @@ def finalize_cluster(
     from vsp.components.runtime.cluster import resource as cluster_resource
     from vsp.components.runtime.cluster import runner as cluster_step
     from vsp.components.runtime.core import rest, step
-    from vsp.components.runtime.teardown import runner as teardown_step
+    from vsp.components.runtime.teardown import exit_task
 
     def run() -> str:
-        result = teardown_step.finalize(
+        result = exit_task.finalize(
             rest.VertexRestClient(location),
             cluster_resource.ClusterRef(project, location, cluster_id),
             state=status.state,
@@ -237,6 +238,7 @@ def finalize_cluster(
                 timeout_seconds=timeout_seconds,
                 pipeline_run=pipeline_run,
             ),
+            deadline_seconds=timeout_seconds,
         )
         import logging
 

@@ -30,10 +30,10 @@ from vsp.pipelines import pipeline_caching, pipeline_templates
 log = logging.getLogger(__name__)
 
 API_VERSION = "v1"
-JOB_ID = re.compile(r"^[a-z0-9-]{1,127}$")
-PROJECT = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$")
-LOCATION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
-GCS_URI = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/\S*)?$")
+JOB_ID = re.compile(r"^[a-z0-9-]{1,127}\Z")
+PROJECT = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})\Z")
+LOCATION = re.compile(r"^[a-z]+-[a-z]+[0-9]+\Z")
+GCS_URI = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/\S*)?\Z")
 MAX_DISPLAY_NAME = 128
 CREATE_ATTEMPTS = 4
 CREATE_BACKOFF = polling.Backoff(initial=1.0, maximum=16.0, multiplier=2.0)

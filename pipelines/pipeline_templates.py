@@ -30,10 +30,10 @@ _HOST = (
     r"https://(?P<region>[a-z][a-z0-9-]*[0-9])-kfp\.pkg\.dev"
     r"/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])/(?P<repo>[a-z][a-z0-9-]{0,62})"
 )
-REGISTRY_HOST = re.compile(rf"^{_HOST}$")
-TEMPLATE_URI = re.compile(rf"^(?P<host>{_HOST})/(?P<package>[A-Za-z0-9._-]+)/(?P<ref>[^/\s]+)$")
-TAG = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-VERSION = re.compile(r"^sha256:[0-9a-f]{64}$")
+REGISTRY_HOST = re.compile(rf"^{_HOST}\Z")
+TEMPLATE_URI = re.compile(rf"^(?P<host>{_HOST})/(?P<package>[A-Za-z0-9._-]+)/(?P<ref>[^/\s]+)\Z")
+TAG = re.compile(r"^[A-Za-z0-9._-]{1,128}\Z")
+VERSION = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 PARAMETER_TYPES: dict[str, Callable[[Any], bool]] = {
     "STRING": lambda v: isinstance(v, str),
     "NUMBER_INTEGER": lambda v: isinstance(v, int) and not isinstance(v, bool),

@@ -116,6 +116,7 @@ def validate_cluster(spec: cs.ClusterSpec, cluster_id: str | None) -> None:
         _check_cluster_id(problems, cluster_id, has_slurm)
     _check_display_name(problems, spec.display_name)
     base.check_labels(problems, "labels", spec.labels)
+    base.check_reserved_labels(problems, "labels", spec.labels)
     _check_network(problems, spec.network)
     pools.check_node_pools(problems, spec)
     slurm_rules.check_slurm(problems, spec)

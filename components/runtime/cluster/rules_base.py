@@ -13,32 +13,32 @@ from typing import Any
 from vsp.components.runtime.core import errors, gcp_labels
 
 # Cluster id [R MM]; with a slurm_spec no hyphen is allowed.
-CLUSTER_ID = re.compile(r"^[a-z]([a-z0-9-]{0,8}[a-z0-9])?$")
-SLURM_CLUSTER_ID = re.compile(r"^[a-z][a-z0-9]{0,9}$")
+CLUSTER_ID = re.compile(r"^[a-z]([a-z0-9-]{0,8}[a-z0-9])?\Z")
+SLURM_CLUSTER_ID = re.compile(r"^[a-z][a-z0-9]{0,9}\Z")
 # display_name: MM allows 128 UTF-8 chars, CREATE says lowercase alphanumeric and <= 10 chars.
 # We enforce the strict reading, plus a leading letter (same shape as a Slurm cluster id).
-DISPLAY_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")
+DISPLAY_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}\Z")
 # Node pool and partition ids (our choice, the reference gives none): a lowercase letter first,
 # then lowercase letters, digits or hyphens, no trailing hyphen, 1-16 chars. Node VMs are named
 # "{CLUSTER_ID}-{POOL}-{INDEX}" [R RESIL]; 10 + 1 + 16 + 1 + index stays far below the 63-char
 # Compute Engine limit, and the id is also a Slurm partition/nodeset name.
-POOL_ID = re.compile(r"^[a-z]([a-z0-9-]{0,14}[a-z0-9])?$")
+POOL_ID = re.compile(r"^[a-z]([a-z0-9-]{0,14}[a-z0-9])?\Z")
 POOL_ID_RULE = (
     "1-16 chars: a lowercase letter, then lowercase letters, digits or '-', not ending in '-'"
 )
-ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
-MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
-ACCELERATOR_TYPE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-NETWORK = re.compile(r"^projects/([^/\s]+)/global/networks/([^/\s]+)$")
-SUBNETWORK = re.compile(r"^projects/([^/\s]+)/regions/([^/\s]+)/subnetworks/([^/\s]+)$")
-INSTANCE = re.compile(r"^projects/[^/\s]+/locations/[^/\s]+/instances/[^/\s]+$")
+ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]\Z")
+MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+\Z")
+ACCELERATOR_TYPE = re.compile(r"^[A-Z][A-Z0-9_]*\Z")
+NETWORK = re.compile(r"^projects/([^/\s]+)/global/networks/([^/\s]+)\Z")
+SUBNETWORK = re.compile(r"^projects/([^/\s]+)/regions/([^/\s]+)/subnetworks/([^/\s]+)\Z")
+INSTANCE = re.compile(r"^projects/[^/\s]+/locations/[^/\s]+/instances/[^/\s]+\Z")
 RESERVATION = re.compile(
     r"^projects/[^/\s]+/zones/([^/\s]+)/reservations/[^/\s]+"
-    r"(/reservationBlocks/[^/\s]+(/reservationSubBlocks/[^/\s]+)?)?$"
+    r"(/reservationBlocks/[^/\s]+(/reservationSubBlocks/[^/\s]+)?)?\Z"
 )
-NODE_IMAGE = re.compile(r"^projects/[^/\s]+/global/images/(family/)?[^/\s]+$")
-EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
-DURATION = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
+NODE_IMAGE = re.compile(r"^projects/[^/\s]+/global/images/(family/)?[^/\s]+\Z")
+EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\Z")
+DURATION = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s\Z")
 
 INSTANCE_FORM = "projects/PROJECT/locations/ZONE_OR_REGION/instances/INSTANCE"
 RESERVATION_FORM = (
@@ -113,6 +113,18 @@ def check_labels(problems: Problems, field: str, labels: Mapping[str, Any] | Non
                 f"{field}.{key}", value,
                 "Label value is invalid (lowercase letters, digits, '_' or '-', at most 63 chars).",
                 f"Use a value like {_label_hint(str(value))!r}.",
+            )  # fmt: skip
+
+
+def check_reserved_labels(problems: Problems, field: str, labels: Mapping[str, Any] | None) -> None:
+    """Refuses user label keys with the ``vsp-`` prefix: this tool's own labels (an expiry, a
+    teardown decision, a run) that a user value would fake, e.g. getting a new cluster reaped."""
+    for key in labels or {}:
+        if str(key).startswith(gcp_labels.PREFIX):
+            problems.add(
+                f"{field}.{key}", key,
+                f"Label keys starting with {gcp_labels.PREFIX!r} are reserved for this tool.",
+                f"Rename the key without the {gcp_labels.PREFIX!r} prefix.",
             )  # fmt: skip
 
 

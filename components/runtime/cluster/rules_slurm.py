@@ -236,6 +236,14 @@ def check_config(
                 f'Quote the value, e.g. "{value}".',
             )
             continue
+        if any(c in value for c in "\n\r\0"):
+            problems.add(
+                key_field, value[:80],
+                "The value holds a line break (or NUL): each key is one slurm.conf line, so "
+                "the rest would be read as another parameter (e.g. a refused Prolog).",
+                "Put the value on one line; give other parameters as their own keys.",
+            )  # fmt: skip
+            continue
         error = values.check_value(norm, value, scope)
         if error:
             problems.add(key_field, value, *error)

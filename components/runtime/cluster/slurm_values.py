@@ -30,9 +30,9 @@ PREEMPT_TYPES = ("preempt/none", "preempt/partition_prio", "preempt/qos")
 PRIORITY_TYPES = ("priority/basic", "priority/multifactor")
 ENFORCE_FLAGS = ("all", "associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys")
 _WEIGHTS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
-_EXEMPT_TIME = re.compile(r"^([0-9]+-)?([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])$")
+_EXEMPT_TIME = re.compile(r"^([0-9]+-)?([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])\Z")
 _TRES_ITEM = r"[A-Za-z][A-Za-z0-9/:._-]*=[0-9]+(\.[0-9]+)?"
-_TRES_WEIGHTS = re.compile(rf"^{_TRES_ITEM}(,{_TRES_ITEM})*$")
+_TRES_WEIGHTS = re.compile(rf"^{_TRES_ITEM}(,{_TRES_ITEM})*\Z")
 
 _SCRIPTS_FIX = "Remove it; put the script text in orchestrator_spec.slurm_spec.{}_bash_scripts."
 _SLURMDBD_PREFIXES = ("storage", "dbd", "archive", "purge")

@@ -12,8 +12,8 @@ import datetime
 import re
 
 PREFIX = "vsp-"  # labels the project manages; users' own labels never start with it
-KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+VALUE = re.compile(r"^[a-z0-9_-]{0,63}\Z")
 MAX_LABELS = 64
 
 # On clusters.

@@ -9,7 +9,8 @@ Retries: GET, PATCH and DELETE are retried on transient failures (429, 5xx, rese
 with jittered exponential backoff from ``google.api_core.retry``, unless the caller asks not to.
 A POST is retried only when the caller says it is idempotent: a create is never retried
 blindly; callers look the resource up first (see ``cluster_ops``). No header or token is
-ever logged.
+ever logged. The location and every project in a path are checked against Google's formats
+(``resource_ids``) before a URL is built, so no parameter can change the host.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import requests
+from google.api_core import exceptions as api_exceptions
 from google.api_core import retry as api_retry
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, resource_ids
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +111,12 @@ class VertexRestClient:
             raise errors.UserError(
                 "location is empty. Fix: pass a Vertex region such as us-central1."
             )
-        self.location = location
+        self.location = resource_ids.check_location(location)
         self.emulator = emulator_host()
         self.root = service_root(location, self.emulator)
         self.timeout = timeout
         self._retry = retry.build()
+        self._deadline = retry.deadline
         self._session = session or self._default_session()
 
     def _default_session(self) -> requests.Session:
@@ -136,12 +139,12 @@ class VertexRestClient:
         return session
 
     def url(self, path: str) -> str:
-        """Absolute URL of an API path."""
-        return f"{self.root}/{path.lstrip('/')}"
+        """Absolute URL of an API path (its ``projects/{id}`` segments checked first)."""
+        return f"{self.root}/{resource_ids.check_path(path).lstrip('/')}"
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """GET, retried on transient failures."""
-        return self._retry(self._send)("GET", path, params, None)
+        return self._retried("GET", path, params, None)
 
     def list_all(
         self, path: str, key: str | tuple[str, ...], params: dict[str, Any] | None = None
@@ -171,7 +174,7 @@ class VertexRestClient:
         tell "deleted by me" from "already deleting" read the resource again instead)."""
         if not retry:
             return self._send("DELETE", path, params, None)
-        return self._retry(self._send)("DELETE", path, params, None)
+        return self._retried("DELETE", path, params, None)
 
     def patch(
         self,
@@ -185,7 +188,7 @@ class VertexRestClient:
         resource that starts an update operation refuses a second PATCH while it runs)."""
         if not retry:
             return self._send("PATCH", path, params, body)
-        return self._retry(self._send)("PATCH", path, params, body)
+        return self._retried("PATCH", path, params, body)
 
     def post(
         self,
@@ -197,8 +200,30 @@ class VertexRestClient:
     ) -> dict[str, Any]:
         """POST. Retried only when ``idempotent`` (a create must look the resource up instead)."""
         if idempotent:
-            return self._retry(self._send)("POST", path, params, body)
+            return self._retried("POST", path, params, body)
         return self._send("POST", path, params, body)
+
+    def _retried(
+        self, method: str, path: str, params: dict[str, Any] | None, body: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """``_send`` with the retry policy; its deadline passing is a ``TransientError`` too.
+
+        google-api-core raises its own ``RetryError`` when the deadline passes; it is mapped to
+        ``errors.UnavailableError`` (exit code 75 in a step), so callers and the polling
+        primitive see one taxonomy and a long poll keeps going past one request's deadline.
+        """
+        try:
+            return self._retry(self._send)(method, path, params, body)
+        except api_exceptions.RetryError as exc:
+            cause = exc.cause
+            http_status = getattr(cause, "http_status", 0)
+            raise errors.UnavailableError(
+                f"still failing after {self._deadline:g} s of retries: {cause}",
+                http_status=http_status,
+                status=getattr(cause, "status", "") or "UNAVAILABLE",
+                method=method,
+                url=self.url(path),
+            ) from exc
 
     def _send(
         self, method: str, path: str, params: dict[str, Any] | None, body: dict[str, Any] | None

@@ -46,7 +46,8 @@ def run_step(name: str, func: Callable[[], T]) -> T:
     except errors.StepCancelled as exc:
         log.warning("%s cancelled: %s", name, exc)
         raise SystemExit(errors.EXIT_CANCELLED) from exc
-    except errors.UserError as exc:
+    except (errors.UserError, errors.TransientError) as exc:
+        # Both messages say what happened and what to do; a traceback would bury them.
         log.error("%s failed: %s", name, exc)
         raise SystemExit(exc.exit_code) from exc
     except errors.VspError as exc:

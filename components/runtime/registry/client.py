@@ -31,8 +31,12 @@ log = logging.getLogger(__name__)
 
 RUN_LABEL = gcp_labels.PIPELINE_RUN
 API_VERSION = "v1"
-MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
+MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]\Z")
+ALIAS_RULE = (
+    "2-128 characters: a lowercase letter first, then letters, digits or hyphens, ending in a "
+    "lowercase letter or a digit"
+)
 FAST_POLL = polling.Backoff(initial=0.5, maximum=10.0, multiplier=1.5)
 
 
@@ -230,9 +234,7 @@ def _check_args(model_id: str, display_name: str, image: str, aliases: list[str]
         raise errors.UserError("serving_image is empty. Fix: pass a serving container image.")
     for alias in aliases:
         if not ALIAS.match(alias):
-            raise errors.UserError(
-                f"version alias {alias!r} is invalid. Fix: match {ALIAS.pattern}."
-            )
+            raise errors.UserError(f"version alias {alias!r} is invalid. Fix: use {ALIAS_RULE}.")
 
 
 def _resource(client: rest.VertexRestClient, kind: str, name: str) -> gcp_resources.Resource:

@@ -16,6 +16,7 @@ from vsp.components.runtime.registry import client as model_registry
 from vsp.components.runtime.registry import runner as model_step
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import price_book as teardown_price_book
 from vsp.components.runtime.trainer import manifests
 
@@ -58,7 +59,7 @@ def model_problems(
                     f"version_aliases[{index}]",
                     alias,
                     "is not a version alias.",
-                    f"match {model_registry.ALIAS.pattern}.",
+                    f"use {model_registry.ALIAS_RULE}.",
                 )
             )
     for key in labels:
@@ -104,12 +105,15 @@ def teardown_problems(
         inputs.validate()
     except errors.SpecValidationError as exc:
         problems += exc.problems
-    if not isinstance(failure_keep_minutes, (int, float)) or failure_keep_minutes < 0:
+    try:
+        teardown_inputs.check_failure_keep_minutes(failure_keep_minutes)
+    except errors.UserError:
         problems.append(
             errors.SpecProblem(
                 "failure_keep_minutes",
                 failure_keep_minutes,
-                "must be >= 0.",
+                f"must be a number of minutes from 0 to "
+                f"{teardown_inputs.MAX_FAILURE_KEEP_MINUTES:g} (a week).",
                 "use 0 to delete a failed run's cluster, or the minutes to keep it for a retry.",
             )
         )

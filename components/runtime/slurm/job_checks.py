@@ -13,12 +13,12 @@ from typing import Any
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.slurm import job_fields as slurm_job_fields
 
-RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # Variables that change how bash runs a script: it would source BASH_ENV/ENV, take shell options
 # (SHELLOPTS=noexec runs nothing and exits 0) or import functions (BASH_FUNC_*).
 SHELL_CONTROL_ENV = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE"})
-SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 WARNING_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
 MANAGED_KEYS = frozenset(
     "name comment partition account qos current_working_directory standard_output "

@@ -38,7 +38,7 @@ RUN_KEY_ENV = contract.RUN_KEY_ENV
 COMMENT_PREFIX = "vsp-run-key="
 SPEC_PREFIX = "vsp-spec="
 PIPELINE_RUN_PREFIX = "vsp-pipeline-run="
-VERSION_RE = re.compile(r"^v0\.0\.(\d+)$")
+VERSION_RE = re.compile(r"^v0\.0\.(\d+)\Z")
 
 
 def no_val(value: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
+from vsp.components.runtime.core import errors
 from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 
@@ -32,6 +33,8 @@ CHOICE_ORDER = (KEEP, SHRINK, DELETE)
 DEFAULT_SLACK_FRACTION = 0.25
 DEFAULT_MIN_SLACK_SECONDS = 600.0
 DEFAULT_SCALE_UP_MINUTES = 10.0
+# A week: the longest a failed run's cluster may wait for a retry (then it is reaped).
+MAX_FAILURE_KEEP_MINUTES = 7 * 24 * 60.0
 # How long a cluster kept with an unknown next run and free idle time stays before it expires.
 UNKNOWN_CADENCE_TTL_SECONDS = 24 * 3600.0
 
@@ -213,3 +216,22 @@ def component_inputs(
         shrunk_price_per_hour=shrunk_price_per_hour or None,
         scale_up_minutes=scale_up_minutes,
     )
+
+
+def check_failure_keep_minutes(value: object) -> float:
+    """``failure_keep_minutes`` as a number of minutes in ``[0, MAX_FAILURE_KEEP_MINUTES]``.
+
+    Raises:
+        errors.UserError: It is not a number, not finite, negative or above a week.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        valid = False
+    else:
+        valid = 0 <= value <= MAX_FAILURE_KEEP_MINUTES
+    if not valid:
+        raise errors.UserError(
+            f"failure_keep_minutes = {value!r:.40}: must be a number of minutes from 0 to "
+            f"{MAX_FAILURE_KEEP_MINUTES:g} (a week). Fix: use 0 to delete the cluster after a "
+            "failure, or the minutes to keep it for a retry."
+        )
+    return float(value)

@@ -9,11 +9,7 @@ The end of a ``slurm-spot-training`` run:
   0). Its ``action`` output drives a ``dsl.If``/``dsl.Elif``/``dsl.Else``: ``keep`` labels
   the cluster with an expiry (``keep``), ``shrink`` labels it and scales its compute pools to
   no nodes (``cluster.shrink.shrink``), ``delete`` deletes it.
-* ``finalize`` is the exit task, so it runs however the run ended. After a success the decision
-  branch has already acted and it changes nothing. After a cancel it deletes the cluster. After
-  a failure it keeps the cluster for ``failure_keep_minutes`` with an expiry label (so retrying
-  the failed run, which re-runs only the failed tasks and resumes training from the checkpoint,
-  finds it warm; the reaper deletes it if nobody retries), or deletes it when that is 0.
+* the exit task, which runs however the run ended, is ``teardown.exit_task.finalize``.
 
 A cluster a preempted run still needs is never deleted under it: preemptions are handled inside
 the training step (its Slurm jobs requeue or are resubmitted on the same cluster), and the exit
@@ -25,12 +21,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from vsp.components.runtime.cluster import in_use as cluster_in_use
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, gcp_labels, rest, step
+from vsp.components.runtime.core import errors, gcp_labels, rest
 from vsp.components.runtime.teardown import decision as teardown
 
 log = logging.getLogger(__name__)
@@ -39,21 +34,6 @@ HISTORY_PAGE_SIZE = 50
 FINISHED_OR_RUNNING = frozenset(
     {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_FAILED"}
 )
-RETRY_LABEL_VALUE = "retry"
-
-
-@dataclasses.dataclass(frozen=True)
-class FinalizeResult:
-    """What the exit task did.
-
-    Attributes:
-        action: ``none`` (the decision branch already acted), ``deleted``, ``absent`` (there
-            was no cluster) or ``kept`` (kept for a retry, with an expiry).
-        reason: One sentence for the log.
-    """
-
-    action: str
-    reason: str
 
 
 def _epoch(text: str) -> float | None:
@@ -163,57 +143,6 @@ def keep(
             f"keep labels {unknown} are not teardown labels. Fix: pass the decision's labels."
         )
     return cluster_in_use.keep_or_delete(client, ref, labels) == cluster_in_use.KEPT
-
-
-def finalize(
-    client: rest.VertexRestClient,
-    ref: cluster_resource.ClusterRef,
-    *,
-    state: str,
-    failure_keep_minutes: float,
-    delete: Callable[[], bool],
-    now: float | None = None,
-) -> FinalizeResult:
-    """The exit task's rule for the cluster, by the final state of the run's group.
-
-    Args:
-        client: REST client.
-        ref: The cluster.
-        state: ``SUCCEEDED``, ``FAILED`` or ``CANCELLED`` (see ``step.normalize_final_state``).
-        failure_keep_minutes: After a failure, keep the cluster this long for a retry
-            (0 = delete it).
-        delete: Deletes the cluster; returns whether it existed.
-        now: Epoch seconds; default ``time.time()``.
-    """
-    state = step.normalize_final_state(state)
-    if failure_keep_minutes < 0:
-        raise errors.UserError(
-            f"failure_keep_minutes = {failure_keep_minutes}: must be >= 0. Fix: use 0 to delete "
-            "the cluster after a failure, or the minutes to keep it for a retry."
-        )
-    if state == "SUCCEEDED":
-        return FinalizeResult("none", "the run succeeded; the teardown decision already acted")
-    if state == "FAILED" and failure_keep_minutes > 0:
-        expires = (time.time() if now is None else now) + failure_keep_minutes * 60.0
-        labels = {
-            gcp_labels.TEARDOWN: RETRY_LABEL_VALUE,
-            gcp_labels.EXPIRES_AT: teardown.format_label_time(expires),
-        }
-        action = cluster_in_use.keep_or_delete(client, ref, labels, delete=delete)
-        if action == cluster_in_use.ABSENT:
-            return FinalizeResult("absent", "the run failed and there is no cluster to keep")
-        if action == cluster_in_use.DELETED:
-            return FinalizeResult(
-                "deleted", "the run failed and the service refused the expiry labels"
-            )
-        return FinalizeResult(
-            "kept",
-            f"the run failed; the cluster is kept {failure_keep_minutes:g} min for a retry "
-            f"(expires {labels[gcp_labels.EXPIRES_AT]}), then reaped",
-        )
-    existed = delete()
-    why = "was cancelled" if state == "CANCELLED" else "failed (failure_keep_minutes is 0)"
-    return FinalizeResult("deleted" if existed else "absent", f"the run {why}")
 
 
 def parse_run_times(values: Sequence[object]) -> list[float]:

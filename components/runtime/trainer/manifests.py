@@ -40,7 +40,7 @@ MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.npz"
 MODEL_METADATA_FILE = "metadata.json"
 HISTORY_DIR = "history"
-_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{10,})$")
+_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{10,})\Z")
 
 
 class CorruptCheckpointError(errors.UserError):

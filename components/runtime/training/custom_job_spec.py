@@ -16,7 +16,7 @@ from typing import Any
 from vsp.components.runtime.core import errors
 
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_TIMEOUT = 7 * 24 * 3600
 
 

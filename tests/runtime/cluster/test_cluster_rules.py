@@ -196,3 +196,22 @@ def test_refused_keys_ignore_case_and_underscores(key, scope, refused):
     norm = cluster_slurm_values.normalize_key(key)
 
     assert (cluster_slurm_values.refused_key(norm, scope) is not None) is refused
+
+
+def test_reserved_label_keys_are_refused():
+    # A user's vsp-expires-at would get a brand-new cluster reaped by the next reap.
+    labels = {"team": "ml", "vsp-expires-at": "20200101t000000z", "vsp-teardown": "keep"}
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check(mutated({"set": {"labels": labels}}))
+    assert caught.value.fields == ["labels.vsp-expires-at", "labels.vsp-teardown"]
+    assert "reserved for this tool" in str(caught.value)
+
+
+def test_a_line_break_in_a_slurm_config_value_is_refused():
+    # "1\nProlog=/tmp/x" would become two slurm.conf lines, smuggling in the refused Prolog.
+    config = {**FULL["orchestrator_spec"]["slurm_spec"].get("config", {})}
+    config["MaxJobCount"] = "1000\nProlog=/tmp/evil.sh"
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check(mutated({"set": {f"{SLURM}.config": config}}))
+    assert caught.value.fields == [f"{SLURM}.config.MaxJobCount"]
+    assert "holds a line break" in str(caught.value)

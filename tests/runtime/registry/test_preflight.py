@@ -78,3 +78,12 @@ def test_the_default_checkpoint_dir_needs_a_folder_above_the_model():
     assert "Fix: use gs://BUCKET/RUN/model" in str(caught.value)
     # An explicit checkpoint directory needs no folder above the model.
     preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c")
+
+
+@pytest.mark.parametrize("minutes", [1e30, float("inf"), 10081])
+def test_a_retry_window_beyond_a_week_is_reported_before_anything_exists(minutes):
+    # 1e30 minutes once passed this check and crashed the exit task (OverflowError).
+    with pytest.raises(errors.SpecValidationError) as caught:
+        preflight.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=minutes)
+    assert caught.value.fields == ["failure_keep_minutes"]
+    assert "from 0 to 10080 (a week)" in str(caught.value)

@@ -11,6 +11,7 @@ import requests
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, rest, step
 from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import exit_task
 from vsp.components.runtime.teardown import runner as teardown_step
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
@@ -153,7 +154,7 @@ def test_keep_of_a_missing_cluster_is_false(emulator, client):
 def test_after_success_the_exit_task_changes_nothing(emulator, client, cluster):
     before = len(emulator.journal())
     calls = []
-    result = teardown_step.finalize(
+    result = exit_task.finalize(
         client, REF, state="SUCCEEDED", failure_keep_minutes=60, delete=_deleter(calls)
     )
     assert result.action == "none" and calls == []
@@ -162,7 +163,7 @@ def test_after_success_the_exit_task_changes_nothing(emulator, client, cluster):
 
 def test_after_a_cancel_the_exit_task_deletes(emulator, client, cluster):
     calls = []
-    result = teardown_step.finalize(
+    result = exit_task.finalize(
         client, REF, state="CANCELLED", failure_keep_minutes=60, delete=_deleter(calls)
     )
     assert result.action == "deleted" and calls == ["delete"]
@@ -171,7 +172,7 @@ def test_after_a_cancel_the_exit_task_deletes(emulator, client, cluster):
 
 def test_after_a_failure_the_cluster_is_kept_for_a_retry_with_an_expiry(emulator, client, cluster):
     calls = []
-    result = teardown_step.finalize(
+    result = exit_task.finalize(
         client, REF, state="FAILED", failure_keep_minutes=30, delete=_deleter(calls), now=NOW
     )
     assert result.action == "kept" and calls == []
@@ -183,24 +184,25 @@ def test_after_a_failure_the_cluster_is_kept_for_a_retry_with_an_expiry(emulator
 
 def test_after_a_failure_with_no_retry_window_the_cluster_is_deleted(emulator, client, cluster):
     calls = []
-    result = teardown_step.finalize(
+    result = exit_task.finalize(
         client, REF, state="FAILED", failure_keep_minutes=0, delete=_deleter(calls)
     )
     assert result.action == "deleted" and calls == ["delete"]
 
 
 def test_a_failure_without_a_cluster_keeps_nothing(emulator, client):
-    result = teardown_step.finalize(
+    result = exit_task.finalize(
         client, REF, state="FAILED", failure_keep_minutes=30, delete=_deleter([])
     )
     assert result.action == "absent"
     assert [e["method"] for e in emulator.journal()] == ["GET"]
 
 
-def test_a_negative_retry_window_is_a_user_error(emulator, client):
-    with pytest.raises(errors.UserError, match=">= 0"):
-        teardown_step.finalize(
-            client, REF, state="FAILED", failure_keep_minutes=-1, delete=_deleter([])
+@pytest.mark.parametrize("minutes", [-1, 1e30, float("inf"), float("nan"), "60", True])
+def test_a_retry_window_out_of_range_is_a_user_error_before_any_request(emulator, client, minutes):
+    with pytest.raises(errors.UserError, match="must be a number of minutes from 0 to 10080"):
+        exit_task.finalize(
+            client, REF, state="FAILED", failure_keep_minutes=minutes, delete=_deleter([])
         )
     assert emulator.journal() == []
 
@@ -222,7 +224,7 @@ def test_final_states_are_read_tolerantly_and_unknown_ones_take_the_failure_path
 def test_real_delete_through_the_exit_task(emulator, client, cluster, emulator_api):
     from vsp.components.runtime.cluster import runner as cluster_step
 
-    result = teardown_step.finalize(
+    result = exit_task.finalize(
         client,
         REF,
         state="CANCELLED",

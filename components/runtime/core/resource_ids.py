@@ -1,0 +1,74 @@
+"""Google Cloud project ids and Vertex AI locations, checked before any URL is built from them.
+
+The location becomes part of the host name (``https://{location}-aiplatform.googleapis.com``)
+and the project part of every path, so a value such as ``evil.example/#`` would send requests,
+with the bearer token, to another host. Both are checked against Google's formats first:
+
+* location: ``global`` or a region name, e.g. ``us-central1``, ``europe-west4``,
+  ``northamerica-northeast1`` (lowercase words joined by ``-``, ending in digits);
+* project: a project id (6-30 characters: a lowercase letter first, then lowercase letters,
+  digits or ``-``, not ending in ``-``), optionally ``domain:``-scoped as older projects are
+  (``example.com:my-project``), or a project number (digits).
+
+https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin
+https://cloud.google.com/vertex-ai/docs/general/locations
+"""
+
+from __future__ import annotations
+
+import re
+
+from vsp.components.runtime.core import errors
+
+LOCATION = re.compile(r"^(?:global|[a-z]+(?:-[a-z]+)+[0-9]+)\Z")
+PROJECT = re.compile(
+    r"^(?:[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]:)?(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})\Z"
+)
+_PROJECT_IN_PATH = re.compile(r"(?:^|/)projects/([^/]*)")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def check_location(location: object) -> str:
+    """The location if it is a Vertex AI location name.
+
+    Raises:
+        errors.UserError: It is not (the message names the value and the fix).
+    """
+    if not isinstance(location, str) or not LOCATION.match(location):
+        raise errors.UserError(
+            f"location {_shown(location)} is not a Vertex AI region. Fix: pass a region name "
+            "such as us-central1 or europe-west4 (lowercase, as `gcloud ai locations` lists)."
+        )
+    return location
+
+
+def check_project(project: object) -> str:
+    """The project if it is a Google Cloud project id or number.
+
+    Raises:
+        errors.UserError: It is not (the message names the value and the fix).
+    """
+    if not isinstance(project, str) or not PROJECT.match(project):
+        raise errors.UserError(
+            f"project {_shown(project)} is not a Google Cloud project id. Fix: pass the "
+            "project id (6-30 lowercase letters, digits or hyphens, starting with a letter), "
+            "or the project number."
+        )
+    return project
+
+
+def check_path(path: str) -> str:
+    """The API path if every ``projects/{id}`` segment in it names a valid project.
+
+    Raises:
+        errors.UserError: A project segment is invalid, or the path climbs with ``..``.
+    """
+    if any(part in (".", "..") for part in path.split("/")):
+        raise errors.UserError(f"API path {_shown(path)} has a '.' or '..' segment.")
+    for project in _PROJECT_IN_PATH.findall(path.split("?", 1)[0]):
+        check_project(project)
+    return path

@@ -1,0 +1,107 @@
+"""The exit task does not give up after one failure, deletes an ERROR cluster, and leaves an
+expiry as its last resort: no cluster stays up without one after a failed or cancelled run."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import requests
+
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.core import errors, polling, rest
+from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import exit_task
+
+PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "exit"
+REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+PATH = f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/{CLUSTER}"
+FAST = polling.Backoff(initial=0.05, maximum=0.1, jitter=0)
+
+
+@pytest.fixture
+def client(emulator) -> rest.VertexRestClient:
+    return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
+
+
+def resource(client) -> cluster_resource.ClusterResource:
+    options = cluster_resource.ClusterOptions(timeout=30, backoff=FAST)
+    return cluster_resource.ClusterResource(client, REF, options=options)
+
+
+def make_cluster(emulator_api, cluster_body) -> dict:
+    body = copy.deepcopy(cluster_body)
+    body["labels"] = {**body["labels"], "vsp-managed": "true"}
+    return emulator_api.create_running(CLUSTER, body)
+
+
+def finalize(client, state: str, minutes: float = 30.0, deadline: float = 60.0):
+    return exit_task.finalize(
+        client,
+        REF,
+        state=state,
+        failure_keep_minutes=minutes,
+        delete=resource(client).delete,
+        deadline_seconds=deadline,
+        backoff=FAST,
+    )
+
+
+def test_a_failed_delete_operation_is_retried_until_the_cluster_is_gone(
+    emulator, emulator_api, cluster_body, client
+):
+    make_cluster(emulator_api, cluster_body)
+    # The first DELETE's operation ends in error (the cluster is left in ERROR).
+    emulator.add_fault(action="lro_error", method="DELETE", path=f"{PATH}$", code=13)
+    result = finalize(client, "CANCELLED")
+    assert (result.action, result.reason) == ("deleted", "the run was cancelled")
+    deletes = [e for e in emulator.journal() if e["method"] == "DELETE"]
+    assert len(deletes) == 2
+    assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404
+
+
+def test_a_cluster_in_error_after_a_failure_is_deleted_not_refused(
+    emulator, emulator_api, cluster_body, client
+):
+    make_cluster(emulator_api, cluster_body)
+    record = emulator.app.store.get("clusters", REF.name)
+    record["cluster"]["clusterStatus"] = {"state": "ERROR", "detail": "stockout"}
+    emulator.app.store.put("clusters", REF.name, record)
+    mark = len(emulator.journal())
+    result = finalize(client, "FAILED")
+    assert result.action == "deleted"
+    assert result.reason == "the run failed and the cluster is in ERROR, so no retry could use it"
+    assert [e["method"] for e in emulator.journal()[mark:] if e["method"] != "GET"] == ["DELETE"]
+
+
+def test_a_failed_label_operation_is_retried_then_the_cluster_is_kept(
+    emulator, emulator_api, cluster_body, client
+):
+    make_cluster(emulator_api, cluster_body)
+    emulator.add_fault(action="lro_error", method="PATCH", path=f"{PATH}$", code=14)
+    result = finalize(client, "FAILED")
+    assert result.action == "kept"
+    labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
+    assert labels["vsp-teardown"] == "retry" and labels["vsp-expires-at"]
+    assert len([e for e in emulator.journal() if e["method"] == "PATCH"]) == 2
+
+
+def test_the_last_resort_is_an_expiry_now_and_a_transient_error(
+    emulator, emulator_api, cluster_body, client, caplog
+):
+    make_cluster(emulator_api, cluster_body)
+    emulator.add_fault(
+        action="lro_error", method="DELETE", path=f"{PATH}$", code=13, cluster_state="RUNNING",
+        times=None,
+    )  # fmt: skip
+    caplog.set_level(logging.WARNING, "vsp.components.runtime.teardown.exit_task")
+    with pytest.raises(errors.TransientError) as caught:
+        finalize(client, "CANCELLED", deadline=0.5)
+    message = str(caught.value)
+    assert message.startswith(f"the exit task could not delete cluster {REF.name} within 0.5 s")
+    assert message.endswith("It is labelled to expire now, so the next reap deletes it.")
+    labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
+    assert labels["vsp-teardown"] == "teardown-failed"
+    assert teardown.expired(labels, teardown.parse_label_time(labels["vsp-expires-at"]) + 1)
+    assert any("retrying in" in r.getMessage() for r in caplog.records)
