@@ -1,7 +1,7 @@
 """The emulator application: state, routing, faults, journal and ticks, without the HTTP layer.
 
 ``EmulatorApp.handle`` takes a method, a request target and a raw body and returns a
-``router.Response`` (or None for "drop the connection"); ``server.py`` wraps it in HTTP.
+``router.Response`` (or None for "drop the connection"); ``handler.py`` wraps it in HTTP.
 
 Services are listed in one table, ``services()``: each has a ``register(app)`` that adds
 routes (``app.router.add_api``), operation completers (``app.operations.register_kind``) and
@@ -10,7 +10,6 @@ time-driven work (``app.add_tick``).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pathlib
@@ -19,7 +18,17 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vsp.vertex_emulator import clock, config, control, errors, faults, journal, operations, router
+from vsp.vertex_emulator import (
+    clock,
+    config,
+    control,
+    errors,
+    faults,
+    journal,
+    jsonbody,
+    operations,
+    router,
+)
 from vsp.vertex_emulator import store as store_module
 
 Tick = Callable[[Any, float], None]
@@ -147,10 +156,12 @@ class EmulatorApp:
         for key, values in urllib.parse.parse_qs(split.query, keep_blank_values=True).items():
             query[key] = values[0] if len(values) == 1 else values
         text = raw_body.decode("utf-8", errors="replace")
-        body, body_error = _parse_body(text)
+        body, body_error = _parse_body(raw_body)
         request = router.Request(self, method, path, query, body, text)
         control_match = self.control_router.match(method, path)
         if control_match is not None:
+            if body_error is not None:
+                return _body_error_response(body_error)
             request.params = control_match[1]
             return self._call(control_match[0].handler, request)
         if path.startswith(control.PREFIX + "/"):
@@ -190,8 +201,7 @@ class EmulatorApp:
                 errors.not_found(f"The requested URL {request.path} was not found on this server.")
             )
         if body_error is not None:
-            violation = errors.FieldViolation("", body_error)
-            return _error_response(errors.invalid_argument(body_error, [violation]))
+            return _body_error_response(body_error)
         route, request.params = found
         self.run_ticks()
         return self._call(route.handler, request)
@@ -207,16 +217,17 @@ class EmulatorApp:
             return _error_response(errors.ApiException("INTERNAL", f"Emulator bug: {exc!r}"))
 
 
-def _parse_body(text: str) -> tuple[Any, str | None]:
-    if not text.strip():
-        return None, None
+def _parse_body(raw_body: bytes) -> tuple[Any, str | None]:
+    """(JSON value or None, None) or (None, why the service refuses the body)."""
     try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return (
-            None,
-            f"Invalid JSON payload received. {exc.msg} at line {exc.lineno} col {exc.colno}.",
-        )
+        return jsonbody.parse(raw_body), None
+    except jsonbody.BodyError as exc:
+        return None, str(exc)
+
+
+def _body_error_response(message: str) -> router.Response:
+    violation = errors.FieldViolation("", message)
+    return _error_response(errors.invalid_argument(message, [violation]))
 
 
 def _error_response(exc: errors.ApiException) -> router.Response:

@@ -33,6 +33,8 @@ class EmulatorSettings:
         default_page_size: Page size of list calls that give no ``pageSize``.
         max_page_size: Largest page a list call returns.
         reject_unknown_fields: Answer 400 to unknown request fields, as the real service does.
+        max_request_bytes: Largest request body accepted (Google's front ends: 32 MiB); a
+            larger one is answered 413 without being read.
         cluster_fixed_size_pools: Refuse a cluster create or node-pool PATCH whose non-FLEX_START
             pool has min_node_count != max_node_count (the create-cluster reference's rule).
         cluster_empty_pools_allowed: Accept a pool of no nodes (``max_node_count`` 0, as a
@@ -90,6 +92,7 @@ class EmulatorSettings:
     default_page_size: int = 50
     max_page_size: int = 1000
     reject_unknown_fields: bool = True
+    max_request_bytes: int = 32 * 1024 * 1024
     cluster_fixed_size_pools: bool = False
     cluster_empty_pools_allowed: bool = True
     cluster_labels_updatable: bool = True

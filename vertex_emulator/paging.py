@@ -13,7 +13,7 @@ import binascii
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from vsp.vertex_emulator import errors
+from vsp.vertex_emulator import errors, field_rules
 
 T = TypeVar("T")
 
@@ -27,9 +27,10 @@ def page_size(request: Any) -> int:
     """The request's page size: the default when 0 or absent, at most the settings' maximum."""
     settings = request.app.settings
     raw = request.query_value("pageSize", "page_size") or "0"
-    if not raw.isdigit():
-        raise _invalid("page_size", f"Invalid page size {raw!r}.")
-    return min(int(raw) or settings.default_page_size, settings.max_page_size)
+    size = field_rules.integer(raw, maximum=field_rules.INT32_MAX) if isinstance(raw, str) else None
+    if size is None:
+        raise _invalid("page_size", f"Invalid page size {field_rules.shown(raw)}.")
+    return min(size or settings.default_page_size, settings.max_page_size)
 
 
 def page(

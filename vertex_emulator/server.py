@@ -8,19 +8,17 @@ pid, and ``{state_dir}/emulator.lock`` keeps a second emulator off the same stat
 from __future__ import annotations
 
 import http.server
-import json
 import logging
 import os
 import pathlib
 import signal
 import socket
-import struct
 import sys
 import threading
 from typing import Any
 
 from vsp.vertex_emulator import app as app_module
-from vsp.vertex_emulator import config, faults, store
+from vsp.vertex_emulator import config, faults, handler, store
 
 try:
     import fcntl
@@ -33,49 +31,6 @@ LOCK_FILENAME = "emulator.lock"
 log = logging.getLogger(__name__)
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "VertexEmulator/0.1"
-    disable_nagle_algorithm = True  # headers and body go out as two writes
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
-
-    def _serve(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        raw = self.rfile.read(length) if length > 0 else b""
-        response = self.server.app.handle(self.command, self.path, raw)
-        if response is None:
-            self._reset()
-            return
-        payload = json.dumps(response.body).encode("utf-8")
-        self.send_response(response.status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def _reset(self) -> None:
-        """Drops the connection with a TCP reset and no response bytes."""
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-        self.rfile.close()
-        self.connection.close()
-
-
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -85,7 +40,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
         self.app = app
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
-        super().__init__(address, _Handler)
+        super().__init__(address, handler.RequestHandler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
@@ -310,6 +265,6 @@ def serve(
         pass
     finally:
         server.stop()
-        for signum, handler in restore.items():
-            signal.signal(signum, handler)
+        for signum, previous in restore.items():
+            signal.signal(signum, previous)
         print("Vertex emulator stopped.", file=sys.stderr, flush=True)

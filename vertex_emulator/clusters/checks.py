@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from vsp.vertex_emulator import casing, errors
+from vsp.vertex_emulator.clusters import fields as cluster_fields
 from vsp.vertex_emulator.clusters import schema as cluster_schema
 
 _SLURM = "orchestrator_spec.slurm_spec"
@@ -42,15 +43,17 @@ def check_pool_sizes(spec: dict[str, Any]) -> list[errors.FieldViolation]:
     """Violations of the create-cluster reference's "MIN_NODE_COUNT must equal MAX_NODE_COUNT".
 
     FLEX_START pools are exempt: they scale from 0 (min 0 / max N). Unset counts are 0, as in
-    proto3 JSON; int64 counts may come as strings.
+    proto3 JSON; int64 counts may come as strings; invalid counts are ``check_spec``'s.
     """
     out = []
     for index, pool in enumerate(spec.get("nodePools") or []):
         if not isinstance(pool, dict) or pool.get("provisioningModel") == "FLEX_START":
             continue
         scaling = pool.get("scalingSpec") if isinstance(pool.get("scalingSpec"), dict) else {}
-        low, high = (_count(scaling.get(k)) for k in ("minNodeCount", "maxNodeCount"))
-        if low != high:
+        low, high = (
+            cluster_fields.node_count(scaling.get(k)) for k in ("minNodeCount", "maxNodeCount")
+        )
+        if low is not None and high is not None and low != high:
             out.append(
                 errors.FieldViolation(
                     f"node_pools[{index}].scaling_spec.min_node_count",
@@ -72,7 +75,7 @@ def check_empty_pools(spec: dict[str, Any]) -> list[errors.FieldViolation]:
         if not isinstance(pool, dict) or pool.get("provisioningModel") == "FLEX_START":
             continue
         scaling = pool.get("scalingSpec") if isinstance(pool.get("scalingSpec"), dict) else {}
-        if _count(scaling.get("maxNodeCount")) == 0:
+        if cluster_fields.node_count(scaling.get("maxNodeCount")) == 0:
             out.append(
                 errors.FieldViolation(
                     f"node_pools[{index}].scaling_spec.max_node_count",
@@ -80,13 +83,6 @@ def check_empty_pools(spec: dict[str, Any]) -> list[errors.FieldViolation]:
                 )
             )
     return out
-
-
-def _count(value: Any) -> Any:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return value
 
 
 def check_cluster_id(cluster_id: str | None, spec: dict[str, Any]) -> list[errors.FieldViolation]:
@@ -148,6 +144,7 @@ def check_spec(spec: dict[str, Any]) -> list[errors.FieldViolation]:
                         f'Invalid value "{model}"; use one of {allowed}.',
                     )
                 )
+    out.extend(cluster_fields.check(spec))
     slurm = cluster_schema.get_path(spec, "orchestratorSpec", "slurmSpec")
     if not isinstance(slurm, dict):
         out.append(errors.FieldViolation(_SLURM, "orchestrator_spec.slurm_spec is required."))

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from vsp.components.runtime.trainer import contract
-from vsp.vertex_emulator import casing, errors
+from vsp.vertex_emulator import casing, errors, field_rules
 
 STRATEGIES = ("STRATEGY_UNSPECIFIED", "STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
 CREATE_FIELDS = frozenset(
@@ -30,7 +30,6 @@ JOB_SPEC_FIELDS = frozenset(
 )
 DEFAULT_DISK = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}
 _DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 
 def _v(field: str, description: str) -> errors.FieldViolation:
@@ -42,6 +41,10 @@ def duration_seconds(text: Any) -> float | None:
     if text is None:
         return None
     return float(str(text)[:-1])
+
+
+def _get(holder: Any, key: str) -> Any:
+    return holder.get(key) if isinstance(holder, dict) else None
 
 
 def _check_duration(value: Any, field: str, out: list[errors.FieldViolation]) -> None:
@@ -56,13 +59,17 @@ def _check_pool(pool: Any, where: str, first: bool, out: list[errors.FieldViolat
     machine = pool.get("machineSpec")
     if not isinstance(machine, dict) or not machine.get("machineType"):
         out.append(_v(f"{where}.machine_spec.machine_type", "Machine type must be specified."))
+    out += field_rules.integer_violations(
+        [
+            (_get(machine, "acceleratorCount"), f"{where}.machine_spec.accelerator_count"),
+            (_get(pool.get("diskSpec"), "bootDiskSizeGb"), f"{where}.disk_spec.boot_disk_size_gb"),
+        ],
+        maximum=field_rules.INT32_MAX,
+    )
     count = pool.get("replicaCount", "1")
-    try:
-        replicas = int(count)
-    except (TypeError, ValueError):
-        replicas = -1
-    if replicas < 0 or isinstance(count, bool):
-        out.append(_v(f"{where}.replica_count", f"Invalid replica count {count!r}."))
+    replicas = 0 if count is None else field_rules.integer(count)
+    if replicas is None:
+        out += field_rules.integer_violations([(count, f"{where}.replica_count")])
     elif first and replicas != 1:
         out.append(_v(f"{where}.replica_count", "The first worker pool must have 1 replica."))
     container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
@@ -134,11 +141,8 @@ def validate(body: dict[str, Any], *, reject_unknown: bool) -> dict[str, Any]:
         raise errors.invalid_argument(message, [_v(casing.camel_to_snake(unknown[0]), message)])
     if not isinstance(body.get("displayName"), str) or not body["displayName"].strip():
         out.append(_v("display_name", "Display name must be specified."))
-    labels = body.get("labels", {})
-    if not isinstance(labels, dict) or not all(
-        isinstance(k, str) and _LABEL_KEY.match(k) and isinstance(v, str) for k, v in labels.items()
-    ):
-        out.append(_v("labels", "Labels must map lower-case keys to string values."))
+    labels = body.get("labels") or {}
+    out += field_rules.label_violations(labels, "labels")
     if not isinstance(spec, dict):
         out.append(_v("job_spec", "Job spec must be specified."))
         raise errors.invalid_fields("Invalid CustomJob", out)
@@ -165,7 +169,8 @@ def _normalize_pool(pool: dict[str, Any]) -> dict[str, Any]:
     if not pool:
         return {}
     pool = dict(pool)
-    pool["replicaCount"] = str(int(pool.get("replicaCount", "1")))
+    count = pool.get("replicaCount", "1")
+    pool["replicaCount"] = str(0 if count is None else field_rules.integer(count))
     pool.setdefault("diskSpec", dict(DEFAULT_DISK))
     return pool
 

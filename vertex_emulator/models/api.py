@@ -18,15 +18,12 @@ import re
 import secrets
 from typing import Any
 
-from vsp.vertex_emulator import casing, clock, errors, operations, router
+from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, router
 
 COLLECTION = "models"
 DEFAULT_ALIAS = "default"
 MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
-LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-MAX_LABELS = 64
 
 _PARENT = r"projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
 _LIST = _PARENT + r"/models"
@@ -237,15 +234,7 @@ def _check_model(model: dict[str, Any]) -> list[errors.FieldViolation]:
                     f"Invalid alias {alias!r}; it must match {ALIAS.pattern}.",
                 )
             )
-    labels = model.get("labels") or {}
-    if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
-        violations.append(errors.FieldViolation("model.labels", "At most 64 string labels."))
-        labels = {}
-    for key, value in labels.items():
-        if not LABEL_KEY.match(key) or not isinstance(value, str) or not LABEL_VALUE.match(value):
-            violations.append(
-                errors.FieldViolation(f"model.labels[{key}]", f"Invalid label {key}={value!r}.")
-            )
+    violations += field_rules.label_violations(model.get("labels"), "model.labels")
     return violations
 
 

@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from vsp.vertex_emulator import casing, clock, errors, paging, router
+from vsp.vertex_emulator import casing, clock, errors, field_rules, paging, router
 
 COLLECTION = "pipeline_jobs"
 PENDING, CANCELLED = "PIPELINE_STATE_PENDING", "PIPELINE_STATE_CANCELLED"
@@ -36,8 +36,6 @@ TEMPLATE_URI = re.compile(
 SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
 GCS = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/\S*)?$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$")
-LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 VERBATIM = frozenset({"labels", "parameter_values", "pipeline_spec", "input_artifacts"})
 
 PARENT = r"projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
@@ -162,13 +160,8 @@ def check_pipeline_job(job: Any, prefix: str = "") -> list[errors.FieldViolation
     account = job.get("serviceAccount")
     if account is not None and (not isinstance(account, str) or not EMAIL.fullmatch(account)):
         bad("service_account", "Must be a service account email.")
-    labels = job.get("labels") or {}
-    if not isinstance(labels, dict) or len(labels) > 64:
-        bad("labels", "At most 64 string labels.")
-        labels = {}
-    for key, value in labels.items():
-        if not LABEL_KEY.match(key) or not isinstance(value, str) or not LABEL_VALUE.match(value):
-            bad(f"labels[{key}]", f"Invalid label {key}={value!r}.")
+    for violation in field_rules.label_violations(job.get("labels"), "labels"):
+        bad(violation.field, violation.description)
     return found
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from croniter import croniter
 
-from vsp.vertex_emulator import clock, errors, operations, router
+from vsp.vertex_emulator import clock, errors, field_rules, operations, router
 from vsp.vertex_emulator.pipelines import jobs
 
 COLLECTION = "pipeline_schedules"
@@ -61,7 +61,7 @@ def create_schedule(request: router.Request) -> router.Response:
         "name": name,
         "displayName": body["displayName"],
         "cron": body["cron"],
-        "maxConcurrentRunCount": str(int(body["maxConcurrentRunCount"])),
+        "maxConcurrentRunCount": str(field_rules.integer(body["maxConcurrentRunCount"])),
         "createPipelineJobRequest": body["createPipelineJobRequest"],
         "state": ACTIVE,
         "createTime": stamp,
@@ -71,7 +71,7 @@ def create_schedule(request: router.Request) -> router.Response:
         "nextRunTime": _next_run(body["cron"], zone, max(now, start)),
     }
     if body.get("maxRunCount") is not None:
-        schedule["maxRunCount"] = str(int(body["maxRunCount"]))
+        schedule["maxRunCount"] = str(field_rules.integer(body["maxRunCount"]))
     for key in ("endTime", "allowQueueing"):
         if body.get(key) is not None:
             schedule[key] = body[key]
@@ -190,11 +190,7 @@ def _check_cron(cron: Any, bad: Any) -> Any:
 
 
 def _positive_int(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    return isinstance(value, int) and value >= 1
+    return field_rules.integer(value, minimum=1) is not None
 
 
 def _next_run(cron: str, zone: Any, after: float) -> str:

@@ -139,7 +139,7 @@ def call_slurm_rest_api(request: router.Request) -> router.Response:
     ctx.save()
     if app.settings.slurm_structured_body:
         return router.Response({"status": status, "structuredBody": payload})
-    return router.Response({"status": status, "body": json.dumps(payload)})
+    return router.Response({"status": status, "body": json.dumps(payload, allow_nan=False)})
 
 
 def _forward(app: Any, method: str, path: str, body: Any) -> router.Response:

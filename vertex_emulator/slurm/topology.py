@@ -1,9 +1,11 @@
 """What the emulated Slurm of one cluster looks like, derived from the cluster's spec.
 
-Nodes are ``{cluster}-{pool}-{i}`` for ``i < max(1, scalingSpec.maxNodeCount)``; the login pool
-runs no jobs. Partitions map to the nodes of their ``nodePoolIds``; ``config.PriorityTier``
-(int, default 1) orders them for ``preempt/partition_prio``. slurm.conf keys are compared case-
-and underscore-insensitively, and the legacy ``scheduling``/``accounting`` fields count as keys.
+Nodes are ``{cluster}-{pool}-{i}`` for ``i < max(1, scalingSpec.maxNodeCount)``, at most
+``MAX_POOL_NODES`` per pool (a valid int64 count is far more than one process can emulate);
+the login pool runs no jobs. Partitions map to the nodes of their ``nodePoolIds``;
+``config.PriorityTier`` (int, default 1) orders them for ``preempt/partition_prio``. slurm.conf
+keys are compared case- and underscore-insensitively, and the legacy ``scheduling``/``accounting``
+fields count as keys.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import dataclasses
 import re
 from typing import Any
 
+MAX_POOL_NODES = 1024
 ENFORCE_IMPLYING_ASSOCIATIONS = ("associations", "limits", "qos", "safe", "wckeys")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
@@ -161,6 +164,7 @@ def from_cluster(cluster: dict[str, Any]) -> Topology:
         if not pool_id or pool_id == login:
             continue
         count = max(1, int((pool.get("scalingSpec") or {}).get("maxNodeCount") or 0))
+        count = min(count, MAX_POOL_NODES)
         names = [f"{cluster_id}-{pool_id}-{i}" for i in range(count)]
         pool_nodes[pool_id] = names
         accelerators = int((pool.get("machineSpec") or {}).get("acceleratorCount") or 0)

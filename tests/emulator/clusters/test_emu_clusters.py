@@ -155,7 +155,7 @@ def test_list_of_an_empty_location_and_a_bad_token(emulator_api):
 def test_patch_changes_only_masked_paths(emulator_api, emulator_clock, cluster_body):
     before = emulator_api.create_running("c1", cluster_body, emulator_clock)
     changed = dict(before)
-    changed["labels"] = {"team": "infra", "Cost_Center": "42"}
+    changed["labels"] = {"team": "infra", "cost_center": "42"}
     changed["displayName"] = "not applied"
     changed["nodePools"] = [dict(p) for p in before["nodePools"]]
     changed["nodePools"][1]["scalingSpec"] = {"minNodeCount": 0, "maxNodeCount": 4}
@@ -174,7 +174,7 @@ def test_patch_changes_only_masked_paths(emulator_api, emulator_clock, cluster_b
     done = emulator_api.wait_operation(operation["name"])
     after = requests.get(emulator_api.clusters_url("c1")).json()
     assert after["clusterStatus"]["state"] == "RUNNING"
-    assert after["labels"] == {"team": "infra", "Cost_Center": "42"}
+    assert after["labels"] == {"team": "infra", "cost_center": "42"}
     assert after["nodePools"][1]["scalingSpec"]["maxNodeCount"] == 4
     assert after["displayName"] == "test"
     assert after["startTime"] == before["startTime"]
