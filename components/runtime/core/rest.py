@@ -218,7 +218,8 @@ class VertexRestClient:
             cause = exc.cause
             http_status = getattr(cause, "http_status", 0)
             raise errors.UnavailableError(
-                f"still failing after {self._deadline:g} s of retries: {cause}",
+                f"still failing after {self._deadline:g} s of retries (last: "
+                f"{getattr(cause, 'message', None) or cause})",
                 http_status=http_status,
                 status=getattr(cause, "status", "") or "UNAVAILABLE",
                 method=method,
