@@ -2,8 +2,9 @@
 
 Routes (under ``/v1beta1/`` and ``/v1/``), ``P`` = ``projects/{p}/locations/{l}``:
 ``POST P/models:upload`` (-> LRO), ``GET P/models`` (the ``default`` version of each model),
-``GET P/models/{id}[@{versionId|alias}]``, ``GET P/models/{id}:listVersions`` and
-``POST P/models/{id}[@{ver}]:mergeVersionAliases``.
+``GET P/models/{id}[@{versionId|alias}]``, ``GET P/models/{id}:listVersions``,
+``POST P/models/{id}[@{ver}]:mergeVersionAliases`` and
+``DELETE P/models/{id}@{versionId}:deleteVersion`` (-> LRO).
 
 An upload's operation is created already done (the registry entry exists as soon as the upload
 request is accepted), so a client polls it once. Version ids are decimal strings counting from
@@ -22,8 +23,8 @@ from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, 
 
 COLLECTION = "models"
 DEFAULT_ALIAS = "default"
-MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
+MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]\Z")
 
 _PARENT = r"projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
 _LIST = _PARENT + r"/models"
@@ -40,6 +41,10 @@ def register(app: Any) -> None:
         "POST", _VERSION + ":mergeVersionAliases", merge_aliases, name="models.mergeVersionAliases"
     )
     app.router.add_api("GET", _VERSION, get_model, name="models.get")
+    app.router.add_api(
+        "DELETE", _MODEL + r"@(?P<version>[^/:@]+):deleteVersion", delete_version,
+        name="models.deleteVersion",
+    )  # fmt: skip
 
 
 def upload_model(request: router.Request) -> router.Response:
@@ -151,6 +156,44 @@ def list_models(request: router.Request) -> router.Response:
         record = request.app.store.get(COLLECTION, name)
         found.append(record["versions"][_holder(record, DEFAULT_ALIAS)])
     return router.Response({"models": found} if found else {})
+
+
+def delete_version(request: router.Request) -> router.Response:
+    """Deletes one version (``@versionId``, explicitly); returns a done LRO.
+
+    As documented for ``models.deleteVersion``, the only version of a model cannot be deleted
+    (``models.delete`` does that). The docs say nothing about the ``default`` version; the
+    emulator refuses to delete the version holding it (the caller moves the alias first), the
+    stricter reading, so a client that works here works under either.
+    """
+    app = request.app
+    record, name = _load(request)
+    version_id = request.params["version"]
+    if version_id not in record["versions"]:
+        raise errors.not_found(f'Model version "{name}@{version_id}" not found.')
+    if len(record["versions"]) == 1:
+        raise errors.failed_precondition(
+            f'Model version "{name}@{version_id}" is the only version of the model; delete the '
+            "model instead."
+        )
+    if DEFAULT_ALIAS in record["versions"][version_id]["versionAliases"]:
+        raise errors.failed_precondition(
+            f'Model version "{name}@{version_id}" is the default version; move the default alias '
+            "to another version first."
+        )
+    del record["versions"][version_id]
+    app.store.put(COLLECTION, name, record)
+    now = app.now()
+    operation = app.operations.create(
+        parent=_parent(request.params),
+        kind="model.deleteVersion",
+        metadata={"@type": operations.type_url("DeleteOperationMetadata")},
+        due=None,
+        target=f"{name}@{version_id}",
+        now=now,
+    )
+    done = app.operations.finish(operation["name"], at=now, response=operations.empty_response())
+    return router.Response(done)
 
 
 def merge_aliases(request: router.Request) -> router.Response:

@@ -2,9 +2,12 @@
 
 ``register_model`` refuses a model directory whose manifest does not verify, before any request.
 Every version it uploads carries the label ``vsp-pipeline-run=<run label>``; before uploading,
-and again after any transient failure of the upload POST (which is never retried blindly), it
-lists the model's versions and returns the one carrying the run's label instead of uploading a
-second copy. A new model is uploaded with ``modelId``, a new version with ``parentModel``.
+and again right before every resend after a transient failure of the upload POST (which is
+never retried blindly), it lists the model's versions and returns the one carrying the run's
+label instead of uploading a second copy. When two versions of the run exist anyway (copies of
+the step racing, or a POST the service applied late), ``registry.versions.converge`` keeps the
+lowest one in every copy. A new model is uploaded with ``modelId``, a new version with
+``parentModel``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from vsp.components.runtime.core import (
     polling,
     rest,
 )
+from vsp.components.runtime.registry import versions as model_versions
 from vsp.components.runtime.trainer import manifests
 
 log = logging.getLogger(__name__)
@@ -97,16 +101,10 @@ def find_run_version(
     """Looks for the version of a model carrying ``vsp-pipeline-run=run_value``.
 
     Returns:
-        (whether the model exists, that version or None).
+        (whether the model exists, the run's version with the lowest id, or None).
     """
-    try:
-        listed = client.get(f"{API_VERSION}/{model_name}:listVersions")
-    except errors.NotFoundError:
-        return False, None
-    for version in listed.get("models") or []:
-        if (version.get("labels") or {}).get(RUN_LABEL) == run_value:
-            return True, version
-    return True, None
+    exists, versions = model_versions.run_versions(client, model_name, run_value)
+    return exists, versions[0] if versions else None
 
 
 def register_model(
@@ -163,10 +161,17 @@ def register_model(
     all_labels = build_labels(labels, provenance, run_label)
     run_value = all_labels[RUN_LABEL]
     name = f"projects/{project}/locations/{location}/models/{model_id}"
+
+    def done(version_id: str, reused: bool, recorded=()) -> RegisteredModel:
+        return _converged(
+            client, name, run_value, aliases, version_id, reused, gcp_resources_path,
+            list(recorded), poll_backoff, timeout,
+        )  # fmt: skip
+
     exists, found = find_run_version(client, name, run_value)
     if found is not None:
         log.info("run %s already registered %s@%s", run_value, name, found["versionId"])
-        return _finish(client, name, found["versionId"], True, gcp_resources_path, [])
+        return done(found["versionId"], True)
     model = {
         "displayName": display_name,
         "description": description,
@@ -179,16 +184,21 @@ def register_model(
     parent = f"projects/{project}/locations/{location}"
     delay = retry_delay
     for attempt in range(1, upload_attempts + 1):
+        if attempt > 1:
+            # Look again right before every resend: an earlier POST may have been applied late.
+            exists, found = find_run_version(client, name, run_value)
+            if found is not None:
+                return done(found["versionId"], False)
         body: dict[str, Any] = {"model": model}
         body.update({"parentModel": name} if exists else {"modelId": model_id})
         try:
             operation = client.post(f"{API_VERSION}/{parent}/models:upload", body)
         except (errors.TransientError, errors.AlreadyExistsError) as exc:
             log.warning("upload attempt %d of %s failed: %s", attempt, name, exc)
-            exists, found = find_run_version(client, name, run_value)
-            if found is not None:
-                return _finish(client, name, found["versionId"], False, gcp_resources_path, [])
             if attempt == upload_attempts:
+                exists, found = find_run_version(client, name, run_value)
+                if found is not None:
+                    return done(found["versionId"], False)
                 raise
             time.sleep(delay)
             delay *= 2
@@ -203,10 +213,30 @@ def register_model(
             backoff=poll_backoff,
             what=f"upload of {name}",
         )
-        return _finish(
-            client, name, str(response["modelVersionId"]), False, gcp_resources_path, [lro]
-        )
+        return done(str(response["modelVersionId"]), False, [lro])
     raise errors.InternalError("unreachable: no upload attempt was made")
+
+
+def _converged(
+    client: rest.VertexRestClient,
+    name: str,
+    run_value: str,
+    aliases: list[str],
+    version_id: str,
+    reused: bool,
+    path: str,
+    recorded: list[gcp_resources.Resource],
+    poll_backoff: polling.Backoff,
+    timeout: float,
+) -> RegisteredModel:
+    """The run's one version after ``model_versions.converge``, recorded and returned."""
+    winner = model_versions.converge(
+        client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout
+    )
+    if winner is not None and winner != version_id:
+        log.info("run %s keeps %s@%s, not @%s", run_value, name, winner, version_id)
+        version_id, reused = winner, True
+    return _finish(client, name, version_id, reused, path, recorded)
 
 
 def _finish(

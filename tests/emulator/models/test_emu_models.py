@@ -160,3 +160,22 @@ def test_models_persist_across_restart(emulator_factory, tmp_path, emulator_api_
     second = emulator_factory(tmp_path / "state")
     model = requests.get(emulator_api_for(second).url(NAME)).json()
     assert (model["versionId"], model["versionAliases"]) == ("1", ["default"])
+
+
+def test_delete_version_refuses_the_only_and_the_default_version(api):
+    assert api.upload(modelId="mnist", model=_model()).status_code == 200
+
+    def delete(version):
+        return requests.delete(api.url(f"{NAME}@{version}:deleteVersion"))
+
+    only = delete("1")
+    assert only.status_code == 400
+    assert only.json()["error"]["status"] == "FAILED_PRECONDITION"
+    assert "only version of the model" in only.json()["error"]["message"]
+    assert api.upload(parentModel=NAME, model=_model()).status_code == 200
+    default = delete("1")
+    assert default.status_code == 400 and "default version" in default.json()["error"]["message"]
+    gone = delete("2")
+    assert gone.status_code == 200 and gone.json()["done"] is True
+    assert [v["versionId"] for v in api.get(f"{NAME}:listVersions").json()["models"]] == ["1"]
+    assert delete("2").status_code == 404

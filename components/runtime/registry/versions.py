@@ -1,0 +1,102 @@
+"""One model version per run: finding the run's version, and converging when there are two.
+
+Every version ``register_model`` uploads carries ``vsp-pipeline-run=<run>``. Uploading is not
+idempotent (``models.upload`` takes no request id), so two versions for one run can still
+appear: two copies of the step racing (a task retry while the lost pod still runs), or an
+upload whose answer was lost and that the service applied late. ``converge`` settles it the
+same way in every copy: the version with the lowest id wins; the version aliases the run asked
+for are moved onto it (``mergeVersionAliases``), then every other version of the run is
+deleted (``deleteVersion``; one already deleted by another copy is success). Each copy returns
+the winner, so they all report the same version.
+
+The versions are listed page by page (``pageToken``), so a run's version is found on a
+registry with more versions than one page holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from vsp.components.runtime.core import errors, gcp_labels, operations, polling, rest
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "v1"
+RUN_LABEL = gcp_labels.PIPELINE_RUN
+PAGE_SIZE = 100
+
+
+def run_versions(
+    client: rest.VertexRestClient, model_name: str, run_value: str
+) -> tuple[bool, list[dict[str, Any]]]:
+    """The versions of a model that carry ``vsp-pipeline-run=run_value``, lowest id first.
+
+    Returns:
+        (whether the model exists, those versions).
+    """
+    path = f"{API_VERSION}/{model_name}:listVersions"
+    try:
+        listed = list(client.list_all(path, "models", {"pageSize": PAGE_SIZE}))
+    except errors.NotFoundError:
+        return False, []
+    mine = [v for v in listed if (v.get("labels") or {}).get(RUN_LABEL) == run_value]
+    return True, sorted(mine, key=lambda v: int(v["versionId"]))
+
+
+def converge(
+    client: rest.VertexRestClient,
+    model_name: str,
+    run_value: str,
+    aliases: list[str],
+    *,
+    poll_backoff: polling.Backoff,
+    timeout: float,
+) -> str | None:
+    """Leaves one version of the run (see the module docstring); returns its id.
+
+    Returns:
+        The winning version id, or None when the run has no version (yet).
+    """
+    _exists, versions = run_versions(client, model_name, run_value)
+    if len(versions) <= 1:
+        return versions[0]["versionId"] if versions else None
+    winner, losers = versions[0], versions[1:]
+    ids = ", ".join(v["versionId"] for v in losers)
+    log.warning(
+        "run %s has %d versions of %s; keeping @%s, deleting @%s",
+        run_value,
+        len(versions),
+        model_name,
+        winner["versionId"],
+        ids,
+    )
+    if aliases:
+        client.post(
+            f"{API_VERSION}/{model_name}@{winner['versionId']}:mergeVersionAliases",
+            {"versionAliases": list(aliases)},
+            idempotent=True,  # setting the same aliases twice changes nothing
+        )
+    for loser in losers:
+        _delete_version(client, f"{model_name}@{loser['versionId']}", poll_backoff, timeout)
+    return str(winner["versionId"])
+
+
+def _delete_version(
+    client: rest.VertexRestClient, name: str, poll_backoff: polling.Backoff, timeout: float
+) -> None:
+    try:
+        operation = client.delete(f"{API_VERSION}/{name}:deleteVersion")
+    except errors.NotFoundError:
+        log.info("%s is already deleted", name)
+        return
+    if operation.get("name") and not operation.get("done"):
+        operations.wait_for_operation(
+            client,
+            operation["name"],
+            api_version=API_VERSION,
+            timeout=timeout,
+            backoff=poll_backoff,
+            what=f"deletion of {name}",
+        )
+    log.info("deleted the duplicate version %s", name)

@@ -1,0 +1,131 @@
+"""One model version per run, even when copies of the register step race or a POST lands late.
+
+Uploads are not idempotent, so the registry can hold two versions labelled with one run: two
+copies of the step (a task retry while the lost pod still runs), or a first POST whose answer
+was lost and that the service applied after the step looked. Every copy then keeps the lowest
+version, moves the run's aliases onto it and deletes the others.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from vsp.components.runtime.core import polling, rest
+from vsp.components.runtime.registry import client as model_registry
+from vsp.components.runtime.registry import versions as model_versions
+from vsp.components.runtime.trainer import model_files as model_dir
+
+PROJECT, LOCATION = "test-project", "us-central1"
+NAME = f"projects/{PROJECT}/locations/{LOCATION}/models/mnist"
+FAST = polling.Backoff(initial=0.02, maximum=0.05, jitter=0)
+
+
+@pytest.fixture
+def gcs_root(tmp_path, monkeypatch):
+    root = tmp_path / "gcs"
+    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(root))
+    model_dir.write_model_dir(root / "bucket" / "model", {"w": np.arange(4.0)}, {})
+    return root
+
+
+def client() -> rest.VertexRestClient:
+    return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
+
+
+def register(the_client, run_label="run-1", aliases=("candidate",)):
+    return model_registry.register_model(
+        the_client,
+        project=PROJECT,
+        location=LOCATION,
+        model_id="mnist",
+        display_name="MNIST",
+        artifact_uri="gs://bucket/model",
+        serving_image="us-docker.pkg.dev/p/r/serve:1",
+        version_aliases=list(aliases),
+        run_label=run_label,
+        retry_delay=0.01,
+        poll_backoff=FAST,
+    )
+
+
+def versions(the_client) -> list[tuple[str, str, list[str]]]:
+    listed = the_client.get(f"v1/{NAME}:listVersions")["models"]
+    return [(v["versionId"], v["labels"]["vsp-pipeline-run"], v["versionAliases"]) for v in listed]
+
+
+class RacingClient(rest.VertexRestClient):
+    """Holds its upload POST until every racing copy has looked and found nothing."""
+
+    def __init__(self, barrier: threading.Barrier):
+        super().__init__(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
+        self.barrier = barrier
+
+    def post(self, path, body, params=None, *, idempotent=False):
+        if path.endswith("models:upload"):
+            self.barrier.wait(timeout=30)
+        return super().post(path, body, params, idempotent=idempotent)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_two_concurrent_copies_of_one_run_converge_on_one_version(emulator, gcs_root, existing):
+    if existing:
+        register(client(), run_label="run-0", aliases=())
+    barrier = threading.Barrier(2)
+    results, failures = [], []
+
+    def copy():
+        try:
+            results.append(register(RacingClient(barrier)))
+        except Exception as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=copy) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == []
+    # Both uploads happened; both copies report the same, lowest version.
+    uploads = [e for e in emulator.journal() if e["path"].endswith("models:upload")]
+    assert len(uploads) == (3 if existing else 2)
+    winner = "2" if existing else "1"
+    assert sorted(r.version_id for r in results) == [winner, winner]
+    remaining = [v for v in versions(client()) if v[1] == "run-1"]
+    assert [(v[0], "candidate" in v[2]) for v in remaining] == [(winner, True)]
+    deletes = [e for e in emulator.journal() if e["path"].endswith(":deleteVersion")]
+    deleted = {e["path"].split("@")[1].removesuffix(":deleteVersion") for e in deletes}
+    # A new model: the service refuses the second modelId (409), so that copy finds the
+    # first version; a new version: both uploads land, and the higher one is deleted.
+    assert deleted == ({"3"} if existing else set())
+
+
+def test_a_first_post_applied_late_is_found_before_the_resend(emulator, gcs_root):
+    # The first POST is applied but its answer is lost; the step looks again before resending.
+    emulator.add_fault(action="reset_after", method="POST", path="models:upload$")
+    result = register(client())
+    assert (result.version_id, result.reused) == ("1", False)
+    assert [v[:2] for v in versions(client())] == [("1", "run-1")]
+
+
+def test_a_duplicate_found_later_is_cleaned_up_by_the_next_look(emulator, gcs_root):
+    # Two versions of run-1 already exist (a late POST landed after the step finished): a
+    # retried step keeps the lowest and deletes the other.
+    register(client(), aliases=())
+    record = emulator.app.store.get("models", NAME)
+    duplicate = {**record["versions"]["1"], "versionId": "2", "versionAliases": ["candidate"]}
+    record["versions"]["2"], record["next"] = duplicate, 3
+    emulator.app.store.put("models", NAME, record)
+    result = register(client())
+    assert (result.version_id, result.reused) == ("1", True)
+    assert versions(client()) == [("1", "run-1", ["default", "candidate"])]
+
+
+def test_versions_are_read_page_by_page(emulator, gcs_root, monkeypatch):
+    for run in ("run-0", "run-1", "run-2"):
+        register(client(), run_label=run, aliases=())
+    monkeypatch.setattr(model_versions, "PAGE_SIZE", 1)
+    exists, found = model_versions.run_versions(client(), NAME, "run-2")
+    assert exists and [v["versionId"] for v in found] == ["3"]
