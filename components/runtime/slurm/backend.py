@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from vsp.components.runtime.core import errors, gcp_labels
+from vsp.components.runtime.core import errors, gcp_labels, polling
 from vsp.components.runtime.slurm import api as slurm_api
 from vsp.components.runtime.slurm import error_codes as slurm_errors
 from vsp.components.runtime.slurm import job as slurm_job
@@ -26,6 +26,10 @@ from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
 from vsp.components.runtime.training.supervisor import TrainingBackend
 
 log = logging.getLogger(__name__)
+
+# Submissions of one attempt whose answers were lost before the step fails (transient).
+SUBMIT_ATTEMPTS = 4
+SUBMIT_BACKOFF = polling.Backoff(initial=2.0, maximum=30.0)
 
 _OUTCOMES = {
     slurm_job.Outcome.SUCCEEDED: Outcome.SUCCEEDED,
@@ -159,16 +163,53 @@ class SlurmBackend(TrainingBackend):
         )
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
+        """Submits attempt ``index``; never twice blindly, and racing copies converge.
+
+        A submission whose answer was lost may or may not exist: the job is looked up by run key
+        (after a pause, so a late-applied submit shows), and submitted again, with backoff, only
+        when it is not found; after ``SUBMIT_ATTEMPTS`` the step fails as transient. Then, as two
+        copies of one step may both have submitted, every active job of the run key that was
+        not known before is read: the lowest job id wins in every copy, the others are
+        cancelled.
+        """
         known = {a.job_id for a in self.find(run_key)} if index else set()
-        try:
-            job_id = self.client.submit(self.description(run_key, index, target))
-        except slurm_errors.SlurmSubmitUnknownError:
-            log.warning("submit got no answer: looking for the job before submitting again")
-            fresh = [a for a in self.find(run_key) if a.job_id not in known]
-            if not fresh:
-                raise
-            return fresh[-1]
-        return Attempt(str(job_id), target)
+        delays = SUBMIT_BACKOFF.delays()
+        for submission in range(1, SUBMIT_ATTEMPTS + 1):
+            try:
+                job_id = str(self.client.submit(self.description(run_key, index, target)))
+                break
+            except slurm_errors.SlurmSubmitUnknownError:
+                log.warning("submit got no answer: looking for the job before submitting again")
+                self.client.clock.sleep(next(delays))
+                fresh = [a for a in self.find(run_key) if a.job_id not in known]
+                if fresh:
+                    job_id, target = fresh[-1].job_id, fresh[-1].target
+                    break
+                if submission == SUBMIT_ATTEMPTS:
+                    raise
+                log.warning("no job of run key %s: submitting again", run_key)
+        return self._converge(run_key, known, Attempt(job_id, target))
+
+    def _converge(self, run_key: str, known: set[str], attempt: Attempt) -> Attempt:
+        """The one active new job of the run key (the lowest id); the others are cancelled."""
+        jobs = [
+            j
+            for j in self.client.find_jobs(run_key)
+            if str(j.job_id) not in known and not j.is_terminal
+        ]
+        if len(jobs) <= 1:
+            return attempt
+        winner, *others = sorted(jobs, key=lambda j: int(j.job_id))
+        for job in others:
+            log.warning(
+                "run key %s has jobs %s: keeping %s, cancelling %s (a second copy of this step)",
+                run_key,
+                ", ".join(str(j.job_id) for j in jobs),
+                winner.job_id,
+                job.job_id,
+            )
+            self.client.cancel(int(job.job_id))
+        return Attempt(str(winner.job_id), self._target(winner.partition or attempt.target.name))
 
     def refresh(self, attempt: Attempt) -> None:
         job = self.client.get_job(int(attempt.job_id))
