@@ -30,6 +30,20 @@ def check_run_parameters(
     cluster_spec: dict = {},  # noqa: B006
     shrunk_price_per_hour: float = 0.0,
     scale_up_minutes: float = 10.0,
+    check_training: bool = False,
+    command: list = [],  # noqa: B006
+    working_directory: str = "",
+    environment: dict = {},  # noqa: B006
+    nodes: int = 1,
+    gpus_per_node: int = 0,
+    time_limit_minutes: int = 0,
+    max_preemptions: int = 10,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    poll_seconds: float = 20.0,
+    spot_price_per_node_hour: float = 0.0,
+    ondemand_price_per_node_hour: float = 0.0,
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -67,6 +81,21 @@ def check_run_parameters(
         shrunk_price_per_hour: Cost of the cluster with its GPU pools at no nodes, USD/hour
             (0 = derived, or not weighed).
         scale_up_minutes: Minutes a shrunk cluster's GPU pools take to come back.
+        check_training: Also check the training step's parameters below, with the bounds and
+            rules the training step applies.
+        command: Trainer argv, one list item per argument.
+        working_directory: Absolute job directory on the cluster's shared storage.
+        environment: Extra environment variables of the trainer (names checked).
+        nodes: Nodes per training job (1-1024).
+        gpus_per_node: GPUs per node requested from Slurm (0-16).
+        time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
+        max_preemptions: Preemptions survived before the run fails (0-10000).
+        max_user_failures: Restarts after the trainer itself failed (0-1000).
+        fallback_after_preemptions: Move to the fallback after this many preemptions (0 = never).
+        capacity_wait_seconds: Longest wait for Spot capacity, seconds (0 = no limit).
+        poll_seconds: Longest interval between job state polls, seconds (0.1-3600).
+        spot_price_per_node_hour: Spot price per node-hour, currency/hour (>= 0).
+        ondemand_price_per_node_hour: On-demand price per node-hour, currency/hour (>= 0).
 
     Returns:
         True (the step fails with every problem listed otherwise).
@@ -75,6 +104,7 @@ def check_run_parameters(
     from vsp.components.runtime.core import step
     from vsp.components.runtime.registry import preflight
     from vsp.components.runtime.teardown import decision as teardown
+    from vsp.components.runtime.training import options_check
 
     def check() -> bool:
         inputs = None
@@ -101,6 +131,20 @@ def check_run_parameters(
                     validate=False,  # create_cluster validates the spec itself
                 ).to_request_body()
             )
+        training = {}
+        if check_training:
+            training = options_check.component_params(
+                {
+                    "command": command, "working_directory": working_directory,
+                    "environment": environment, "nodes": nodes, "gpus_per_node": gpus_per_node,
+                    "time_limit_minutes": time_limit_minutes, "max_preemptions": max_preemptions,
+                    "max_user_failures": max_user_failures,
+                    "fallback_after_preemptions": fallback_after_preemptions,
+                    "capacity_wait_seconds": capacity_wait_seconds, "poll_seconds": poll_seconds,
+                    "spot_price_per_node_hour": spot_price_per_node_hour,
+                    "ondemand_price_per_node_hour": ondemand_price_per_node_hour,
+                }
+            )  # fmt: skip
         preflight.check_run(
             {
                 "model_id": model_id,
@@ -114,6 +158,7 @@ def check_run_parameters(
             price_file=price_file,
             cluster=cluster,
             location=location,
+            training=training,
             **({"checkpoint_dir": checkpoint_dir} if check_checkpoint_dir else {}),
         )
         return True

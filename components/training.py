@@ -115,28 +115,42 @@ def train_on_cluster(
     from vsp.components.runtime.slurm import backend as slurm_backend
     from vsp.components.runtime.slurm import train_runner as train_step
     from vsp.components.runtime.trainer import manifests
+    from vsp.components.runtime.training import options_check
     from vsp.components.runtime.training import runner as training_step
 
-    run_key = training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name)
-    checkpoint_dir = checkpoint_dir or manifests.default_checkpoint_dir(model_dir, run_key)
-    training = slurm_backend.SlurmTraining(
-        command=[str(c) for c in command],
-        working_directory=working_directory,
-        checkpoint_dir=checkpoint_dir,
-        model_dir=model_dir,
-        environment={str(k): str(v) for k, v in environment.items()},
-        nodes=nodes,
-        tasks_per_node=tasks_per_node,
-        gpus_per_node=gpus_per_node,
-        time_limit_minutes=time_limit_minutes or None,
-        account=account or None,
-        standard_output=f"{log_directory.rstrip('/')}/slurm-%j.out" if log_directory else None,
-        warning_seconds=warning_seconds,
-    )
     report.metadata["title"] = "Spot training report"
-    outcome = step.run_step(
-        "train_on_cluster",
-        lambda: train_step.train_on_cluster(
+    chosen = {}
+
+    def run():
+        # Every parameter checked (types, bounds, names) before anything is submitted.
+        options_check.check_training(
+            command=command, environment=environment, working_directory=working_directory,
+            nodes=nodes, gpus_per_node=gpus_per_node, time_limit_minutes=time_limit_minutes,
+            max_preemptions=max_preemptions, max_user_failures=max_user_failures,
+            fallback_after_preemptions=fallback_after_preemptions,
+            capacity_wait_seconds=capacity_wait_seconds, poll_seconds=poll_seconds,
+            timeout_seconds=timeout_seconds, spot_price_per_node_hour=spot_price_per_node_hour,
+            ondemand_price_per_node_hour=ondemand_price_per_node_hour,
+        )  # fmt: skip
+        key = training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name)
+        chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
+            model_dir, key
+        )
+        training = slurm_backend.SlurmTraining(
+            command=list(command),
+            working_directory=working_directory,
+            checkpoint_dir=chosen["checkpoint_dir"],
+            model_dir=model_dir,
+            environment=dict(environment),
+            nodes=nodes,
+            tasks_per_node=tasks_per_node,
+            gpus_per_node=gpus_per_node,
+            time_limit_minutes=time_limit_minutes or None,
+            account=account or None,
+            standard_output=f"{log_directory.rstrip('/')}/slurm-%j.out" if log_directory else None,
+            warning_seconds=warning_seconds,
+        )
+        return train_step.train_on_cluster(
             project=project,
             location=location,
             cluster_id=cluster_id,
@@ -147,7 +161,7 @@ def train_on_cluster(
             max_user_failures=max_user_failures,
             fallback_after_preemptions=fallback_after_preemptions,
             capacity_wait_seconds=capacity_wait_seconds,
-            run_key=run_key,
+            run_key=key,
             pipeline_run=pipeline_run,
             task_name=task_name,
             **training_step.component_options(
@@ -158,11 +172,12 @@ def train_on_cluster(
                 gcp_resources_path=gcp_resources,
                 report_path=report.path,
             ),
-        ),
-    )
+        )
+
+    outcome = step.run_step("train_on_cluster", run)
     training_step.publish_metrics(outcome, metrics)
     result = outcome.result
-    return (result.job_ids, checkpoint_dir, model_dir, result.preemptions)
+    return (result.job_ids, chosen["checkpoint_dir"], model_dir, result.preemptions)
 
 
 def ensure_slurm_account(

@@ -55,6 +55,22 @@ TEARDOWN_PARAMETERS = (
     "shrunk_price_per_hour",
     "scale_up_minutes",
 )
+# Pipeline parameters of the training step, checked early when the pipeline has them.
+TRAINING_PARAMETERS = (
+    "command",
+    "working_directory",
+    "environment",
+    "nodes",
+    "gpus_per_node",
+    "time_limit_minutes",
+    "max_preemptions",
+    "max_user_failures",
+    "fallback_after_preemptions",
+    "capacity_wait_seconds",
+    "poll_seconds",
+    "spot_price_per_node_hour",
+    "ondemand_price_per_node_hour",
+)
 # The cluster as it will be created, priced by the check when a teardown price is 0.
 CLUSTER_PARAMETERS = (
     "location",
@@ -77,6 +93,9 @@ def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
     teardown = {name: values[name] for name in TEARDOWN_PARAMETERS if name in values}
     if teardown:
         teardown.update({name: values[name] for name in CLUSTER_PARAMETERS if name in values})
+    training = {name: values[name] for name in TRAINING_PARAMETERS if name in values}
+    if training:
+        training["check_training"] = True
     checkpoints = {}
     if "checkpoint_dir" in values:
         checkpoints = {"check_checkpoint_dir": True, "checkpoint_dir": values["checkpoint_dir"]}
@@ -88,6 +107,7 @@ def check_parameters(components: dict, values: dict[str, Any], model_dir: Any):
         model_labels=values["model_labels"],
         check_teardown=bool(teardown),
         **teardown,
+        **training,
         **checkpoints,
     )
     return task_policy.apply(task, "check-parameters")

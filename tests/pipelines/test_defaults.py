@@ -51,6 +51,12 @@ INTENTIONAL = {
     ("ondemand_max_nodes", "create-cluster.ondemand_max_nodes"),
     ("fallback_after_preemptions", "train-on-cluster.fallback_after_preemptions"),
     ("capacity_wait_seconds", "train-on-cluster.capacity_wait_seconds"),
+    # The parameter check mirrors train_on_cluster's defaults (the pipeline passes its own).
+    ("fallback_after_preemptions", "check-run-parameters.fallback_after_preemptions"),
+    ("capacity_wait_seconds", "check-run-parameters.capacity_wait_seconds"),
+    # The CustomJob pipeline counts Vertex's in-place restarts and polls a slower API.
+    ("max_preemptions", "check-run-parameters.max_preemptions"),
+    ("poll_seconds", "check-run-parameters.poll_seconds"),
     # The CustomJob pipeline is the GPU training template; the component alone asks for no
     # accelerator, the cheapest shape to try it with.
     ("accelerator_count", "train-custom-job.accelerator_count"),

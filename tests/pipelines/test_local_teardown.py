@@ -187,6 +187,17 @@ def test_bad_registration_parameters_fail_before_any_cluster_is_created(tmp_path
     assert failed.parameters["finalize-cluster"] == {"Output": "absent"}
 
 
+def test_bad_training_parameters_fail_before_any_cluster_is_created(tmp_path, monkeypatch):
+    failed = _run(
+        tmp_path, monkeypatch, environment={"1BAD": "x"}, fallback_after_preemptions=-3,
+        poll_seconds=-1,
+    )  # fmt: skip
+    assert not failed.succeeded and "check-run-parameters" in failed.error
+    # Nothing was created: only the exit task's look-up of the (absent) cluster.
+    assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
+    assert failed.parameters["finalize-cluster"] == {"Output": "absent"}
+
+
 def test_a_machine_without_a_price_fails_before_any_cluster_is_created(
     tmp_path, monkeypatch, capsys
 ):

@@ -19,6 +19,7 @@ from vsp.components.runtime.teardown import decision as teardown
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import price_book as teardown_price_book
 from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.training import options_check as training_options
 
 
 def _problem(field: str, value: Any, message: str) -> errors.SpecProblem:
@@ -158,9 +159,12 @@ def check_run(
         **extra: ``failure_keep_minutes`` when there is a teardown; ``checkpoint_dir`` when
             the run trains with checkpoints in a directory it may default; ``cluster`` (the
             body to create), ``location`` and ``price_file`` when the teardown prices the
-            cluster (an idle or provisioning price of 0).
+            cluster (an idle or provisioning price of 0); ``training`` (the training step's
+            parameters, ``training.options_check``) when the run trains.
     """
     problems = model_problems(**model)
+    if extra.get("training"):
+        problems += training_options.problems(**extra["training"])
     if "checkpoint_dir" in extra:
         problems += checkpoint_problems(extra["checkpoint_dir"], model["model_dir"])
     if teardown_inputs is not None:
