@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from vsp.components.runtime.core import errors
 from vsp.pipelines import cli_common
 from vsp.vertex_emulator.slurm import real as real_slurm_api
 
@@ -141,10 +142,18 @@ def run_local_command(
     gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
     address = _real_slurmrestd(real_slurm, slurmrestd)
     steps = registry.REAL_SLURM_TRAINER_STEPS if address else 0
+    typed, definitions = _typed_params(pipeline, templates, params)
     arguments = {
         **registry.local_arguments(pipeline, shared, gcs_root, trainer_steps=steps),
-        **cli_common.parse_params(params),
+        **typed,
     }
+    if definitions is not None:
+        from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
+        from vsp.pipelines import pipeline_templates  # noqa: PLC0415
+
+        problems = rules_base.Problems()
+        pipeline_templates.check_parameters(problems, arguments, definitions, field="--param")
+        problems.raise_if_any(f"the parameters of {pipeline}")
     if cron is not None:
         arguments["schedule_cron"] = cron
     if preemptions is None:
@@ -239,6 +248,27 @@ def _metrics_line(path: str) -> str:
         "teardown_cost_if_deleted",
     )
     return ", ".join(f"{k}={values[k]:g}" for k in shown if isinstance(values.get(k), (int, float)))
+
+
+def _typed_params(
+    pipeline: str, templates: str | None, params: tuple[str, ...]
+) -> tuple[dict, dict | None]:
+    """``--param`` values by the compiled template's declared types, and those declarations.
+
+    A STRING parameter keeps its text (``--param cluster_id=001`` stays ``"001"``); without a
+    compiled template every value is read as YAML and the declarations are None.
+    """
+    from vsp.pipelines import local_run, pipeline_templates  # noqa: PLC0415
+
+    try:
+        path = local_run.compiled_template(pipeline, templates)
+        definitions = pipeline_templates.root_parameters(
+            pipeline_templates.load_pipeline_spec(str(path))
+        )
+    except errors.UserError:
+        return cli_common.parse_params(params), None  # no template: the run reports it
+    raw = cli_common.parse_params(params, raw=True)
+    return pipeline_templates.typed_parameters(raw, definitions), definitions
 
 
 @main.group()

@@ -75,3 +75,19 @@ def test_a_slurmrestd_that_does_not_answer_is_refused_before_the_run(tmp_path):
         cli.main, ["emulator", "start", "--state-dir", "x", "--slurmrestd", "a.sock"]
     )
     assert relative.exit_code == 2 and "neither an absolute unix socket path" in relative.output
+
+
+def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    typed, definitions = cli._typed_params(
+        "slurm-spot-training", None, ("cluster_id=001", "nodes=2", "environment={A: b}")
+    )
+    assert typed == {"cluster_id": "001", "nodes": 2, "environment": {"A": "b"}}
+    assert definitions["cluster_id"]["parameterType"] == "STRING"
+    result = CliRunner().invoke(
+        cli.main, ["run-local", "--param", "nodes=abc", "--param", "bogus=1"]
+    )
+    assert result.exit_code == 2
+    assert "--param.nodes = 'abc': The pipeline declares it NUMBER_INTEGER." in result.output
+    assert "--param.bogus = 1: The pipeline has no such parameter." in result.output
+    assert not (tmp_path / ".vsp" / "emulator").exists()  # no emulator, no request

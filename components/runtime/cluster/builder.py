@@ -31,6 +31,7 @@ from typing import Any
 from vsp.components.runtime.cluster import diff as cluster_diff
 from vsp.components.runtime.cluster import keys as cluster_keys
 from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import rules_base as base
 from vsp.components.runtime.cluster import slurm_values as values
 from vsp.components.runtime.cluster import spec as cs
 
@@ -97,6 +98,18 @@ def build_cluster_spec(
     Raises:
         errors.SpecValidationError: The parameters do not make a valid cluster.
     """
+    counts = base.Problems()
+    for name, value, low in (
+        ("spot_max_nodes", spot_max_nodes, 0),
+        ("ondemand_max_nodes", ondemand_max_nodes, 0),
+        ("login_node_count", login_node_count, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            counts.add(
+                name, value, f"Must be a whole number >= {low}.",
+                f"Give the pool's node count{' (0: no such pool)' if low == 0 else ''}.",
+            )  # fmt: skip
+    counts.raise_if_any("the cluster parameters")
     project = project or _project_of(home_directory_storage)
     reservations = [reservation] if isinstance(reservation, str) else list(reservation)
     where = project if zone else ""  # zonal and regional names need the zone

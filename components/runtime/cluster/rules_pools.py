@@ -255,7 +255,7 @@ def _check_scaling(problems: base.Problems, field: str, scaling: cs.ScalingSpec 
             "A pool needs at least one node.",
             "Set max_node_count to 1 or more.",
         )
-    if low is not None and high is not None and low > high:
+    if low is not None and high is not None and 1 <= high < low:
         problems.add(
             f"{field}.min_node_count", low, f"min_node_count is above max_node_count ({high}).",
             f"Lower min_node_count to at most {high} or raise max_node_count.",

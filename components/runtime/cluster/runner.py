@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 from typing import Any
 
 from vsp.components.runtime.cluster import builder as cluster_builder
@@ -15,7 +16,7 @@ from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import ops as cluster_ops
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.cluster import rules as cluster_rules
-from vsp.components.runtime.core import gcp_labels, rest
+from vsp.components.runtime.core import errors, gcp_labels, rest
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,24 @@ def resolve_spec(cluster_spec: dict[str, Any] | None, spec_params: dict[str, Any
         log.info("using the cluster_spec parameter; the flat cluster parameters are ignored")
         return cluster_rules.parse_cluster_spec(cluster_spec)
     return cluster_builder.build_cluster_spec(**spec_params)
+
+
+def check_timeout(timeout_seconds: object) -> None:
+    """Refuses a timeout that is not a finite number of seconds > 0, before any request.
+
+    Raises:
+        errors.UserError: It is not (a ``'abc'`` once failed only after the create POST).
+    """
+    if (
+        isinstance(timeout_seconds, bool)
+        or not isinstance(timeout_seconds, (int, float))
+        or not math.isfinite(timeout_seconds)
+        or timeout_seconds <= 0
+    ):
+        raise errors.UserError(
+            f"timeout_seconds = {timeout_seconds!r:.40}: must be a number of seconds > 0. "
+            "Fix: give how long to wait for the cluster, e.g. 7200."
+        )
 
 
 def managed_labels(pipeline_run: str, now: datetime.datetime | None = None) -> dict[str, str]:
@@ -56,6 +75,7 @@ def create_cluster(
     The spec is validated before any request is sent. A reused cluster that an earlier run
     kept warm is claimed: its expiry labels are removed, so a reaper leaves it alone.
     """
+    check_timeout(timeout_seconds)
     spec = resolve_spec(cluster_spec, spec_params)
     ref = cluster_resource.ClusterRef(project, location, cluster_id)
     options = options or cluster_resource.ClusterOptions()
@@ -114,6 +134,7 @@ def delete_cluster(
     Returns:
         True when the cluster existed and was deleted.
     """
+    check_timeout(timeout_seconds)
     options = options or cluster_resource.ClusterOptions()
     options.timeout = timeout_seconds
     ref = cluster_resource.ClusterRef(project, location, cluster_id)

@@ -109,6 +109,16 @@ def register(
     """
     if not (project or "").strip() or not (location or "").strip():
         raise errors.UserError("project and location are required. Fix: pass both.")
+    if not isinstance(labels or {}, Mapping):
+        raise errors.UserError(
+            f"labels = {labels!r:.80} is not a mapping. Fix: pass the version's labels as a "
+            'dict of key to value, e.g. {"team": "ml"}.'
+        )
+    if not isinstance(version_aliases or [], (list, tuple)):
+        raise errors.UserError(
+            f"version_aliases = {version_aliases!r:.80} is not a list. Fix: pass a list, e.g. "
+            '["candidate"].'
+        )
     artifact_uri = to_gcs_uri(model_dir_path)
     manifest = manifests.verify_model_dir(file_primitives.to_local_path(artifact_uri))
     manifest_step = manifest.get("step")

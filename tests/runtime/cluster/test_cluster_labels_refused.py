@@ -198,3 +198,17 @@ def test_a_reuse_goes_on_when_the_claim_is_refused(emulator, caplog):
     result = create("run-2")
     assert (result.action, result.reused) == ("reused", True)
     assert any("reused without recording this run" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("timeout", ["abc", -1, float("nan"), True])
+def test_a_bad_timeout_is_refused_before_any_request(emulator, timeout):
+    with pytest.raises(errors.UserError, match="timeout_seconds = .*must be a number of seconds"):
+        cluster_runner.create_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=None,
+            spec_params=FLAT, timeout_seconds=timeout, options=options(),
+        )  # fmt: skip
+    with pytest.raises(errors.UserError, match="timeout_seconds"):
+        cluster_runner.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, timeout_seconds=timeout
+        )
+    assert emulator.journal() == []

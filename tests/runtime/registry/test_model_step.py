@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,17 @@ def test_second_run_adds_a_version_to_the_same_model(emulator, gcs_root):
 def test_reserved_user_labels_are_refused_before_any_request(emulator, gcs_root):
     with pytest.raises(errors.UserError, match="reserved prefix"):
         _register(labels={"vsp-jobs": "x"})
+    assert emulator.journal() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "text"),
+    [({"labels": ["a"]}, "labels = ['a'] is not a mapping"),
+     ({"version_aliases": "candidate"}, "version_aliases = 'candidate' is not a list")],
+)  # fmt: skip
+def test_wrong_types_are_user_errors_before_any_request(emulator, gcs_root, changes, text):
+    with pytest.raises(errors.UserError, match=re.escape(text)):
+        _register(**changes)
     assert emulator.journal() == []
 
 
