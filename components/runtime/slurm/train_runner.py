@@ -35,6 +35,12 @@ def train_on_cluster(
     """Spot training as Slurm jobs on a training cluster; see ``training_run``."""
     if not training.command:
         raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
+    if not (training.checkpoint_dir or "").strip():
+        raise errors.UserError(
+            "checkpoint_dir is empty: the trainer would neither save nor resume, so a "
+            "preemption would restart training from step 0. Fix: give a directory every "
+            "attempt can reach (the component's '' picks one on Cloud Storage beside model_dir)."
+        )
     ref = cluster_resource.ClusterRef(project, location, cluster_id)
     client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
     targets = slurm_backend.targets(spot_partition, fallback_partition)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -202,3 +203,12 @@ def test_killed_step_reattaches_to_the_running_job_when_rerun(cluster, tmp_path)
     assert second.returncode == 0, output
     assert "found 1 earlier attempt(s) of run run-x" in output
     assert len(slurm_calls(cluster, SUBMIT)) == 1
+
+
+def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_path):
+    # It once silently disabled resuming: every preemption restarted from step 0.
+    spec = dataclasses.replace(training(tmp_path, [*TRAINER, "--steps", "5"]), checkpoint_dir="")
+    before = len(slurm_calls(cluster, SUBMIT))
+    with pytest.raises(errors.UserError, match="checkpoint_dir is empty"):
+        train(spec)
+    assert len(slurm_calls(cluster, SUBMIT)) == before == 0
