@@ -100,67 +100,8 @@ def check_run_parameters(
     Returns:
         True (the step fails with every problem listed otherwise).
     """
-    from vsp.components.runtime.cluster import builder as cluster_builder
+    params = dict(locals())  # every parameter, before anything else is bound
     from vsp.components.runtime.core import step
-    from vsp.components.runtime.registry import preflight
-    from vsp.components.runtime.teardown import decision as teardown
-    from vsp.components.runtime.training import options_check
+    from vsp.components.runtime.registry import run_check
 
-    def check() -> bool:
-        inputs = None
-        if check_teardown:
-            inputs = teardown.component_inputs(
-                policy=teardown_policy,
-                schedule_cron=schedule_cron,
-                interval_hours=interval_hours,
-                idle_price_per_hour=idle_price_per_hour,
-                provisioning_minutes=provisioning_minutes,
-                provisioning_price_per_hour=provisioning_price_per_hour,
-                delay_penalty_per_hour=delay_penalty_per_hour,
-                shrunk_price_per_hour=shrunk_price_per_hour,
-                scale_up_minutes=scale_up_minutes,
-            )
-        cluster = None
-        if check_teardown and 0 in (idle_price_per_hour, provisioning_price_per_hour):
-            cluster = (
-                dict(cluster_spec)
-                or cluster_builder.build_cluster_spec(
-                    machine_type=machine_type,
-                    spot_max_nodes=spot_max_nodes,
-                    ondemand_max_nodes=ondemand_max_nodes,
-                    validate=False,  # create_cluster validates the spec itself
-                ).to_request_body()
-            )
-        training = {}
-        if check_training:
-            training = options_check.component_params(
-                {
-                    "command": command, "working_directory": working_directory,
-                    "environment": environment, "nodes": nodes, "gpus_per_node": gpus_per_node,
-                    "time_limit_minutes": time_limit_minutes, "max_preemptions": max_preemptions,
-                    "max_user_failures": max_user_failures,
-                    "fallback_after_preemptions": fallback_after_preemptions,
-                    "capacity_wait_seconds": capacity_wait_seconds, "poll_seconds": poll_seconds,
-                    "spot_price_per_node_hour": spot_price_per_node_hour,
-                    "ondemand_price_per_node_hour": ondemand_price_per_node_hour,
-                }
-            )  # fmt: skip
-        preflight.check_run(
-            {
-                "model_id": model_id,
-                "serving_image": serving_image,
-                "model_dir": model_dir,
-                "version_aliases": list(version_aliases),
-                "labels": dict(model_labels),
-            },
-            inputs,
-            failure_keep_minutes=failure_keep_minutes,
-            price_file=price_file,
-            cluster=cluster,
-            location=location,
-            training=training,
-            **({"checkpoint_dir": checkpoint_dir} if check_checkpoint_dir else {}),
-        )
-        return True
-
-    return step.run_step("check_run_parameters", check)
+    return step.run_step("check_run_parameters", lambda: run_check.check_component_params(params))

@@ -18,7 +18,13 @@ import click
 import requests
 
 from vsp.components.runtime.core import errors, rest
-from vsp.pipelines import cli_common, pipeline_jobs, pipeline_schedules, pipeline_templates
+from vsp.pipelines import (
+    cli_common,
+    first_step_check,
+    pipeline_jobs,
+    pipeline_schedules,
+    pipeline_templates,
+)
 
 
 def _registry_call(what: str, call: Callable[[Any], Any], host: str) -> Any:
@@ -130,12 +136,11 @@ def _job_request(
     """
     template = options["template"]
     raw = cli_common.parse_params(options["params"], raw=True)
-    definitions = None
+    definitions = spec = None
     if not pipeline_templates.is_registry_uri(template):
         try:
-            definitions = pipeline_templates.root_parameters(
-                pipeline_templates.load_pipeline_spec(template)
-            )
+            spec = pipeline_templates.load_pipeline_spec(template)
+            definitions = pipeline_templates.root_parameters(spec)
         except errors.UserError:
             definitions = None  # reported with every other problem by the request below
     elif cron is not None and pipeline_schedules.SCHEDULE_CRON not in raw:
@@ -162,6 +167,8 @@ def _job_request(
     resolved = request.resolved(resolve_tag)
     if resolved.template != request.template:
         click.echo(f"template: {request.template} -> {resolved.template}", err=True)
+    if spec is not None and first_step_check.check(spec, values):
+        click.echo("checked: the parameters pass the pipeline's first step", err=True)
     return resolved
 
 

@@ -204,6 +204,11 @@ def typed_parameters(
             values[name] = yaml.safe_load(text)
         except yaml.YAMLError:
             values[name] = text
+        if kind == "NUMBER_DOUBLE" and isinstance(values[name], str):
+            try:  # YAML 1.1 reads 1e30 (no dot) as a string
+                values[name] = float(text)
+            except ValueError:
+                pass
     return values
 
 

@@ -90,7 +90,7 @@ def problems(**params: Any) -> list[errors.SpecProblem]:
             found.append(errors.SpecProblem(field, _shown(value), problem, fix))
 
         job_checks._environment(environment, bad)
-    if "working_directory" in params:
+    if params.get("working_directory", "") != "":  # '' = not used (CustomJob training)
         directory = params["working_directory"]
         if not (
             isinstance(directory, str)

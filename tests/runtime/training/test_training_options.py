@@ -53,6 +53,7 @@ def test_good_parameters_pass():
         ("command", [], "command", "non-empty list of strings"),
         ("command", "python train.py", "command", "non-empty list of strings"),
         ("working_directory", "run", "working_directory", "absolute path"),
+        ("working_directory", 3, "working_directory", "absolute path"),
         ("working_directory", "/home/x\nEOF", "working_directory", "on one line"),
     ],
 )
