@@ -23,6 +23,7 @@ log = logging.getLogger("vsp")
 
 @click.group()
 @click.option("-v", "--verbose", is_flag=True, help="Log debug details.")
+@click.version_option(package_name="vertex-slurm-pipelines", prog_name="vsp")
 def main(verbose: bool) -> None:
     """vertex-slurm-pipelines: Slurm training clusters and Spot training on Vertex AI."""
     logging.basicConfig(

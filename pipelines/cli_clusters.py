@@ -8,7 +8,7 @@ import click
 
 from vsp.components.runtime.cluster import reaper as cluster_reaper
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.components.runtime.core import errors, gcp_labels
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import price_book as teardown_price_book
 from vsp.pipelines import cli_common
@@ -56,7 +56,7 @@ def list_clusters(project: str, location: str, price_file: str) -> None:
     pool keeps (a shrunk cluster keeps only its login nodes) at the price table's figure for
     the machine and provisioning model, or the price file's.
     """
-    client = rest.VertexRestClient(location)
+    client = cli_common.client(location)
     ref = cluster_resource.ClusterRef(project, location, "-")
     book = teardown_price_book.PriceBook.load(price_file, location)
     click.echo("name\tstate\tidle USD/h\tcreated\tteardown\texpires\tlast run\tlast used")
@@ -89,7 +89,7 @@ def list_clusters(project: str, location: str, price_file: str) -> None:
 @cli_common.handle_errors
 def get_cluster(project: str, location: str, cluster_id: str) -> None:
     """Print one cluster as JSON."""
-    client = rest.VertexRestClient(location)
+    client = cli_common.client(location)
     resource = cluster_resource.ClusterResource(
         client, cluster_resource.ClusterRef(project, location, cluster_id)
     )
@@ -105,7 +105,7 @@ def get_cluster(project: str, location: str, cluster_id: str) -> None:
 @cli_common.handle_errors
 def delete_cluster(project: str, location: str, cluster_id: str) -> None:
     """Delete a cluster and wait until it is gone (missing is fine)."""
-    client = rest.VertexRestClient(location)
+    client = cli_common.client(location)
     resource = cluster_resource.ClusterResource(
         client, cluster_resource.ClusterRef(project, location, cluster_id)
     )
@@ -119,7 +119,7 @@ def delete_cluster(project: str, location: str, cluster_id: str) -> None:
 @cli_common.handle_errors
 def reap_clusters(project: str, location: str, dry_run: bool) -> None:
     """Delete the clusters whose vsp-expires-at label has passed (kept ones are left alone)."""
-    client = rest.VertexRestClient(location)
+    client = cli_common.client(location)
     parent = cluster_resource.ClusterRef(project, location, "-").parent
     report = cluster_reaper.reap_expired(client, parent, dry_run=dry_run)
     for entry in report.entries:

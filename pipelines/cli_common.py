@@ -8,7 +8,7 @@ import sys
 import click
 import yaml
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, rest
 
 
 def handle_errors(func):
@@ -23,6 +23,15 @@ def handle_errors(func):
             sys.exit(exc.exit_code)
 
     return wrapper
+
+
+# A command waits at most this long for an endpoint that does not answer (a step waits longer).
+COMMAND_RETRY = rest.RetryPolicy(initial=1.0, maximum=8.0, deadline=30.0)
+
+
+def client(location: str) -> rest.VertexRestClient:
+    """The REST client of a command: bounded retries, so an unreachable endpoint fails fast."""
+    return rest.VertexRestClient(location, retry=COMMAND_RETRY, timeout=30.0)
 
 
 def parse_params(values: tuple[str, ...], *, raw: bool = False) -> dict:

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import requests
 
-from vsp.components.runtime.core import errors, rest
+from vsp.components.runtime.core import errors
 from vsp.pipelines import (
     cli_common,
     first_step_check,
@@ -198,7 +198,7 @@ def submit(job_id: str | None, **options: Any) -> None:
     if options["dry_run"]:
         _dry_run("POST", f"{path}?pipelineJobId={request.job_id}", request.body())
         return
-    client = pipeline_jobs.PipelineJobsClient(rest.VertexRestClient(request.location))
+    client = pipeline_jobs.PipelineJobsClient(cli_common.client(request.location))
     job = client.create(request)
     click.echo(f"created: {job.get('name', request.name)}")
     click.echo(f"state: {job.get('state', 'unknown')}")
@@ -242,7 +242,7 @@ def schedule(
     if options["dry_run"]:
         _dry_run("POST", f"{pipeline_jobs.API_VERSION}/{job.parent}/schedules", request.body())
         return
-    client = pipeline_schedules.SchedulesClient(rest.VertexRestClient(job.location))
+    client = pipeline_schedules.SchedulesClient(cli_common.client(job.location))
     created = client.create(request, replace=replace)
     click.echo(f"created: {created.get('name')}")
     click.echo(f"cron: {created.get('cron', cron)}  next run: {created.get('nextRunTime', '?')}")

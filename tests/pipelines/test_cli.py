@@ -91,3 +91,28 @@ def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_pa
     assert "--param.nodes = 'abc': The pipeline declares it NUMBER_INTEGER." in result.output
     assert "--param.bogus = 1: The pipeline has no such parameter." in result.output
     assert not (tmp_path / ".vsp" / "emulator").exists()  # no emulator, no request
+
+
+def test_an_unreachable_endpoint_fails_fast_with_exit_75(monkeypatch):
+    import socket
+
+    from vsp.components.runtime.core import rest
+    from vsp.pipelines import cli_common
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", f"127.0.0.1:{port}")
+    monkeypatch.setattr(
+        cli_common, "COMMAND_RETRY", rest.RetryPolicy(initial=0.01, maximum=0.05, deadline=0.3)
+    )
+    result = CliRunner().invoke(cli.main, ["clusters", "list", *LOC])
+    assert result.exit_code == 75
+    assert "\nerror: GET http://127.0.0.1:" in result.output
+    assert f"Fix: check that VERTEX_EMULATOR_HOST=127.0.0.1:{port} is reachable" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_version():
+    result = CliRunner().invoke(cli.main, ["--version"])
+    assert result.exit_code == 0 and result.output == "vsp, version 0.1.0\n"

@@ -217,9 +217,13 @@ class VertexRestClient:
         except api_exceptions.RetryError as exc:
             cause = exc.cause
             http_status = getattr(cause, "http_status", 0)
+            fix = ""
+            if not http_status:
+                where = f"{EMULATOR_ENV}={self.emulator}" if self.emulator else self.root
+                fix = f". Fix: check that {where} is reachable from here, then retry"
             raise errors.UnavailableError(
                 f"still failing after {self._deadline:g} s of retries (last: "
-                f"{getattr(cause, 'message', None) or cause})",
+                f"{getattr(cause, 'message', None) or cause}){fix}",
                 http_status=http_status,
                 status=getattr(cause, "status", "") or "UNAVAILABLE",
                 method=method,
