@@ -29,7 +29,9 @@ Dependency rules (enforced by ``tests/runtime/test_layers.py``):
    modules, ``contract``, ``manifests`` and ``policy``.
 5. Above that, each subpackage imports only these (``ALLOWED`` in the test): ``training``:
    core, trainer; ``teardown``: core, cluster (applying a decision labels or deletes a
-   cluster); ``registry``: core, trainer, teardown (the parameter check covers the teardown's);
+   cluster); ``registry``: core, trainer, teardown, training, cluster (the run's parameter
+   check covers the teardown's and the training step's, and prices the cluster to be
+   created);
    ``slurm``: core, cluster, trainer, training; ``cluster``: core, slurm (the in-use check
    reads the live queue), teardown (expiry labels).
 """

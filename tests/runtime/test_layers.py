@@ -19,7 +19,7 @@ ALLOWED = {
     "trainer": {"core"},
     "training": {"core", "trainer"},
     "teardown": {"core", "cluster"},
-    "registry": {"core", "trainer", "teardown"},
+    "registry": {"core", "trainer", "teardown", "training", "cluster"},
     "slurm": {"core", "cluster", "trainer", "training"},
     "cluster": {"core", "slurm", "teardown"},
 }

@@ -10,14 +10,12 @@ import difflib
 import re
 from typing import Any
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import env_names, errors
 from vsp.components.runtime.slurm import job_fields as slurm_job_fields
 
 RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}\Z")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-# Variables that change how bash runs a script: it would source BASH_ENV/ENV, take shell options
-# (SHELLOPTS=noexec runs nothing and exits 0) or import functions (BASH_FUNC_*).
-SHELL_CONTROL_ENV = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE"})
+ENV_NAME_RE = env_names.ENV_NAME_RE
+SHELL_CONTROL_ENV = env_names.SHELL_CONTROL_ENV
 SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 WARNING_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
 MANAGED_KEYS = frozenset(
@@ -96,7 +94,7 @@ def problems(desc: Any) -> list[errors.SpecProblem]:
             )
     _payload(desc, bad)
     _numbers(desc, bad)
-    _environment(desc.environment, bad)
+    env_names.check_environment(desc.environment, bad)
     clash = sorted(set(desc.extra_fields) & MANAGED_KEYS)
     if clash:
         bad(
@@ -194,27 +192,3 @@ def _numbers(desc: Any, bad) -> None:
             f"is not shorter than the time limit ({limit} min).",
             "send the warning a few minutes before the end, or raise the time limit.",
         )
-
-
-def _environment(environment: Any, bad) -> None:
-    if not isinstance(environment, dict):
-        bad("environment", environment, "must be a mapping.", "pass a dict of str to str.")
-        return
-    for name, value in environment.items():
-        field = f"environment[{name!r}]"
-        if not (isinstance(name, str) and ENV_NAME_RE.match(name)):
-            bad(
-                field,
-                name,
-                "is not a valid variable name.",
-                "use letters, digits and _ only, not starting with a digit.",
-            )
-        elif name in SHELL_CONTROL_ENV or name.startswith("BASH_FUNC_"):
-            bad(
-                field,
-                name,
-                "changes how the job's shell runs (it could source a file or skip the payload).",
-                "drop it from environment; set it inside the trainer if the trainer needs it.",
-            )
-        elif not isinstance(value, str) or "\0" in value:
-            bad(field, value, "must be a string without NUL.", "convert the value to a string.")

@@ -16,8 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.core import errors
-from vsp.components.runtime.slurm import job_checks
+from vsp.components.runtime.core import env_names, errors
 
 # name -> (minimum, maximum, integer?)
 BOUNDS: dict[str, tuple[float, float, bool]] = {
@@ -89,13 +88,13 @@ def problems(**params: Any) -> list[errors.SpecProblem]:
         def bad(field: str, value: Any, problem: str, fix: str) -> None:
             found.append(errors.SpecProblem(field, _shown(value), problem, fix))
 
-        job_checks._environment(environment, bad)
+        env_names.check_environment(environment, bad)
     if params.get("working_directory", "") != "":  # '' = not used (CustomJob training)
         directory = params["working_directory"]
         if not (
             isinstance(directory, str)
             and directory.startswith("/")
-            and job_checks.is_clean_text(directory)
+            and not any(c in directory for c in "\0\n\r")
         ):
             found.append(
                 errors.SpecProblem(
