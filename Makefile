@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the README's test command and what CI runs.
 PYTHON ?= python3
 
-.PHONY: install run-local test lint format compile
+.PHONY: install run-local test lint format compile campaign
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -22,3 +22,7 @@ format:
 
 compile:
 	vsp compile
+
+# Fault campaign: generated fault plans and bad inputs, counts in benchmarks/results/.
+campaign:
+	$(PYTHON) -m benchmarks.fault_campaign --plans 2000 --inputs 1000 --out benchmarks/results

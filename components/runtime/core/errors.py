@@ -23,9 +23,13 @@ EXIT_CANCELLED = 143  # 128 + SIGTERM: the step was cancelled (pipeline cancel)
 
 
 class VspError(Exception):
-    """Base class of every error the runtime raises on purpose."""
+    """Base class of every error the runtime raises on purpose.
 
-    exit_code = 1
+    One not classified as user or transient (e.g. an operation that ended with code 1 CANCELLED
+    or 2 UNKNOWN) exits as internal, so every exit code stays within the taxonomy.
+    """
+
+    exit_code = EXIT_INTERNAL_ERROR
 
 
 class StepCancelled(BaseException):

@@ -68,7 +68,10 @@ def check_path(path: str) -> str:
         errors.UserError: A project segment is invalid, or the path climbs with ``..``.
     """
     if any(part in (".", "..") for part in path.split("/")):
-        raise errors.UserError(f"API path {_shown(path)} has a '.' or '..' segment.")
+        raise errors.UserError(
+            f"API path {_shown(path)} has a '.' or '..' segment. Fix: pass project, location "
+            "and resource ids without '/' or dots as whole path segments."
+        )
     for project in _PROJECT_IN_PATH.findall(path.split("?", 1)[0]):
         check_project(project)
     return path
