@@ -40,3 +40,17 @@ def test_an_unclassified_operation_error_exits_within_the_taxonomy():
         assert error.exit_code == errors.EXIT_INTERNAL_ERROR
     assert errors.operation_error("o", {"code": 8}).exit_code == errors.EXIT_TRANSIENT_ERROR
     assert errors.operation_error("o", {"code": 3}).exit_code == errors.EXIT_USER_ERROR
+
+
+def test_a_connection_broken_mid_answer_is_transient(tmp_path):
+    """Found by the campaign: an emulator restart during an answer raised a raw
+    ``ChunkedEncodingError`` (outside the taxonomy); the client now reports it as unavailable."""
+    from tests.campaign import campaign_world
+
+    recorded = {
+        "entry": "cluster_create", "kind": "restart", "call": "create", "skip": 1, "times": 1,
+        "code": 8, "reuse": False, "state": "FAILED", "keep_minutes": 30.0, "at": 0.05,
+    }  # fmt: skip
+    with campaign_world.opened(tmp_path / "replay") as world:
+        result = campaign_plans.run_plan(world, campaign_plans.Plan(**recorded))
+    assert result.violations == []

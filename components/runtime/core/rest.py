@@ -244,7 +244,12 @@ class VertexRestClient:
                 headers={"Content-Type": "application/json"} if body is not None else None,
                 timeout=self.timeout,
             )
-        except (requests.ConnectionError, requests.Timeout) as exc:
+        except (
+            requests.ConnectionError,
+            requests.Timeout,
+            requests.exceptions.ChunkedEncodingError,  # the connection broke mid-answer
+            requests.exceptions.ContentDecodingError,
+        ) as exc:
             raise errors.UnavailableError(
                 f"no response ({type(exc).__name__})", status="UNAVAILABLE", method=method, url=url
             ) from exc

@@ -81,3 +81,15 @@ def test_a_poll_outlives_one_request_deadline(emulator):
     assert result.value == "gone"
     fired = emulator.faults()[0]
     assert fired.fired == 40
+
+
+def test_a_connection_broken_mid_answer_is_unavailable():
+    import requests
+
+    class Broken(requests.Session):
+        def request(self, *args, **kwargs):
+            raise requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead")
+
+    client = rest.VertexRestClient("us-central1", session=Broken(), retry=FAST)
+    with pytest.raises(errors.UnavailableError, match="ChunkedEncodingError"):
+        client.post("v1/projects/test-project/locations/us-central1/customJobs", {})
