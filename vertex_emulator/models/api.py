@@ -2,7 +2,7 @@
 
 Routes (under ``/v1beta1/`` and ``/v1/``), ``P`` = ``projects/{p}/locations/{l}``:
 ``POST P/models:upload`` (-> LRO), ``GET P/models`` (the ``default`` version of each model),
-``GET P/models/{id}[@{versionId|alias}]``, ``GET P/models/{id}:listVersions``,
+``GET P/models/{id}[@{versionId|alias}]``, ``GET P/models/{id}:listVersions`` (paged),
 ``POST P/models/{id}[@{ver}]:mergeVersionAliases`` and
 ``DELETE P/models/{id}@{versionId}:deleteVersion`` (-> LRO).
 
@@ -19,7 +19,7 @@ import re
 import secrets
 from typing import Any
 
-from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, router
+from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, paging, router
 
 COLLECTION = "models"
 DEFAULT_ALIAS = "default"
@@ -141,10 +141,13 @@ def get_model(request: router.Request) -> router.Response:
 
 
 def list_versions(request: router.Request) -> router.Response:
-    """Lists every version of a model, oldest first."""
-    record, _ = _load(request)
+    """Lists the versions of a model, oldest first, a page at a time (``pageSize``)."""
+    record, name = _load(request)
     versions = sorted(record["versions"].values(), key=lambda v: int(v["versionId"]))
-    return router.Response({"models": versions})
+    chosen, body = paging.page(
+        request, versions, lambda v: f"{name}@{int(v['versionId']):020d}", f"{name}@"
+    )
+    return router.Response({"models": chosen, **body} if chosen else body)
 
 
 def list_models(request: router.Request) -> router.Response:

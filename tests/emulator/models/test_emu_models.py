@@ -179,3 +179,18 @@ def test_delete_version_refuses_the_only_and_the_default_version(api):
     assert gone.status_code == 200 and gone.json()["done"] is True
     assert [v["versionId"] for v in api.get(f"{NAME}:listVersions").json()["models"]] == ["1"]
     assert delete("2").status_code == 404
+
+
+def test_list_versions_honours_page_size(api):
+    assert api.upload(modelId="mnist", model=_model()).status_code == 200
+    for _ in range(2):
+        assert api.upload(parentModel=NAME, model=_model()).status_code == 200
+    seen, token = [], ""
+    while True:
+        query = f"?pageSize=2&pageToken={token}" if token else "?pageSize=2"
+        body = api.get(f"{NAME}:listVersions{query}").json()
+        seen.append([v["versionId"] for v in body["models"]])
+        token = body.get("nextPageToken", "")
+        if not token:
+            break
+    assert seen == [["1", "2"], ["3"]]
