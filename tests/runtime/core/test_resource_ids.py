@@ -1,0 +1,37 @@
+"""The location becomes part of the host name and the project part of every path: both are
+checked against Google's formats before any URL is built, so no parameter can move the token."""
+
+from __future__ import annotations
+
+import pytest
+
+from vsp.components.runtime.core import errors, rest
+
+
+@pytest.mark.parametrize(
+    "location", ["evil.example/#", "us-central1.evil.example", "us-central1/", "US-CENTRAL1", ""]
+)
+def test_a_location_that_is_not_a_region_is_refused_before_any_request(location, monkeypatch):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    with pytest.raises(errors.UserError):
+        rest.VertexRestClient(location)
+
+
+@pytest.mark.parametrize("project", ["a/b", "..", "evil.example/#", "P!", "x" * 40])
+def test_a_project_that_is_not_a_project_id_is_refused_in_any_path(project, monkeypatch):
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")
+    client = rest.VertexRestClient("us-central1")
+    with pytest.raises(errors.UserError, match="Fix"):
+        client.url(f"v1/projects/{project}/locations/us-central1/customJobs")
+
+
+@pytest.mark.parametrize(
+    "good",
+    [("europe-west4", "my-project-123"), ("northamerica-northeast1", "123456789"),
+     ("global", "example.com:my-project")],
+)  # fmt: skip
+def test_real_names_pass(good, monkeypatch):
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")
+    location, project = good
+    client = rest.VertexRestClient(location)
+    assert client.url(f"v1/projects/{project}/locations/{location}").endswith(location)
