@@ -26,7 +26,7 @@ def check_run_parameters(
     location: str = "us-central1",
     machine_type: str = "a3-highgpu-8g",
     spot_max_nodes: int = 2,
-    ondemand_max_nodes: int = 1,
+    ondemand_max_nodes: int = 0,
     cluster_spec: dict = {},  # noqa: B006
     shrunk_price_per_hour: float = 0.0,
     scale_up_minutes: float = 10.0,
@@ -36,6 +36,7 @@ def check_run_parameters(
     environment: dict = {},  # noqa: B006
     nodes: int = 1,
     gpus_per_node: int = 0,
+    accelerator_count: int = -1,
     time_limit_minutes: int = 0,
     max_preemptions: int = 10,
     max_user_failures: int = 0,
@@ -88,6 +89,9 @@ def check_run_parameters(
         environment: Extra environment variables of the trainer (names checked).
         nodes: Nodes per training job (1-1024).
         gpus_per_node: GPUs per node requested from Slurm (0-16).
+        accelerator_count: Accelerators per node of the training pools built from the flat
+            parameters (-1 = unknown); gpus_per_node above it is refused unless cluster_spec
+            gives the cluster.
         time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
         max_preemptions: Preemptions survived before the run fails (0-10000).
         max_user_failures: Restarts after the trainer itself failed (0-1000).

@@ -95,7 +95,10 @@ def get_cluster(project: str, location: str, cluster_id: str) -> None:
     )
     cluster = resource.get()
     if cluster is None:
-        raise click.ClickException(f"cluster {resource.ref.name} does not exist")
+        raise errors.UserError(
+            f"cluster {resource.ref.name} does not exist. Fix: see the clusters there with "
+            f"`vsp clusters list --project {project} --location {location}`."
+        )
     click.echo(json.dumps(cluster, indent=2, sort_keys=True))
 
 

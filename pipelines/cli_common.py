@@ -25,6 +25,28 @@ def handle_errors(func):
     return wrapper
 
 
+class VspGroup(click.Group):
+    """The ``vsp`` group: click's own errors (unknown option, bad value, missing argument) in
+    the same style and exit code as the runtime's user errors."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Abort:
+            click.echo("error: interrupted", err=True)
+            sys.exit(errors.EXIT_CANCELLED)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            usage = ctx.command_path if ctx is not None else "vsp"
+            what = exc.format_message().rstrip(".")
+            fix = "" if "Fix:" in what else f". Fix: see `{usage} --help`"
+            click.echo(f"error: {what}{fix}.", err=True)
+            sys.exit(errors.EXIT_USER_ERROR)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 # A command waits at most this long for an endpoint that does not answer (a step waits longer).
 COMMAND_RETRY = rest.RetryPolicy(initial=1.0, maximum=8.0, deadline=30.0)
 

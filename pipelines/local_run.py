@@ -38,7 +38,7 @@ from vsp import vertex_emulator
 from vsp.components import catalog, packaging
 from vsp.components.runtime.core import errors, rest
 from vsp.components.runtime.trainer import contract
-from vsp.pipelines import pipeline_caching, registry
+from vsp.pipelines import pipeline_caching, registry, run_console
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,7 @@ def run_local(
     in_process: bool = False,
     template_dir: str | os.PathLike | None = None,
     enable_caching: bool | None = None,
+    console: run_console.StepConsole | None = None,
 ) -> LocalRunResult:
     """Runs a registered pipeline locally.
 
@@ -207,6 +208,8 @@ def run_local(
             repository's ``compiled/``).
         enable_caching: Faithful mode: True or False sets caching of every task, as
             ``vsp submit --enable-caching`` does; None keeps the template's settings.
+        console: Show the run through this console (a line per task state change and the
+            progress of waits; everything else to its log) instead of kfp.local's full stream.
 
     Returns:
         The outcome, with the emulator journal of the run.
@@ -243,8 +246,10 @@ def run_local(
         local.init(runner, pipeline_root=root, raise_on_error=True, enable_caching=not in_process)
         start = time.monotonic()
         error = ""
+        shown = run_console.capture(console) if console else contextlib.nullcontext()
         try:
-            launch(arguments)
+            with shown:
+                launch(arguments)
         except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
             error = str(exc)
         seconds = time.monotonic() - start

@@ -62,6 +62,7 @@ TRAINING_PARAMETERS = (
     "environment",
     "nodes",
     "gpus_per_node",
+    "accelerator_count",
     "time_limit_minutes",
     "max_preemptions",
     "max_user_failures",

@@ -70,7 +70,11 @@ def local_python(shared_dir: str) -> str:
 
 
 def local_arguments(
-    pipeline: str, shared_dir: str, gcs_root: str = "", trainer_steps: int = 0
+    pipeline: str,
+    shared_dir: str,
+    gcs_root: str = "",
+    trainer_steps: int = 0,
+    real_slurm: bool = False,
 ) -> dict[str, Any]:
     """Parameter values of a local run of ``pipeline``.
 
@@ -80,8 +84,12 @@ def local_arguments(
         gcs_root: Absolute folder standing in for the GCS FUSE mount (``/gcs`` on a cluster),
             where the emulated ``gs://`` buckets live; default ``{shared_dir}/../emulator/gcs``.
         trainer_steps: Steps of the example trainer of ``slurm-spot-training`` (0 = 100).
+        real_slurm: The run trains on a real Slurm, whose nodes have no GPUs: the job asks for
+            none, and the trainer runs ``REAL_SLURM_TRAINER_STEPS`` unless ``trainer_steps``.
     """
     gcs_root = gcs_root or os.path.join(os.path.dirname(shared_dir), "emulator", "gcs")
+    if real_slurm:
+        trainer_steps = trainer_steps or REAL_SLURM_TRAINER_STEPS
     if pipeline == slurm_spot_training.NAME:
         # A fresh folder per local run, so a second run trains again instead of finding the
         # first run's final checkpoint.
@@ -113,6 +121,9 @@ def local_arguments(
             "poll_seconds": 0.5,
             "spot_price_per_node_hour": 0.9,
             "ondemand_price_per_node_hour": 3.0,
+            # The emulated nodes have the machine type's GPUs, so the default request (all of
+            # a node's GPUs) is what runs there; a real Slurm here has none.
+            **({"gpus_per_node": 0} if real_slurm else {}),
         }
     if pipeline == spot_custom_job_training.NAME:
         stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -127,6 +127,63 @@ def summary_lines(result: local_run.LocalRunResult) -> list[str]:
     return [f"  {what}: {value}" for what, value in facts(result)]
 
 
+def terminal_lines(
+    result: local_run.LocalRunResult,
+    *,
+    preemptions: int,
+    arguments: dict | None = None,
+    log_path: str = "",
+) -> list[str]:
+    """What ``vsp run-local`` prints once a run ends; writes the HTML report on the way.
+
+    Args:
+        result: The run.
+        preemptions: Spot preemptions the emulator was told to inject.
+        arguments: The run's parameters, listed when given (the verbose view).
+        log_path: The file holding the run's full output, named when given.
+    """
+    state = "SUCCEEDED" if result.succeeded else "FAILED"
+    mode = "faithful: compiled template" if result.mode == "faithful" else "in-process"
+    lines = [f"pipeline {result.pipeline}: {state} in {result.seconds:.1f} s ({mode})"]
+    if arguments is not None:
+        lines.append(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
+    lines.append(f"  injected preemptions: {preemptions}")
+    lines += summary_lines(result)
+    lines.append("  requests: " + ", ".join(f"{c} {n}" for c, n in sorted(result.calls.items())))
+    for name, path in sorted(result.outputs.items()):
+        if name.endswith("/metrics"):
+            lines.append(f"  {name}: {_metrics_line(path)}")
+    report = write_report(result)
+    if report:
+        lines.append(f"  report: {report}")
+    if result.state_dir:
+        lines.append(f"  emulator journal: {result.state_dir}/journal.jsonl")
+    if log_path:
+        lines.append(f"  full log: {log_path}")
+    return lines
+
+
 def _goodput(metrics: dict) -> str:
     """Goodput to two places, or ``unknown`` when the step could not see the checkpoints."""
     return f"{metrics['goodput']:.2f}" if "goodput" in metrics else "unknown (see the report)"
+
+
+def _metrics_line(path: str) -> str:
+    try:
+        with open(path) as handle:
+            values = json.load(handle)
+    except (OSError, ValueError):
+        return f"see {path}"
+    shown = (
+        "preemptions",
+        "resubmissions",
+        "goodput",
+        "work_lost_seconds",
+        "node_hours_billed",
+        "teardown_keep",
+        "teardown_shrink",
+        "teardown_cost_if_kept",
+        "teardown_cost_if_shrunk",
+        "teardown_cost_if_deleted",
+    )
+    return ", ".join(f"{k}={values[k]:g}" for k in shown if isinstance(values.get(k), (int, float)))

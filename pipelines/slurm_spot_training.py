@@ -60,11 +60,11 @@ def build(components: dict):
         accelerator_type: str = "NVIDIA_H100_80GB",
         accelerator_count: int = 8,
         spot_max_nodes: int = 2,
-        ondemand_max_nodes: int = 1,
+        ondemand_max_nodes: int = 0,
         cluster_spec: dict = {},  # noqa: B006 - a KFP default, never mutated
         environment: dict = {},  # noqa: B006
         nodes: int = 1,
-        gpus_per_node: int = 0,
+        gpus_per_node: int = 8,
         time_limit_minutes: int = 0,
         log_directory: str = "",
         max_preemptions: int = 10,
@@ -112,24 +112,29 @@ def build(components: dict):
             subnetwork: Subnetwork, ``projects/P/regions/R/subnetworks/S``.
             zone: Zone of the node pools.
             home_directory_storage: Filestore/Lustre instance mounted as /home.
-            machine_type: GPU machine type of the training pools.
+            machine_type: GPU machine type of the training pools (default: 8 x H100 80 GB).
             accelerator_type: Accelerator type of the training pools.
-            accelerator_count: Accelerators per training node.
+            accelerator_count: Accelerators per training node; keep gpus_per_node equal to it.
             spot_max_nodes: Maximum nodes of the Spot pool (partition ``spot``).
-            ondemand_max_nodes: Maximum nodes of the on-demand pool (partition ``ondemand``);
-                0 disables the fallback.
+            ondemand_max_nodes: Nodes of an on-demand fallback pool (partition ``ondemand``),
+                billed at the on-demand price whenever they exist; 0 (the default) = no
+                fallback pool, training stays on Spot.
             cluster_spec: Full cluster body; when non-empty it replaces the flat parameters.
             environment: Extra environment variables of the trainer.
             nodes: Nodes per training job.
-            gpus_per_node: GPUs per node requested from Slurm (0 = none).
+            gpus_per_node: GPUs per node each Slurm job asks for (``gres/gpu:N``); the default
+                8 is every GPU of the default machine, so keep it equal to accelerator_count
+                (the first step refuses more than a node has; 0 = none, for CPU pools).
             time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
             log_directory: Folder of the jobs' stdout as the cluster sees it ('' = the working
                 directory); on Cloud Storage (``/gcs/BUCKET/PATH``) the training step shows
                 the trainer's log lines while it runs.
             max_preemptions: Preemptions survived before the run fails.
             max_user_failures: Restarts after the trainer itself failed.
-            fallback_after_preemptions: Move to ``ondemand`` after this many preemptions.
-            capacity_wait_seconds: Longest wait for Spot nodes before falling back, seconds.
+            fallback_after_preemptions: Move to ``ondemand`` after this many preemptions (only
+                with an on-demand pool, see ondemand_max_nodes).
+            capacity_wait_seconds: Longest wait for Spot nodes before falling back to
+                ``ondemand`` (with an on-demand pool), seconds.
             spot_price_per_node_hour: Spot price per node-hour (cost metrics).
             ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
             poll_seconds: Longest interval between job state polls, seconds.

@@ -28,9 +28,7 @@ def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
     address = real_slurmrestd
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments(
-        "slurm-spot-training",
-        str(tmp_path / "shared"),
-        trainer_steps=registry.REAL_SLURM_TRAINER_STEPS,
+        "slurm-spot-training", str(tmp_path / "shared"), real_slurm=True
     )
     settings = local_run.local_settings(0.3, preemptions=3, preempt_after=2.5)
     settings = dataclasses.replace(settings, slurmrestd=address)

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from vsp.pipelines import cli
+from vsp.pipelines import cli, cli_run_local
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
 
@@ -79,7 +79,7 @@ def test_a_slurmrestd_that_does_not_answer_is_refused_before_the_run(tmp_path):
 
 def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    typed, definitions = cli._typed_params(
+    typed, definitions = cli_run_local._typed_params(
         "slurm-spot-training", None, ("cluster_id=001", "nodes=2", "environment={A: b}")
     )
     assert typed == {"cluster_id": "001", "nodes": 2, "environment": {"A": "b"}}

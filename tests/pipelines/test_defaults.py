@@ -45,15 +45,20 @@ ZERO_MEANS_UNSET = {
 }
 # (pipeline input, component input) pairs whose defaults differ on purpose, and why.
 INTENTIONAL = {
-    # The Slurm pipeline wires an on-demand fallback (partition "ondemand"): one on-demand
-    # node, a fallback after 5 preemptions or an hour without Spot capacity. The components
-    # alone have no fallback unless asked, so their 0s (no pool, never fall back) are inert.
-    ("ondemand_max_nodes", "create-cluster.ondemand_max_nodes"),
+    # The Slurm pipeline has no on-demand pool unless asked (ondemand_max_nodes=0, as the
+    # components); with one, it falls back after 5 preemptions or an hour without Spot
+    # capacity. The training component alone never falls back unless asked.
     ("fallback_after_preemptions", "train-on-cluster.fallback_after_preemptions"),
     ("capacity_wait_seconds", "train-on-cluster.capacity_wait_seconds"),
     # The parameter check mirrors train_on_cluster's defaults (the pipeline passes its own).
     ("fallback_after_preemptions", "check-run-parameters.fallback_after_preemptions"),
     ("capacity_wait_seconds", "check-run-parameters.capacity_wait_seconds"),
+    # The Slurm pipeline builds its nodes (8 GPUs on the default machine) and asks for all of
+    # them; the training component alone does not know the nodes, so it asks for none, and the
+    # check compares with the nodes only when the pipeline says how many GPUs they have.
+    ("gpus_per_node", "train-on-cluster.gpus_per_node"),
+    ("gpus_per_node", "check-run-parameters.gpus_per_node"),
+    ("accelerator_count", "check-run-parameters.accelerator_count"),
     # The CustomJob pipeline counts Vertex's in-place restarts and polls a slower API.
     ("max_preemptions", "check-run-parameters.max_preemptions"),
     ("poll_seconds", "check-run-parameters.poll_seconds"),

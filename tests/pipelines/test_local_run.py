@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
@@ -11,14 +12,14 @@ import subprocess
 import sys
 
 from vsp import vertex_emulator
-from vsp.pipelines import local_run, registry
+from vsp.pipelines import local_run, registry, run_console, run_summary
 
 FAST = vertex_emulator.EmulatorSettings(
     provisioning_delay_seconds=0.3, delete_delay_seconds=0.1, tick_interval_seconds=0.05
 )
 
 
-def _run(tmp_path, monkeypatch, **overrides):
+def _run(tmp_path, monkeypatch, console=None, **overrides):
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = {
         **registry.local_arguments("cluster-lifecycle", str(tmp_path / "shared")),
@@ -31,12 +32,32 @@ def _run(tmp_path, monkeypatch, **overrides):
         pipeline_root=str(tmp_path / "outputs"),
         settings=FAST,
         in_process=True,
+        console=console,
     )
 
 
+def _console():
+    return run_console.StepConsole(io.StringIO(), io.StringIO(), live=False)
+
+
 def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypatch):
-    result = _run(tmp_path, monkeypatch)
+    console = _console()
+    result = _run(tmp_path, monkeypatch, console)
     assert result.succeeded, result.error
+    # The terminal view: each task's start and end, the waits' progress between them.
+    shown = console.shown
+    assert [line for line in shown if not line.startswith("  ")] == [
+        "create-cluster: started",
+        shown[shown.index("create-cluster: started") + 3],
+        "delete-cluster: started",
+        shown[-1],
+    ]
+    assert re.fullmatch(r"create-cluster: succeeded in \d+ s", shown[3])
+    assert re.fullmatch(
+        r"  create-cluster: create of cluster vsplocal: .*next check in .*", shown[1]
+    )
+    assert "Got executor_input" in console.log.getvalue()
+    assert not any("executor" in line for line in shown)
     assert result.calls["create cluster"] == 1
     assert result.calls["delete cluster"] == 1
     writes = [
@@ -59,31 +80,48 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
 
 
 def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypatch):
-    result = _run(tmp_path, monkeypatch, cluster_id="Bad-Id")
+    console = _console()
+    result = _run(tmp_path, monkeypatch, console, cluster_id="Bad-Id")
     assert not result.succeeded
     assert "create-cluster" in result.error
+    # The root cause: the step, its exit code, each problem with its fix.
+    failure = console.failure
+    assert (failure.task, failure.exit_code) == ("create-cluster", 2)
+    assert failure.error.startswith(
+        "cluster spec is invalid (2 problems):\n- cluster_id = 'Bad-Id'"
+    )
+    assert failure.error.count("Fix:") == 2
     # The create step failed validation before any request; the exit task still ran.
     assert [(e["method"], e["status"]) for e in result.journal] == [("GET", 404)]
     assert result.journal[0]["path"].endswith("/modelDevelopmentClusters/Bad-Id")
 
 
 def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch
 ):
     """The faithful mode: compiled/pipelines/slurm_spot_training.yaml, each step in a fresh
     venv with only what its YAML installs (no numpy), as on Vertex AI Pipelines, and the
     cluster's home out of the steps' sight (they see only the emulated Cloud Storage)."""
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
+    console = _console()
     result = local_run.run_local(
         "slurm-spot-training",
         arguments,
         state_dir=str(tmp_path / "emulator"),
         pipeline_root=str(tmp_path / "outputs"),
         settings=local_run.local_settings(0.3, preemptions=3, preempt_after=2.5),
+        console=console,
     )
     assert result.succeeded, result.error
     assert result.mode == "faithful"
+    # What `vsp run-local` prints for it: under 60 lines, with progress during the waits.
+    printed = console.shown + run_summary.terminal_lines(result, preemptions=3, log_path="x")
+    assert len(printed) < 60, "\n".join(printed)
+    assert sum(line.startswith("  create-cluster: create of cluster") for line in printed) >= 1
+    waits = [line for line in printed if line.startswith("  train-on-cluster: job 1: ")]
+    assert sum("PENDING" in line for line in waits) == 3, printed  # each requeue's wait
+    assert sum("preempted and requeued" in line for line in printed) == 3
     submits = [
         e for e in result.journal if (e.get("body") or {}).get("path", "").endswith("/job/submit")
     ]
@@ -104,8 +142,9 @@ def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically
     subprocess.run(command, env=env, check=True, capture_output=True)
     trained = pathlib.Path(arguments["model_dir"]) / "model.npz"
     assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
-    shown = capsys.readouterr().out
-    separate_filesystems_still_measure_and_show(result, arguments, metrics, report, shown)
+    separate_filesystems_still_measure_and_show(
+        result, arguments, metrics, report, console.log.getvalue()
+    )
 
 
 def separate_filesystems_still_measure_and_show(result, arguments, metrics, report, shown):

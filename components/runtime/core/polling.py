@@ -2,8 +2,11 @@
 
 Every long wait in the runtime (a cluster LRO, a Slurm job, a CustomJob) goes through
 ``poll_until``. Time is read and slept through a ``Clock`` so tests run with ``FakeClock`` and no
-real sleeping. Transient errors raised by the probe are absorbed and retried with backoff until
-the deadline; any other error propagates at once.
+real sleeping. Each change of state, and a heartbeat during long unchanged waits, is logged on
+the ``vsp.progress`` logger: what is awaited, for how long, and what comes next (the next check,
+the deadline). ``vsp run-local`` shows those lines as its progress line. Transient errors
+raised by the probe are absorbed and retried with backoff until the deadline; any other error
+propagates at once.
 
 Hand-rolled rather than ``google.api_core.retry``/``polling`` because those read the real clock,
 cannot report progress between attempts, and cannot tell "not done yet" from "failed".
@@ -24,6 +27,9 @@ from vsp.components.runtime.core import errors
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+# Progress of long waits: the lines `vsp run-local` shows, and a Vertex step's log shows alike.
+PROGRESS_LOGGER = "vsp.progress"
+progress_log = logging.getLogger(PROGRESS_LOGGER)
 
 
 class Clock(abc.ABC):
@@ -131,7 +137,8 @@ def poll_until(
         backoff: Delay schedule between probes.
         clock: Time source; ``RealClock`` when None.
         on_change: Called with (state, elapsed seconds) whenever ``describe(state)`` changes;
-            by default the change is logged at INFO.
+            by default the change is logged at INFO on the ``vsp.progress`` logger with how
+            long the wait has lasted, when the next check is and when the wait gives up.
         describe: Turns a state into the short text used to detect and log changes.
         rng: Random source for jitter (seed it in tests).
         heartbeat: While the state does not change, log "still ..." at most this often
@@ -152,24 +159,21 @@ def poll_until(
     last_log = start
     while True:
         attempts += 1
+        changed, value = False, None
         try:
             value = probe()
         except errors.TransientError as exc:
             last_transient = exc
             log.warning("%s: transient error while polling (attempt %d): %s", what, attempts, exc)
         else:
-            elapsed = clock.now() - start
             seen = describe(value)
-            if seen != last_seen:
-                last_seen, last_log = seen, clock.now()
-                if on_change is not None:
-                    on_change(value, elapsed)
-                else:
-                    log.info("%s: %s (%.0f s)", what, seen, elapsed)
-            elif heartbeat is not None and clock.now() - last_log >= heartbeat:
-                last_log = clock.now()
-                log.info("%s: still %s after %.0f s", what, seen, elapsed)
+            changed, last_seen = seen != last_seen, seen
+            if changed and on_change is not None:
+                on_change(value, clock.now() - start)
             if done(value):
+                elapsed = clock.now() - start
+                if changed and on_change is None:
+                    progress_log.info("%s: %s (%s)", what, _short(seen), duration(elapsed))
                 return PollResult(value=value, attempts=attempts, elapsed=elapsed)
         elapsed = clock.now() - start
         delay = next(delays)
@@ -183,4 +187,49 @@ def poll_until(
                     f"last state: {last_seen or 'unknown'}{suffix}. Raise the timeout if the "
                     "resource is still progressing."
                 )
+        if changed and on_change is None:
+            last_log = clock.now()
+            progress_log.info(
+                "%s: %s (%s; %s)",
+                what,
+                _short(last_seen),
+                duration(elapsed),
+                _next(delay, timeout, elapsed),
+            )
+        elif (
+            last_seen is not None and heartbeat is not None and clock.now() - last_log >= heartbeat
+        ):
+            last_log = clock.now()
+            progress_log.info(
+                "%s: still %s after %s (%s)",
+                what,
+                _short(last_seen),
+                duration(elapsed),
+                _next(delay, timeout, elapsed),
+            )
         clock.sleep(delay)
+
+
+def _short(state: str, limit: int = 90) -> str:
+    """A state's description cut for a progress line (the timing after it must stay visible)."""
+    return state if len(state) <= limit else state[: limit - 3] + "..."
+
+
+def _next(delay: float, timeout: float | None, elapsed: float) -> str:
+    """What comes next in a wait: the next look, and when the wait gives up."""
+    text = f"next check in {duration(delay)}"
+    if timeout is not None:
+        text += f", gives up in {duration(max(0.0, timeout - elapsed))}"
+    return text
+
+
+def duration(seconds: float) -> str:
+    """A duration for people: ``45 s``, ``3 min 20 s``, ``2 h 05 min``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 1 or seconds < 0.05 else f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

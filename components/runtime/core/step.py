@@ -48,13 +48,15 @@ def run_step(name: str, func: Callable[[], T]) -> T:
         raise SystemExit(errors.EXIT_CANCELLED) from exc
     except (errors.UserError, errors.TransientError) as exc:
         # Both messages say what happened and what to do; a traceback would bury them.
-        log.error("%s failed: %s", name, exc)
+        log.error("%s failed (exit %d): %s", name, exc.exit_code, exc)
         raise SystemExit(exc.exit_code) from exc
     except errors.VspError as exc:
-        log.error("%s failed: %s", name, exc, exc_info=True)
+        log.error("%s failed (exit %d): %s", name, exc.exit_code, exc, exc_info=True)
         raise SystemExit(exc.exit_code) from exc
     except Exception as exc:
-        log.exception("%s failed with an internal error", name)
+        log.exception(
+            "%s failed (exit %d) with an internal error: %s", name, errors.EXIT_INTERNAL_ERROR, exc
+        )
         raise SystemExit(errors.EXIT_INTERNAL_ERROR) from exc
 
 

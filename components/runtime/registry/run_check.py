@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vsp.components.runtime.cluster import builder as cluster_builder
+from vsp.components.runtime.core import errors
 from vsp.components.runtime.registry import preflight
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.training import options_check
@@ -52,13 +53,14 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
             cluster_builder.build_cluster_spec(
                 machine_type=p.get("machine_type", "a3-highgpu-8g"),
                 spot_max_nodes=p.get("spot_max_nodes", 2),
-                ondemand_max_nodes=p.get("ondemand_max_nodes", 1),
+                ondemand_max_nodes=p.get("ondemand_max_nodes", 0),
                 validate=False,  # create_cluster validates the spec itself
             ).to_request_body()
         )
     training = {}
     if p.get("check_training"):
         training = options_check.component_params({k: p[k] for k in TRAINING_NAMES if k in p})
+        _check_gpus(p)
     extra: dict[str, Any] = {}
     if p.get("check_checkpoint_dir"):
         extra["checkpoint_dir"] = p.get("checkpoint_dir", "")
@@ -79,3 +81,17 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         **extra,
     )
     return True
+
+
+def _check_gpus(p: Mapping[str, Any]) -> None:
+    """A job asking for more GPUs per node than the flat parameters' nodes have would wait
+    in the queue forever; refused before the cluster is created."""
+    gpus, count = p.get("gpus_per_node", 0), p.get("accelerator_count", -1)
+    if p.get("cluster_spec") or not isinstance(count, int) or count < 0:
+        return
+    if isinstance(gpus, int) and gpus > count:
+        raise errors.UserError(
+            f"gpus_per_node = {gpus} asks Slurm for more GPUs than a training node has "
+            f"(accelerator_count = {count}): the job would never start. Fix: set gpus_per_node "
+            "to accelerator_count (every GPU of a node) or fewer; 0 for nodes without GPUs."
+        )

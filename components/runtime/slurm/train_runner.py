@@ -6,13 +6,40 @@ shared supervisor (``training_step.supervise``), which also writes the metrics a
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest
 from vsp.components.runtime.slurm import api as slurm_api
 from vsp.components.runtime.slurm import backend as slurm_backend
 from vsp.components.runtime.training import runner as training_step
+
+log = logging.getLogger(__name__)
+
+
+def fallback_if_present(cluster: dict[str, Any] | None, fallback_partition: str) -> str:
+    """The fallback partition, or '' when the cluster has a partition list without it.
+
+    The pipelines pass ``ondemand`` whatever the cluster holds; a cluster built without the
+    on-demand pool (``ondemand_max_nodes=0``, the default) has no such partition, and a job sent
+    there would be refused. When the partitions cannot be read, the fallback is kept as given.
+    """
+    try:
+        spec = cluster_spec.ClusterSpec.from_api(cluster) if cluster else None
+    except ValueError:  # an unreadable answer (pydantic): keep the caller's choice
+        return fallback_partition
+    partitions = spec.slurm.partitions if spec is not None and spec.slurm else None
+    if not partitions or any(p.id == fallback_partition for p in partitions):
+        return fallback_partition
+    log.info(
+        "cluster has no partition %r (partitions: %s): no on-demand fallback; set "
+        "ondemand_max_nodes > 0 to have one",
+        fallback_partition,
+        ", ".join(str(p.id) for p in partitions),
+    )
+    return ""
 
 
 def train_on_cluster(
@@ -42,7 +69,12 @@ def train_on_cluster(
             "attempt can reach (the component's '' picks one on Cloud Storage beside model_dir)."
         )
     ref = cluster_resource.ClusterRef(project, location, cluster_id)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
+    vertex = rest.VertexRestClient(location)
+    client = slurm_api.SlurmClient(vertex, ref)
+    if fallback_partition:
+        fallback_partition = fallback_if_present(
+            cluster_resource.ClusterResource(vertex, ref).get(), fallback_partition
+        )
     targets = slurm_backend.targets(spot_partition, fallback_partition)
     strategy = training_step.spot_strategy(
         targets,

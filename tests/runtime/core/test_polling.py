@@ -81,7 +81,7 @@ def test_poll_until_times_out_with_last_state_in_message():
 
 def test_long_unchanged_waits_log_a_heartbeat(caplog):
     states = iter(["PENDING"] * 30 + ["RUNNING"])
-    caplog.set_level("INFO", logger="vsp.components.runtime.core.polling")
+    caplog.set_level("INFO", logger=polling.PROGRESS_LOGGER)
     polling.poll_until(
         lambda: next(states),
         lambda s: s == "RUNNING",
@@ -92,6 +92,42 @@ def test_long_unchanged_waits_log_a_heartbeat(caplog):
         heartbeat=60,
     )
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == "job 7: PENDING (0 s)"
-    assert messages[1:5] == [f"job 7: still PENDING after {t} s" for t in (60, 120, 180, 240)]
-    assert messages[-1] == "job 7: RUNNING (300 s)"
+    assert messages[0] == "job 7: PENDING (0 s; next check in 10 s)"
+    assert messages[1:5] == [
+        f"job 7: still PENDING after {t} (next check in 10 s)"
+        for t in ("1 min", "2 min", "3 min", "4 min")
+    ]
+    assert messages[-1] == "job 7: RUNNING (5 min)"
+    assert len(messages) == 6
+
+
+def test_progress_lines_say_when_the_wait_gives_up(caplog):
+    states = iter(["PROVISIONING"] * 3 + ["RUNNING"])
+    caplog.set_level("INFO", logger=polling.PROGRESS_LOGGER)
+    polling.poll_until(
+        lambda: next(states),
+        lambda s: s == "RUNNING",
+        what="create of cluster c1",
+        timeout=3600,
+        backoff=polling.Backoff(initial=20, multiplier=1, jitter=0),
+        clock=polling.FakeClock(),
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "create of cluster c1: PROVISIONING (0 s; next check in 20 s, gives up in 1 h 00 min)",
+        "create of cluster c1: RUNNING (1 min)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0 s"),
+        (0.4, "0.4 s"),
+        (45, "45 s"),
+        (60, "1 min"),
+        (200, "3 min 20 s"),
+        (7500, "2 h 05 min"),
+    ],
+)
+def test_durations_read_as_people_write_them(seconds, text):
+    assert polling.duration(seconds) == text

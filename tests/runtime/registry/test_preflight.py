@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.registry import preflight
+from vsp.components.runtime.registry import preflight, run_check
 from vsp.components.runtime.teardown import decision as teardown
 
 GOOD_MODEL = {
@@ -87,3 +87,39 @@ def test_a_retry_window_beyond_a_week_is_reported_before_anything_exists(minutes
         preflight.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=minutes)
     assert caught.value.fields == ["failure_keep_minutes"]
     assert "from 0 to 10080 (a week)" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "count", "spec", "refused"),
+    [
+        (8, 8, {}, False),
+        (4, 8, {}, False),
+        (0, 0, {}, False),
+        (8, 4, {}, True),
+        (1, 0, {}, True),
+        (8, 4, {"nodePools": []}, False),  # the full spec gives the nodes: not compared
+        (8, -1, {}, False),  # the accelerators are unknown
+    ],
+)
+def test_a_gpu_request_beyond_the_nodes_is_refused_first(gpus, count, spec, refused):
+    params = {
+        "model_id": "m1",
+        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+        "model_dir": "gs://bucket/run/model",
+        "check_training": True,
+        "command": ["python", "-m", "trainer"],
+        "working_directory": "/home/run",
+        "gpus_per_node": gpus,
+        "accelerator_count": count,
+        "cluster_spec": spec,
+    }
+    if not refused:
+        assert run_check.check_component_params(params) is True
+        return
+    with pytest.raises(errors.UserError) as caught:
+        run_check.check_component_params(params)
+    assert str(caught.value) == (
+        f"gpus_per_node = {gpus} asks Slurm for more GPUs than a training node has "
+        f"(accelerator_count = {count}): the job would never start. Fix: set gpus_per_node to "
+        "accelerator_count (every GPU of a node) or fewer; 0 for nodes without GPUs."
+    )
