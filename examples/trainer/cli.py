@@ -16,7 +16,8 @@ Directories: ``--checkpoint-dir`` defaults to ``$VSP_CHECKPOINT_DIR``, else
 ``$AIP_CHECKPOINT_DIR``; ``--model-dir`` to ``$VSP_MODEL_DIR``, else ``$AIP_MODEL_DIR``. A
 ``gs://bucket/path`` value is read as the GCS FUSE path ``/gcs/bucket/path`` (mount root from
 ``$VSP_GCS_FUSE_ROOT``). Progress goes to stdout, one line per logged step:
-``<time> step <n>/<steps> loss <loss>``.
+``<time> step <n>/<steps> loss <loss>``; ``--step-log FILE`` also appends
+``<step> <began> <ended>`` (epoch seconds) for every step.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--keep", type=int, default=3, help="checkpoints to keep (default 3)")
     add("--step-seconds", type=float, default=0.0, help="artificial sleep per step (default 0)")
     add("--log-every", type=int, default=10, help="log every N steps (default 10)")
+    add(
+        "--step-log",
+        help="append 'STEP BEGAN ENDED' (epoch seconds) per training step to this file",
+    )
     add(
         "--notice-signals",
         default="SIGTERM,SIGUSR1",
@@ -127,6 +132,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> lo
         keep=args.keep,
         step_seconds=args.step_seconds,
         log_every=args.log_every,
+        step_log=checkpoint.to_local_path(args.step_log) if args.step_log else None,
         samples=args.samples,
         hidden=args.hidden,
     )

@@ -30,6 +30,7 @@ from vsp.components.runtime.trainer import checkpoint
 from vsp.components.runtime.trainer import model_files as model_dir
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import model
+from vsp.examples.trainer.step_log import StepLog
 
 log = logging.getLogger("vsp.examples.trainer")
 
@@ -55,6 +56,7 @@ class TrainConfig:
     keep: int = 3
     step_seconds: float = 0.0
     log_every: int = 10
+    step_log: Path | None = None
     samples: int = 1024
     features: int = 8
     hidden: int = 32
@@ -171,7 +173,7 @@ class Trainer:
 
     def _restore(self) -> TrainState:
         cfg = self.cfg
-        ckpt = checkpoint.load_latest(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+        ckpt = checkpoint.resume(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
         if ckpt is None:
             if cfg.checkpoint_dir and self.slurm_restart_count:
                 log.warning(
@@ -202,7 +204,9 @@ class Trainer:
             "slurm_restart_count": self.slurm_restart_count,
         }
         arrays, metadata = to_checkpoint(state, self.cfg, extra)
-        checkpoint.save(self.cfg.checkpoint_dir, state.step, arrays, metadata, keep=self.cfg.keep)
+        checkpoint.save(
+            self.cfg.checkpoint_dir, state.step, arrays, metadata, keep=self.cfg.keep, reason=why
+        )
         duration = time.monotonic() - started
         self.policy.record_save(state.step, duration)
         self.last_saved_step = state.step
@@ -230,18 +234,22 @@ class Trainer:
         self.policy.start(state.step)
         if state.step > cfg.steps:
             log.warning("checkpoint is at step %d, past --steps %d", state.step, cfg.steps)
-        while state.step < cfg.steps:
-            batch = state.order.next_indices(state.rng)
-            noise = cfg.input_noise * state.rng.standard_normal((len(batch), cfg.features))
-            loss, grads = model.loss_and_grads(state.params, self.x[batch] + noise, self.y[batch])
-            state.adam.update(state.params, grads)
-            state.losses.append(loss)
-            state.step += 1
-            if cfg.step_seconds > 0:
-                time.sleep(cfg.step_seconds)
-            if state.step % cfg.log_every == 0 or state.step == cfg.steps:
-                log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
-            self._boundary()
+        with StepLog(cfg.step_log) as step_log:
+            while state.step < cfg.steps:
+                began = time.time()
+                batch = state.order.next_indices(state.rng)
+                noise = cfg.input_noise * state.rng.standard_normal((len(batch), cfg.features))
+                x = self.x[batch] + noise
+                loss, grads = model.loss_and_grads(state.params, x, self.y[batch])
+                state.adam.update(state.params, grads)
+                state.losses.append(loss)
+                state.step += 1
+                if cfg.step_seconds > 0:
+                    time.sleep(cfg.step_seconds)
+                step_log.write(state.step, began, time.time())
+                if state.step % cfg.log_every == 0 or state.step == cfg.steps:
+                    log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
+                self._boundary()
         if cfg.checkpoint_dir is not None and self.last_saved_step != state.step:
             self.save("final")
         return state

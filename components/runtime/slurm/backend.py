@@ -230,6 +230,8 @@ class SlurmBackend(TrainingBackend):
         if job.start_time and attempt.outcome is not Outcome.PENDING:
             self._first_start.setdefault(attempt.job_id, float(job.start_time))
         attempt.started_at = self._first_start.get(attempt.job_id)
+        running_or_ran = attempt.outcome is not Outcome.PENDING and job.start_time
+        attempt.run_started_at = float(job.start_time) if running_or_ran else None
         attempt.ended_at = (
             float(job.end_time) if attempt.outcome.terminal and job.end_time else None
         )

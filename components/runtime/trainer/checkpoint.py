@@ -8,7 +8,7 @@ Layout: one **directory** per checkpoint under a checkpoint root::
     <root>/ckpt-0000000120/arrays.npz     named numpy arrays (params, optimizer moments, ...)
     <root>/ckpt-0000000120/metadata.json  JSON-able dict (RNG state, data position, ...)
     <root>/ckpt-0000000120/manifest.json  step, created time, format, size + sha256 per file
-    <root>/history/ckpt-0000000120.json   step and created time, kept when the checkpoint is pruned
+    <root>/history.jsonl                  a line per save and per resume (``history``), kept
 
 Save protocol: the payload files are written into a staging directory ``<root>/.tmp-...`` in the
 same root, each flushed and fsynced; the staging directory is renamed to ``ckpt-{step:010d}`` and
@@ -41,6 +41,7 @@ import logging
 import os
 import secrets
 import shutil
+import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from vsp.components.runtime.core import errors, file_primitives
-from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.trainer import history, manifests
 from vsp.components.runtime.trainer import model_files as model_dir
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def save(
     metadata: Mapping[str, Any],
     *,
     keep: int | None = None,
+    reason: str = "periodic",
 ) -> CheckpointRef:
     """Saves a checkpoint atomically (see the module docstring for the protocol).
 
@@ -114,12 +116,19 @@ def save(
         metadata: JSON-able dict (RNG state, data position, counters, config, ...).
         keep: When set, ``prune(directory, keep)`` runs after the save; temp leftovers from
             crashed saves are removed either way.
+        reason: Why the save is taken: ``periodic``, ``notice`` (a preemption notice) or
+            ``final``; recorded with its start time and the seconds it blocked in the history.
 
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
     """
+    started, clock = time.time(), time.monotonic()
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise errors.UserError(f"step must be a non-negative int, got {step!r}")
+    if reason not in history.SAVE_REASONS:
+        raise errors.UserError(
+            f"reason must be one of {', '.join(history.SAVE_REASONS)}, got {reason!r}"
+        )
     checked = model_dir.check_arrays(arrays)
     meta_bytes = model_dir.encode_json(dict(metadata))
     root = to_local_path(directory)
@@ -153,14 +162,12 @@ def save(
         "files": files,
     }
     file_primitives.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
-    history = manifests.history_path(root, step)
-    history.parent.mkdir(exist_ok=True)
-    file_primitives.write_file_atomic(history, manifests.history_entry(manifest))
     ref = CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
     else:
         clean_temp_files(root)
+    history.record_save(root, step, started, time.monotonic() - clock, reason)
     return ref
 
 
@@ -197,6 +204,17 @@ def load_latest(directory: PathLike) -> Checkpoint | None:
     return None
 
 
+def resume(directory: PathLike) -> Checkpoint | None:
+    """``load_latest``, recorded in the history: a ``resume`` line (or ``start`` when there is
+    no checkpoint yet) with the time loading began and the seconds it took. Call it once when a
+    trainer process starts; the pipeline step's goodput figures need these lines."""
+    started, clock = time.time(), time.monotonic()
+    loaded = load_latest(directory)
+    step = None if loaded is None else loaded.step
+    history.record_resume(directory, step, started, time.monotonic() - clock)
+    return loaded
+
+
 def clean_temp_files(directory: PathLike) -> list[Path]:
     """Deletes ``.tmp-*`` leftovers of crashed saves in the root and in checkpoint dirs."""
     root = to_local_path(directory)
@@ -204,8 +222,6 @@ def clean_temp_files(directory: PathLike) -> list[Path]:
         return []
     candidates = [e for e in root.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
     folders = [path for _, path in list_checkpoints(root)]
-    if (root / manifests.HISTORY_DIR).is_dir():
-        folders.append(root / manifests.HISTORY_DIR)
     for folder in folders:
         candidates += [e for e in folder.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
     for entry in candidates:

@@ -1,20 +1,19 @@
 """Reading and verifying checkpoint and model manifests, with the standard library only.
 
 The trainer-side libraries (``checkpoint``, ``model_dir``, which need numpy) write these
-directories; the pipeline steps only read them: the training step lists the checkpoints that
-verify (for work lost and goodput) and the registration step verifies the model directory before
-uploading it. Both run on a stock Python image, so this module imports no numpy.
+directories; the pipeline steps only read them: the training step checks it can see the
+checkpoint root (for the goodput figures) and the registration step verifies the model directory
+before uploading it. Both run on a stock Python image, so this module imports no numpy.
 
 Layouts::
 
     <root>/ckpt-0000000120/{arrays.npz, metadata.json, manifest.json}
-    <root>/history/ckpt-0000000120.json   step and creation time, kept after pruning
+    <root>/history.jsonl                  saves and resumes as they happened (``history``)
     <model_dir>/{model.npz, metadata.json, <extra files>, manifest.json}
 
 A manifest holds the format, its version, the step, the creation time and the size and sha256 of
-every file; it is written last, so a directory whose manifest does not verify is torn. The
-history entry is written after the manifest and never pruned: keep-last-N retention deletes older
-checkpoints, but when each one was written still decides how much work an interruption lost.
+every file; it is written last, so a directory whose manifest does not verify is torn. When each
+checkpoint was written is kept in the history file, which retention never prunes.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ MODEL_FORMAT = "vsp-model"
 MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.npz"
 MODEL_METADATA_FILE = "metadata.json"
-HISTORY_DIR = "history"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{10,})\Z")
 
 
@@ -165,46 +163,6 @@ def default_checkpoint_dir(model_dir: str, run_key: str) -> str:
             "checkpoint_dir."
         )
     return f"{parent}/checkpoints/{run_key}"
-
-
-def history_entry(manifest: dict[str, Any]) -> bytes:
-    """The history record of a committed checkpoint (its step and creation time)."""
-    record = {k: manifest[k] for k in ("step", "created_unix", "created") if k in manifest}
-    return json.dumps(record, sort_keys=True).encode()
-
-
-def history_path(root: Path, step: int) -> Path:
-    """Where the history record of the checkpoint of ``step`` lives."""
-    return root / HISTORY_DIR / f"{checkpoint_name(step)}.json"
-
-
-def checkpoint_times(directory: file_primitives.PathLike) -> list[float]:
-    """Creation times (epoch s) of every checkpoint committed in ``directory``, ascending.
-
-    The checkpoints that verify, plus those that retention has deleted since, from their
-    history records (one time per step; a replaced checkpoint counts once, at its newest time).
-    """
-    by_step: dict[int, float] = {}
-    history = file_primitives.to_local_path(directory) / HISTORY_DIR
-    entries = sorted(history.glob("ckpt-*.json")) if history.is_dir() else []
-    for entry in entries:
-        try:
-            record = json.loads(entry.read_bytes())
-            step, created = record["step"], record["created_unix"]
-        except (OSError, ValueError, TypeError, KeyError):
-            log.warning("skipping unreadable checkpoint history record %s", entry)
-            continue
-        if isinstance(step, int) and isinstance(created, (int, float)):
-            by_step[step] = float(created)
-    for step, path in list_checkpoints(directory):
-        try:
-            ref = verify_checkpoint(path)
-        except errors.UserError:
-            continue
-        created = ref.manifest.get("created_unix")
-        if isinstance(created, (int, float)):
-            by_step[step] = max(float(created), by_step.get(step, 0.0))
-    return sorted(by_step.values())
 
 
 def verify_model_dir(path: file_primitives.PathLike) -> dict[str, Any]:

@@ -1,16 +1,18 @@
-"""Numbers about a training run: preemptions, billed node-hours, work lost, goodput, savings.
+"""Numbers about a training run: preemptions, billed node-hours, goodput and its overheads.
 
-Everything is computed from the run's event timeline (``RunResult.events``) and, for the work
-lost, the times the checkpoints were written (manifest ``created`` times). Billing follows the
-Spot rules of Vertex/Compute Engine: a node is billed while the job runs on it, not while it is
-queued or preempted.
+Billed time comes from the run's event timeline (``RunResult.events``): a node is billed while
+the job runs on it, not while it is queued or preempted (the Spot rules of Vertex/Compute
+Engine). Where that time went (useful training, start-up, reload, saves, notice window, finish,
+work lost) comes from the checkpoint history the trainer wrote (``goodput``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Sequence
 
+from vsp.components.runtime.trainer.history import Record
+from vsp.components.runtime.training import goodput
 from vsp.components.runtime.training.recovery import Attempt
 from vsp.components.runtime.training.supervisor import RunResult
 
@@ -84,37 +86,11 @@ def run_intervals(result: RunResult, now: float) -> list[RunInterval]:
     return intervals
 
 
-def interval_losses(
-    intervals: Iterable[RunInterval], checkpoint_times: Iterable[float]
-) -> list[tuple[RunInterval, float | None, float]]:
-    """Each interval with the last checkpoint written inside it (or None) and the work it lost.
-
-    For an interval ended by an interruption, the work since the last checkpoint written inside
-    that interval (or since the interval's start when none was) is lost; other intervals lose
-    nothing.
-    """
-    times = sorted(checkpoint_times)
-    rows = []
-    for interval in intervals:
-        saved = [t for t in times if interval.start <= t <= interval.end]
-        last = saved[-1] if saved else None
-        lost = 0.0
-        if interval.ended_by in INTERRUPTIONS:
-            lost = interval.end - (interval.start if last is None else last)
-        rows.append((interval, last, lost))
-    return rows
-
-
-def work_lost_seconds(intervals: Iterable[RunInterval], checkpoint_times: Iterable[float]) -> float:
-    """Seconds of computation redone after interruptions (see ``interval_losses``)."""
-    return sum(lost for _, _, lost in interval_losses(intervals, checkpoint_times))
-
-
 def compute(
     result: RunResult,
     *,
     prices: Prices = Prices(),
-    checkpoint_times: Iterable[float] | None = (),
+    history: Sequence[Record] | None = (),
     now: float | None = None,
 ) -> dict[str, float]:
     """The run's metrics as a flat dict (the keys are the KFP Metrics names).
@@ -122,17 +98,16 @@ def compute(
     Args:
         result: The finished (or failed) run.
         prices: Node-hour prices for the cost and saving estimates.
-        checkpoint_times: Epoch seconds at which checkpoints were written; None when the step
-            cannot see the checkpoint directory. Then, if any run was interrupted, work lost
-            and goodput are unknown and left out (never reported as 0).
+        history: The checkpoint history the trainer wrote (``trainer.history.read``); None
+            when the step cannot see the checkpoint directory. Without start lines in it the
+            goodput figures are unknown and left out (never reported as 0); only an
+            uninterrupted run then still reports ``work_lost_node_seconds`` (0).
         now: End of still-open intervals (default: the last event's time).
     """
     end = now if now is not None else max((e["time"] for e in result.events), default=0.0)
     intervals = run_intervals(result, end)
     running = sum(i.end - i.start for i in intervals)
-    interrupted = any(i.ended_by in INTERRUPTIONS for i in intervals)
-    known = checkpoint_times is not None or not interrupted
-    lost = min(running, work_lost_seconds(intervals, checkpoint_times or ())) if known else 0.0
+    billed = sum(i.node_seconds for i in intervals)
     spot_hours = sum(i.node_seconds for i in intervals if i.spot) / 3600
     other_hours = sum(i.node_seconds for i in intervals if not i.spot) / 3600
     cost = spot_hours * prices.spot_node_hour + other_hours * prices.ondemand_node_hour
@@ -144,12 +119,16 @@ def compute(
         "wall_seconds": round(result.seconds, 3),
         "running_seconds": round(running, 3),
         "node_hours_billed": round(spot_hours + other_hours, 6),
+        "billed_node_seconds": round(billed, 3),
         "spot_node_hours": round(spot_hours, 6),
-        "work_lost_seconds": round(lost, 3),
-        "goodput": round((running - lost) / running, 4) if running else 0.0,
         "cost": round(cost, 4),
         "estimated_spot_saving": round(all_ondemand - cost, 4),
     }
-    if not known:
-        del metrics["work_lost_seconds"], metrics["goodput"]
+    if history and goodput.segments(history):
+        figures = goodput.totals(goodput.stretch_figures(intervals, history))
+        metrics["goodput"] = round(figures["useful"] / billed, 4) if billed else 0.0
+        for name in goodput.FIGURES:
+            metrics[f"{name}_node_seconds"] = round(figures[name], 3)
+    elif not any(i.ended_by in INTERRUPTIONS for i in intervals):
+        metrics["work_lost_node_seconds"] = 0.0
     return metrics

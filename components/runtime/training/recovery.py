@@ -70,6 +70,8 @@ class Attempt:
         begin_time_hold: Pending only until its begin time: Slurm holds a requeued job for
             ``cred_expire`` (about 121 s) whatever the capacity, so that wait is not counted
             against ``capacity_wait_seconds``.
+        run_started_at: Epoch seconds its latest run started (Slurm's start time, reset by a
+            requeue); None when unknown or not running.
     """
 
     job_id: str
@@ -84,6 +86,7 @@ class Attempt:
     nodes: int = 1
     switched_because: str = ""
     begin_time_hold: bool = False
+    run_started_at: float | None = None
 
     @property
     def preemptions(self) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from vsp.components.runtime.trainer.history import Record
+from vsp.components.runtime.training import goodput
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training.supervisor import RunResult
 
@@ -89,30 +91,32 @@ def _loss_svg(losses: Sequence[float]) -> str:
     )
 
 
-def _stretches_table(
-    result: RunResult, now: float, checkpoint_times: Sequence[float] | None
-) -> str:
-    """Each running stretch (times in epoch seconds) with its last checkpoint and work lost."""
+def _stretches_table(result: RunResult, now: float, history: Sequence[Record] | None) -> str:
+    """Each running stretch (times in epoch seconds) and where its node-seconds went."""
     intervals = training_metrics.run_intervals(result, now)
-    rows = training_metrics.interval_losses(intervals, checkpoint_times or ())
+    known = bool(history) and bool(goodput.segments(history or ()))
+    rows = goodput.stretch_figures(intervals, history or ()) if known else []
     cells = []
-    for interval, last, lost in rows:
-        saved = "none" if last is None else f"{last:.3f}"
-        saved = "unknown" if checkpoint_times is None else saved
-        interrupted = interval.ended_by in training_metrics.INTERRUPTIONS
-        lost_cell = "unknown" if checkpoint_times is None and interrupted else f"{lost:.3f}"
+    for index, interval in enumerate(sorted(intervals, key=lambda i: i.start)):
+        figures = rows[index].seconds if rows else {}
+        shown = "".join(
+            f"<td>{figures[name]:.3f}</td>" if figures else "<td>unknown</td>"
+            for name in goodput.FIGURES
+        )
         cells.append(
             f"<tr><td>{html.escape(interval.job_id)}</td><td>{interval.start:.3f}</td>"
-            f"<td>{interval.end:.3f}</td><td>{interval.end - interval.start:.3f}</td>"
-            f"<td>{html.escape(interval.ended_by or 'still running')}</td><td>{saved}</td>"
-            f"<td>{lost_cell}</td></tr>"
+            f"<td>{interval.end:.3f}</td><td>{interval.node_seconds:.3f}</td>"
+            f"<td>{html.escape(interval.ended_by or 'still running')}</td>{shown}</tr>"
         )
+    heads = "".join(f"<th>{name.replace('_', ' ')} (node-s)</th>" for name in goodput.FIGURES)
     return (
-        "<h2>Running stretches</h2><p>Times in epoch seconds, as this step saw them (it polls, "
-        "so an end can be up to one poll interval late). Work lost: from the last checkpoint "
-        "written in a stretch to its interruption.</p><table id='stretches'><tr><th>job</th>"
-        "<th>start</th><th>end</th><th>seconds</th><th>ended by</th><th>last checkpoint</th>"
-        "<th>work lost (s)</th></tr>" + "".join(cells) + "</table>"
+        "<h2>Running stretches</h2><p>Billed from each run's Slurm start time to its end "
+        "(a requeue's end as this step saw it, up to one poll late). Where the node-seconds "
+        "went comes from the checkpoint history the trainer wrote: useful training, start-up, "
+        "checkpoint reload, periodic saves, the notice window after a notice save, the final "
+        "save and exit, and work lost (computed again after an interruption).</p>"
+        "<table id='stretches'><tr><th>job</th><th>start</th><th>end</th>"
+        "<th>billed (node-s)</th><th>ended by</th>" + heads + "</tr>" + "".join(cells) + "</table>"
     )
 
 
@@ -122,7 +126,7 @@ def html_report(
     metrics: dict[str, float],
     *,
     losses: Sequence[float] = (),
-    checkpoint_times: Sequence[float] | None = None,
+    history: Sequence[Record] | None = None,
     extra_sections: Sequence[tuple[str, str]] = (),
     now: float | None = None,
 ) -> str:
@@ -133,8 +137,8 @@ def html_report(
         result: The run.
         metrics: From ``training_metrics.compute``.
         losses: Loss per step, if the trainer recorded them.
-        checkpoint_times: When each checkpoint was written (epoch s); None when the step
-            cannot see them. Shown per running stretch with the work it lost.
+        history: The trainer's checkpoint history; None when the step cannot see it. Each
+            running stretch is shown with where its node-seconds went.
         extra_sections: (heading, pre-escaped HTML) pairs appended at the end.
         now: End of still-open intervals (default: the last event).
     """
@@ -153,7 +157,7 @@ def html_report(
         "<h2>Attempts</h2><table><tr><th>#</th><th>job</th><th>target</th><th>outcome</th>"
         "<th>requeues</th><th>detail</th></tr>" + attempts + "</table>",
     ]
-    sections.append(_stretches_table(result, end, checkpoint_times))
+    sections.append(_stretches_table(result, end, history))
     if len(losses) >= 2:
         sections += ["<h2>Loss</h2>", _loss_svg(losses)]
     sections += [f"<h2>{html.escape(h)}</h2>{body}" for h, body in extra_sections]

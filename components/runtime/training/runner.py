@@ -21,6 +21,7 @@ from typing import Any
 
 from vsp.components.runtime.core import errors, file_primitives, gcp_labels, polling
 from vsp.components.runtime.core import step as step_lib
+from vsp.components.runtime.trainer import history as checkpoint_history
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import recovery
@@ -71,11 +72,19 @@ def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "
     return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
 
 
-def unknown_goodput_note(checkpoint_dir: str) -> str:
-    """Why work lost and goodput are missing, and how to get them."""
+def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
+    """Why goodput and its overheads are missing, and how to get them."""
+    if visible:
+        return (
+            f"unknown: the checkpoint directory {checkpoint_dir} holds no "
+            f"{checkpoint_history.HISTORY_FILE} with the trainer's start and resume lines, so "
+            "where the billed time went cannot be told. Load with checkpoint.resume() and save "
+            "with checkpoint.save(..., reason=...) from vsp.components.runtime.trainer, which "
+            "write it."
+        )
     return (
         f"unknown: the checkpoint directory {checkpoint_dir} is not visible from this step (it "
-        "is on the cluster's own storage), so when each checkpoint was written cannot be read. "
+        "is on the cluster's own storage), so the checkpoint history cannot be read. "
         "Put checkpoint_dir on Cloud Storage (gs://BUCKET/PATH, which the cluster sees as "
         "/gcs/BUCKET/PATH) to measure them."
     )
@@ -126,23 +135,23 @@ def supervise(
         failure = exc
         result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
     visible = manifests.checkpoints_visible(checkpoint_dir)
-    times = manifests.checkpoint_times(checkpoint_dir) if visible else None
+    records = checkpoint_history.read(checkpoint_dir) if visible else None
     now = time.time()
     metrics = training_metrics.compute(
-        result, prices=prices or training_metrics.Prices(), checkpoint_times=times, now=now
+        result, prices=prices or training_metrics.Prices(), history=records, now=now
     )
     notes = []
     if "goodput" not in metrics:
-        note = unknown_goodput_note(checkpoint_dir)
+        note = unknown_goodput_note(checkpoint_dir, visible)
         log.warning("%s", note)
-        notes.append(("Work lost and goodput", html.escape(note)))
+        notes.append(("Goodput", html.escape(note)))
     title = f"Training run {run_key}" + (" (failed)" if failure else "")
     page = training_report.html_report(
         title,
         result,
         metrics,
         losses=_losses(model_dir),
-        checkpoint_times=times,
+        history=records,
         extra_sections=notes,
         now=now,
     )

@@ -161,8 +161,34 @@ class TrainingSupervisor:
         self.events: list[dict] = []
         self.wall = wall
 
-    def _event(self, attempt: Attempt, event: str) -> None:
-        self.events.append({"time": self.wall(), "job_id": attempt.job_id, "event": event})
+    def _event(self, attempt: Attempt, event: str, when: float | None = None) -> None:
+        """Records ``event`` at ``when`` (a time the backend reported; default now), never
+        later than now nor earlier than the job's previous event, so stretches never overlap."""
+        now = self.wall()
+        at = now if when is None else min(when, now)
+        earlier = [e["time"] for e in self.events if e["job_id"] == attempt.job_id]
+        at = max([at, *earlier])
+        self.events.append({"time": at, "job_id": attempt.job_id, "event": event})
+
+    def _outcome_event(self, attempt: Attempt) -> None:
+        """The event of a new state, at the backend's start or end time when it has one."""
+        when = None
+        if attempt.outcome is Outcome.RUNNING:
+            when = attempt.run_started_at
+        elif attempt.outcome.terminal:
+            when = attempt.ended_at
+        self._event(attempt, attempt.outcome.value.lower(), when)
+
+    def _requeue_events(self, attempt: Attempt, before: Outcome) -> None:
+        """A requeue: closes the running stretch; when the job already runs (or ran) again
+        (the restart count rose between two polls that both saw it running), the old stretch
+        ends and the new one opens at the new run's start time, so no time is lost or counted
+        twice."""
+        ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
+        when = attempt.run_started_at if ran_again else None
+        self._event(attempt, "requeued", when)
+        if ran_again and before is Outcome.RUNNING:
+            self._event(attempt, "running", when)
 
     def _known_attempts(self) -> list[Attempt]:
         found = {a.job_id: a for a in self.backend.find(self.run_key)}
@@ -216,9 +242,9 @@ class TrainingSupervisor:
                     attempt.requeues,
                 )
                 seen_requeues = attempt.requeues
-                self._event(attempt, "requeued")
+                self._requeue_events(attempt, before)
             if attempt.outcome is not before:
-                self._event(attempt, attempt.outcome.value.lower())
+                self._outcome_event(attempt)
             if attempt.outcome is Outcome.PENDING and (
                 before is not Outcome.PENDING or attempt.begin_time_hold
             ):

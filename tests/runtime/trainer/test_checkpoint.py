@@ -206,7 +206,7 @@ def test_temp_leftovers_of_crashed_saves_are_removed(tmp_path: Path) -> None:
     (ref.path / ".tmp-manifest.json-123-beef").write_text("{")
     _save(tmp_path, 2, keep=5)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["ckpt-0000000001", "ckpt-0000000002", "history"]
+    assert names == ["ckpt-0000000001", "ckpt-0000000002", "history.jsonl"]
     assert not [p for p in ref.path.iterdir() if p.name.startswith(".tmp-")]
     assert checkpoint.latest_valid(tmp_path).step == 2
 
@@ -215,7 +215,7 @@ def test_save_without_keep_still_cleans_temp_files(tmp_path: Path) -> None:
     (tmp_path / ".tmp-ckpt-0000000009-1-ff").mkdir()
     _save(tmp_path, 1)
     assert checkpoint.clean_temp_files(tmp_path) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000000001", "history"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000000001", "history.jsonl"]
 
 
 def test_directory_rename_refused_falls_back_to_file_moves(
@@ -231,7 +231,7 @@ def test_directory_rename_refused_falls_back_to_file_moves(
     monkeypatch.setattr(os, "rename", refuse_dirs)
     ref = _save(tmp_path, 3, keep=2)
     assert checkpoint.load(ref).arrays["param.w"].tobytes() == _arrays(3)["param.w"].tobytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000000003", "history"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000000003", "history.jsonl"]
 
 
 def test_directory_fsync_failure_is_tolerated(

@@ -1,12 +1,14 @@
-"""Work lost and goodput only from what the step can see: unknown, never 0, when the
-checkpoints live where the step cannot read them."""
+"""Goodput only from what the step can see: unknown, never 0, when the checkpoint history lives
+where the step cannot read it; the history itself, written when saves and resumes happen."""
 
 from __future__ import annotations
 
 import pytest
 
 from vsp.components.runtime.core import errors
+from vsp.components.runtime.trainer import history as checkpoint_history
 from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import recovery
 from vsp.components.runtime.training import runner as training_step
@@ -28,15 +30,16 @@ def _preempted_run() -> RunResult:
 
 def test_invisible_checkpoints_leave_goodput_out_when_a_run_was_interrupted():
     result = _preempted_run()
-    known = training_metrics.compute(result, checkpoint_times=[50.0], now=100.0)
-    unknown = training_metrics.compute(result, checkpoint_times=None, now=100.0)
-    assert known["work_lost_seconds"] == 10.0  # requeued at 60, last checkpoint at 50
-    assert "goodput" in known and "work_lost_seconds" in known
-    assert "goodput" not in unknown and "work_lost_seconds" not in unknown
+    history = [Record("start", 0.0, 0, 0.0), Record("save", 50.0, 40, 0.0, "periodic")]
+    known = training_metrics.compute(result, history=history, now=100.0)
+    unknown = training_metrics.compute(result, history=None, now=100.0)
+    assert known["work_lost_node_seconds"] == 10.0  # requeued at 60, last checkpoint at 50
+    assert known["goodput"] == round(50 / 90, 4)
+    assert "goodput" not in unknown and "work_lost_node_seconds" not in unknown
     assert unknown["node_hours_billed"] == known["node_hours_billed"]
 
 
-def test_an_uninterrupted_run_needs_no_checkpoints_to_know_nothing_was_lost():
+def test_an_uninterrupted_run_needs_no_history_to_know_nothing_was_lost():
     attempt = recovery.Attempt("1", recovery.Target("spot", spot=True))
     attempt.outcome = recovery.Outcome.SUCCEEDED
     events = [
@@ -44,38 +47,56 @@ def test_an_uninterrupted_run_needs_no_checkpoints_to_know_nothing_was_lost():
         {"time": 10.0, "job_id": "1", "event": "succeeded"},
     ]
     metrics = training_metrics.compute(
-        RunResult([attempt], 10.0, events=events), checkpoint_times=None, now=10.0
+        RunResult([attempt], 10.0, events=events), history=None, now=10.0
     )
-    assert metrics["work_lost_seconds"] == 0 and metrics["goodput"] == 1.0
+    assert metrics["work_lost_node_seconds"] == 0 and "goodput" not in metrics
 
 
-def test_visibility_and_the_note(tmp_path):
+def test_visibility_and_the_notes(tmp_path):
     assert manifests.checkpoints_visible(tmp_path)
     assert not manifests.checkpoints_visible(tmp_path / "on-the-cluster")
     note = training_step.unknown_goodput_note("/home/run/ckpt")
     assert "/home/run/ckpt" in note and "gs://BUCKET/PATH" in note
+    seen = training_step.unknown_goodput_note("/gcs/b/ckpt", visible=True)
+    assert "no history.jsonl" in seen and "checkpoint.resume()" in seen
 
 
-def test_pruned_checkpoints_still_count_through_their_history(tmp_path):
+def test_pruned_checkpoints_still_count_through_the_history(tmp_path):
     import numpy as np  # noqa: PLC0415 - trainer-side library, only for writing checkpoints
 
     from vsp.components.runtime.trainer import checkpoint  # noqa: PLC0415
 
-    saved = [checkpoint.save(tmp_path, step, {"w": np.zeros(2)}, {}, keep=2) for step in range(5)]
-    assert [step for step, _ in manifests.list_checkpoints(tmp_path)] == [3, 4]
-    created = [ref.manifest["created_unix"] for ref in saved]
-    assert manifests.checkpoint_times(tmp_path) == sorted(created)
-    # A run interrupted right after the first save lost (almost) nothing, although that
-    # checkpoint was pruned since.
-    result = _preempted_run()
-    (tmp_path / "history" / "ckpt-0000000000.json").write_text('{"step": 0, "created_unix": 50.0}')
-    times = manifests.checkpoint_times(tmp_path)
-    assert 50.0 in times
-    metrics = training_metrics.compute(result, checkpoint_times=times, now=100.0)
-    assert metrics["work_lost_seconds"] == 10.0
-    # An unreadable record is skipped with a warning, never fatal.
-    (tmp_path / "history" / "ckpt-0000000001.json").write_text("{")
-    assert manifests.checkpoint_times(tmp_path) == [50.0, *created[2:]]
+    assert checkpoint.resume(tmp_path) is None
+    reasons = ["periodic", "periodic", "periodic", "notice", "final"]
+    for step, reason in enumerate(reasons, 1):
+        checkpoint.save(tmp_path, step, {"w": np.zeros(2)}, {}, keep=2, reason=reason)
+    assert [step for step, _ in manifests.list_checkpoints(tmp_path)] == [4, 5]
+    assert checkpoint.resume(tmp_path).step == 5
+    records = checkpoint_history.read(tmp_path)
+    assert [(r.event, r.step, r.reason) for r in records] == [
+        ("start", 0, ""),
+        *((("save", step, reason) for step, reason in enumerate(reasons, 1))),
+        ("resume", 5, ""),
+    ]
+    assert all(r.seconds >= 0 for r in records)
+    assert [r.time for r in records] == sorted(r.time for r in records)
+    # A torn line (an append cut short) is skipped with a warning, never fatal.
+    with open(tmp_path / "history.jsonl", "a") as handle:
+        handle.write('{"event": "save", "ti\n')
+    assert checkpoint_history.read(tmp_path) == records
+    assert checkpoint_history.read(tmp_path / "elsewhere") is None
+
+
+def test_a_save_reason_outside_the_three_is_refused_before_writing(tmp_path):
+    import numpy as np  # noqa: PLC0415
+
+    from vsp.components.runtime.trainer import checkpoint  # noqa: PLC0415
+
+    with pytest.raises(errors.UserError, match="reason must be one of periodic, notice, final"):
+        checkpoint.save(tmp_path, 1, {"w": np.zeros(2)}, {}, reason="hourly")
+    assert manifests.list_checkpoints(tmp_path) == []
+    with pytest.raises(errors.UserError, match="Fix: pass reason='periodic'"):
+        checkpoint_history.record_save(tmp_path, 1, 0.0, 1.0, "hourly")
 
 
 def test_default_checkpoint_dir_is_beside_the_model_on_cloud_storage():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import report as training_report
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
@@ -41,25 +42,38 @@ def test_markdown_report_lists_attempts():
     assert "| preemptions | 1 |" in text
 
 
-def test_running_stretches_show_the_last_checkpoint_and_the_work_lost():
+HISTORY = [
+    Record("start", 2.0, 0, 1.0),
+    Record("save", 20.0, 20, 1.0, "periodic"),
+    Record("save", 45.0, 45, 1.0, "periodic"),  # preempted at 50: 4 s lost
+    Record("resume", 61.0, 45, 1.0),
+    Record("save", 80.0, 80, 1.0, "periodic"),
+    Record("save", 95.0, 100, 1.0, "final"),
+]
+
+
+def test_running_stretches_show_where_their_node_seconds_went():
     result = _result()
-    times = [20.0, 45.0, 80.0]
-    metrics = training_metrics.compute(result, checkpoint_times=times)
-    page = training_report.html_report("run", result, metrics, checkpoint_times=times)
+    metrics = training_metrics.compute(result, history=HISTORY)
+    page = training_report.html_report("run", result, metrics, history=HISTORY)
+    # useful, startup, reload, periodic save, notice window, finish, work lost
     assert (
         "<tr><td>7</td><td>0.000</td><td>50.000</td><td>50.000</td><td>preempted</td>"
-        "<td>45.000</td><td>5.000</td></tr>"
+        "<td>41.000</td><td>2.000</td><td>1.000</td><td>2.000</td><td>0.000</td><td>0.000</td>"
+        "<td>4.000</td></tr>"
     ) in page
     assert (
         "<tr><td>8</td><td>60.000</td><td>100.000</td><td>40.000</td><td>succeeded</td>"
-        "<td>80.000</td><td>0.000</td></tr>"
+        "<td>32.000</td><td>1.000</td><td>1.000</td><td>1.000</td><td>0.000</td><td>5.000</td>"
+        "<td>0.000</td></tr>"
     ) in page
-    assert metrics["work_lost_seconds"] == 5.0
+    assert metrics["work_lost_node_seconds"] == 4.0
+    assert "<th>notice window (node-s)</th>" in page
 
 
-def test_running_stretches_without_visible_checkpoints_say_unknown():
+def test_running_stretches_without_visible_history_say_unknown():
     result = _result()
-    metrics = training_metrics.compute(result, checkpoint_times=None)
-    page = training_report.html_report("run", result, metrics, checkpoint_times=None)
-    assert "<td>preempted</td><td>unknown</td><td>unknown</td></tr>" in page
-    assert "<td>succeeded</td><td>unknown</td><td>0.000</td></tr>" in page
+    metrics = training_metrics.compute(result, history=None)
+    page = training_report.html_report("run", result, metrics, history=None)
+    assert "<td>preempted</td>" + "<td>unknown</td>" * 7 + "</tr>" in page
+    assert "goodput" not in metrics

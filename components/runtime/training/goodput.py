@@ -1,0 +1,161 @@
+"""Where the billed node time of a run went: useful training and each overhead, in node-seconds.
+
+Inputs: the running stretches the supervisor saw (``metrics.RunInterval``: billed from the
+Slurm start time of each run to its end) and the checkpoint history the trainer wrote when it
+happened (``trainer.history``: each process start or resume, each save with the seconds it
+blocked and why). A *segment* is one trainer process: from its ``start``/``resume`` line to the
+next one, or to the end of its stretch. Every second of a stretch falls in exactly one figure:
+
+* ``startup``: from the stretch's start to the trainer's first line (node and process start-up);
+* ``reload``: loading the checkpoint it resumed from;
+* ``useful``: training whose result survived, i.e. up to the save the next segment resumed from
+  (the last save for the last segment), without the time periodic saves blocked;
+* ``periodic_save``: seconds periodic saves blocked training, up to that save;
+* ``notice_window``: from the start of a notice save that was resumed from to the stretch's end
+  (the billed notice period after the state was safe);
+* ``finish``: from the start of the final save to the stretch's end (model written, exit);
+* ``work_lost``: everything after the surviving save (or after the reload when none survived),
+  which later segments computed again.
+
+So ``sum(figures) == billed`` and goodput is ``useful / billed``. Hand-rolled: the accounting is
+specific to this project's history format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from vsp.components.runtime.trainer.history import START_EVENTS, Record
+
+if TYPE_CHECKING:  # metrics imports this module
+    from vsp.components.runtime.training.metrics import RunInterval
+
+FIGURES = (
+    "useful",
+    "startup",
+    "reload",
+    "periodic_save",
+    "notice_window",
+    "finish",
+    "work_lost",
+)
+
+
+@dataclasses.dataclass
+class Segment:
+    """One trainer process: its start line and the saves it made."""
+
+    start: Record
+    saves: list[Record] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class StretchFigures:
+    """One billed stretch and its seconds per figure (node-seconds: seconds x nodes)."""
+
+    interval: RunInterval
+    seconds: dict[str, float]
+    last_save: Record | None = None
+
+
+def segments(records: Sequence[Record]) -> list[Segment]:
+    """The trainer processes in ``records`` (saves before the first start line are dropped)."""
+    found: list[Segment] = []
+    for record in sorted(records, key=lambda r: r.time):
+        if record.event in START_EVENTS:
+            found.append(Segment(record))
+        elif found:
+            found[-1].saves.append(record)
+    return found
+
+
+def _home(intervals: Sequence[RunInterval], when: float) -> int:
+    """Index of the stretch holding ``when`` (else the last that started before it, else 0)."""
+    for index, interval in enumerate(intervals):
+        if interval.start <= when <= interval.end:
+            return index
+    before = [i for i, interval in enumerate(intervals) if interval.start <= when]
+    return before[-1] if before else 0
+
+
+def _surviving_save(segment: Segment, resumed_step: int | None) -> Record | None:
+    """The save of ``segment`` that the next segment resumed from (its last save when last)."""
+    if resumed_step is None:
+        return segment.saves[-1] if segment.saves else None
+    kept = [s for s in segment.saves if s.step <= resumed_step and s.step > segment.start.step]
+    return kept[-1] if kept and kept[-1].step == resumed_step else None
+
+
+def _segment_figures(
+    segment: Segment, resumed_step: int | None, low: float, high: float
+) -> tuple[dict[str, float], Record | None]:
+    """Figures of one segment clamped to ``[low, high]`` (its share of its stretch)."""
+
+    def clamp(value: float) -> float:
+        return min(max(value, low), high)
+
+    began = clamp(segment.start.time)
+    trained_from = clamp(segment.start.end)
+    figures = dict.fromkeys(FIGURES, 0.0)
+    figures["startup"] = began - low
+    figures["reload"] = trained_from - began
+    kept = _surviving_save(segment, resumed_step)
+    if kept is None:
+        figures["work_lost"] = high - trained_from
+        return figures, None
+    kept_at = clamp(kept.time)
+    blocked = sum(
+        clamp(s.end) - clamp(s.time) for s in segment.saves if s.time < kept.time and s is not kept
+    )
+    figures["useful"] = max(0.0, kept_at - trained_from - blocked)
+    figures["periodic_save"] = kept_at - trained_from - figures["useful"]
+    if kept.reason == "notice":
+        figures["notice_window"] = high - kept_at
+    elif kept.reason == "final":
+        figures["finish"] = high - kept_at
+    else:
+        kept_end = clamp(kept.end)
+        figures["periodic_save"] += kept_end - kept_at
+        figures["work_lost"] = high - kept_end
+    return figures, kept
+
+
+def stretch_figures(
+    intervals: Sequence[RunInterval], records: Sequence[Record]
+) -> list[StretchFigures]:
+    """Each stretch with its node-seconds per figure (see the module docstring).
+
+    A stretch in which no trainer process wrote a line counts whole as ``startup``.
+    """
+    ordered = sorted(intervals, key=lambda i: i.start)
+    found = segments(records)
+    homes = [_home(ordered, s.start.time) for s in found]
+    rows = []
+    for index, interval in enumerate(ordered):
+        totals = dict.fromkeys(FIGURES, 0.0)
+        mine = [k for k, home in enumerate(homes) if home == index]
+        last_save = None
+        if not mine:
+            totals["startup"] = interval.end - interval.start
+        low = interval.start
+        for position, k in enumerate(mine):
+            following = found[k + 1] if k + 1 < len(found) else None
+            resumed = following.start.step if following is not None else None
+            nxt = mine[position + 1] if position + 1 < len(mine) else None
+            high = interval.end if nxt is None else min(interval.end, found[nxt].start.time)
+            high = max(high, low)
+            figures, kept = _segment_figures(found[k], resumed, low, high)
+            for name in FIGURES:
+                totals[name] += figures[name]
+            last_save = kept or last_save
+            low = high
+        scaled = {name: value * interval.nodes for name, value in totals.items()}
+        rows.append(StretchFigures(interval, scaled, last_save))
+    return rows
+
+
+def totals(rows: Sequence[StretchFigures]) -> dict[str, float]:
+    """Node-seconds per figure over all stretches."""
+    return {name: sum(row.seconds[name] for row in rows) for name in FIGURES}
