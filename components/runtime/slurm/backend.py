@@ -95,6 +95,7 @@ class SlurmBackend(TrainingBackend):
     """
 
     resource_type = "SlurmJob"
+    time_resolution = 1.0  # Slurm reports whole seconds
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 from vsp.components.runtime.core import errors, gcp_resources, polling
 from vsp.components.runtime.core.errors import StepCancelled
+from vsp.components.runtime.training.poll_window import PollWindow
 from vsp.components.runtime.training.recovery import (
     Attempt,
     Outcome,
@@ -43,6 +44,7 @@ class TrainingBackend(abc.ABC):
     """Where attempts run. Implementations: Slurm jobs on a cluster, Vertex CustomJobs."""
 
     resource_type: str = ""
+    time_resolution: float = 0.0  # seconds of precision of run_started_at / ended_at
 
     @abc.abstractmethod
     def find(self, run_key: str) -> list[Attempt]:
@@ -160,35 +162,32 @@ class TrainingSupervisor:
         self.attempts: list[Attempt] = []
         self.events: list[dict] = []
         self.wall = wall
+        self._seen_requeues: dict[str, int] = {}
 
     def _event(self, attempt: Attempt, event: str, when: float | None = None) -> None:
-        """Records ``event`` at ``when`` (a time the backend reported; default now), never
-        later than now nor earlier than the job's previous event, so stretches never overlap."""
+        """Records ``event`` at ``when`` (default now), never later than now nor earlier than
+        the job's previous event, so running stretches never overlap."""
         now = self.wall()
         at = now if when is None else min(when, now)
         earlier = [e["time"] for e in self.events if e["job_id"] == attempt.job_id]
-        at = max([at, *earlier])
-        self.events.append({"time": at, "job_id": attempt.job_id, "event": event})
+        self.events.append({"time": max([at, *earlier]), "job_id": attempt.job_id, "event": event})
 
-    def _outcome_event(self, attempt: Attempt) -> None:
-        """The event of a new state, at the backend's start or end time when it has one."""
-        when = None
-        if attempt.outcome is Outcome.RUNNING:
-            when = attempt.run_started_at
-        elif attempt.outcome.terminal:
-            when = attempt.ended_at
-        self._event(attempt, attempt.outcome.value.lower(), when)
-
-    def _requeue_events(self, attempt: Attempt, before: Outcome) -> None:
-        """A requeue: closes the running stretch; when the job already runs (or ran) again
-        (the restart count rose between two polls that both saw it running), the old stretch
-        ends and the new one opens at the new run's start time, so no time is lost or counted
-        twice."""
+    def _changes(self, attempt: Attempt, before: Outcome, window: PollWindow) -> None:
+        """Events of what a poll saw change, timed within the poll window. A requeue closes the
+        running stretch; when the job already runs (or ran) again - the restart count rose
+        between two polls that both saw it running - the old stretch ends and the new one opens
+        at the new run's start, so no time is lost or counted twice."""
         ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
-        when = attempt.run_started_at if ran_again else None
-        self._event(attempt, "requeued", when)
-        if ran_again and before is Outcome.RUNNING:
-            self._event(attempt, "running", when)
+        if attempt.requeues > self._seen_requeues.get(attempt.job_id, attempt.requeues):
+            restart = window.when(attempt.run_started_at) if ran_again else window.when()
+            self._event(attempt, "requeued", restart)
+            if ran_again and before is Outcome.RUNNING:
+                self._event(attempt, "running", restart)
+        self._seen_requeues[attempt.job_id] = attempt.requeues
+        if attempt.outcome is not before:
+            reported = attempt.ended_at if attempt.outcome.terminal else None
+            reported = attempt.run_started_at if attempt.outcome is Outcome.RUNNING else reported
+            self._event(attempt, attempt.outcome.value.lower(), window.when(reported))
 
     def _known_attempts(self) -> list[Attempt]:
         found = {a.job_id: a for a in self.backend.find(self.run_key)}
@@ -228,10 +227,13 @@ class TrainingSupervisor:
         pending_since = self.clock.now()
         seen_requeues = attempt.requeues
         switch = ""
+        self._seen_requeues.setdefault(attempt.job_id, attempt.requeues)
+        window = PollWindow(self.wall, self.backend.time_resolution, self.wall())
 
         def probe() -> Attempt:
             nonlocal pending_since, seen_requeues, switch
             before = attempt.outcome
+            window.open()
             self.backend.refresh(attempt)
             for line in self.backend.new_log_lines(attempt):
                 log.info("[job %s] %s", attempt.job_id, line)
@@ -242,9 +244,8 @@ class TrainingSupervisor:
                     attempt.requeues,
                 )
                 seen_requeues = attempt.requeues
-                self._requeue_events(attempt, before)
-            if attempt.outcome is not before:
-                self._outcome_event(attempt)
+            self._changes(attempt, before, window)
+            window.close()
             if attempt.outcome is Outcome.PENDING and (
                 before is not Outcome.PENDING or attempt.begin_time_hold
             ):

@@ -1,0 +1,120 @@
+"""Running stretches from polls: a requeue between two polls that both see RUNNING closes the old
+stretch and opens a new one at the new run's start; starts and ends use the backend's times."""
+
+from __future__ import annotations
+
+from vsp.components.runtime.core import polling
+from vsp.components.runtime.training import metrics as training_metrics
+from vsp.components.runtime.training.poll_window import PollWindow
+from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.training.supervisor import TrainingBackend, TrainingSupervisor
+
+SPOT = Target("spot", spot=True)
+R, P, OK = Outcome.RUNNING, Outcome.PENDING, Outcome.SUCCEEDED
+POLL = polling.Backoff(initial=10, maximum=10, jitter=0)
+
+
+class TimedBackend(TrainingBackend):
+    """One job; each poll plays the next (outcome, restart count, run start, end) row."""
+
+    resource_type = "SlurmJob"
+
+    def __init__(self, rows):
+        self.rows = list(rows)
+
+    def find(self, run_key):
+        return []
+
+    def submit(self, run_key, index, target):
+        return Attempt("1", target)
+
+    def refresh(self, attempt):
+        row = self.rows.pop(0) if len(self.rows) > 1 else self.rows[0]
+        attempt.outcome, attempt.requeues, attempt.run_started_at, attempt.ended_at = row
+
+    def cancel(self, attempt):
+        raise AssertionError("nothing is cancelled here")
+
+    def uri(self, attempt):
+        return f"https://h/jobs/{attempt.job_id}"
+
+
+def run(rows, start=1000.0):
+    clock = polling.FakeClock(start)
+    supervisor = TrainingSupervisor(
+        TimedBackend(rows),
+        SpotRecovery(SPOT, max_preemptions=5),
+        "run-1",
+        backoff=POLL,
+        clock=clock,
+        wall=clock.now,
+    )
+    result = supervisor.run()
+    return result, training_metrics.run_intervals(result, clock.now())
+
+
+def stretches(intervals):
+    return [(i.start, i.end, i.ended_by) for i in intervals]
+
+
+def test_a_requeue_between_two_running_polls_splits_the_stretch_at_the_new_start():
+    # Polls at 1000, 1010, 1020, 1030: the job started at 1000, was requeued and started again
+    # at 1016 (between the polls at 1010 and 1020, which both see RUNNING), and ended at 1027.
+    result, intervals = run(
+        [(R, 0, 1000.0, None), (R, 0, 1000.0, None), (R, 1, 1016.0, None), (OK, 1, 1016.0, 1027.0)]
+    )
+    assert result.preemptions == 1
+    assert stretches(intervals) == [(1000.0, 1016.0, "requeued"), (1016.0, 1027.0, "succeeded")]
+    # Before, the second "running" never came: everything after the requeue was dropped.
+    assert sum(i.end - i.start for i in intervals) == 27.0
+
+
+def test_a_requeue_seen_pending_ends_at_that_poll_and_the_next_run_at_its_start_time():
+    result, intervals = run(
+        [(R, 0, 1000.0, None), (P, 1, None, None), (R, 1, 1013.0, None), (OK, 1, 1013.0, 1024.0)]
+    )
+    # Seen pending at the poll at 1010: it ended since the poll at 1000, so at 1005 +- 5.
+    assert stretches(intervals) == [(1000.0, 1005.0, "requeued"), (1013.0, 1024.0, "succeeded")]
+    assert [e["event"] for e in result.events] == [
+        "submitted",
+        "running",
+        "requeued",
+        "pending",
+        "running",
+        "succeeded",
+    ]
+
+
+def test_a_requeue_and_the_end_between_two_polls_still_bill_the_last_run():
+    result, intervals = run([(R, 0, 1000.0, None), (OK, 2, 1004.0, 1008.0)])
+    assert result.preemptions == 2
+    assert stretches(intervals) == [(1000.0, 1004.0, "requeued"), (1004.0, 1008.0, "succeeded")]
+
+
+def test_times_from_the_backend_never_go_past_now_nor_before_the_previous_event():
+    # A start time in the future (clock skew) is taken as now; an end before the window as the
+    # window's start.
+    result, intervals = run([(R, 0, 1500.0, None), (P, 1, None, None), (OK, 1, 1012.0, 900.0)])
+    assert stretches(intervals)[0] == (1000.0, 1005.0, "requeued")
+    assert result.events[-1] == {"time": 1010.0, "job_id": "1", "event": "succeeded"}
+    times = [e["time"] for e in result.events]
+    assert times == sorted(times)
+
+
+def test_the_poll_window_narrows_whole_second_times_and_bounds_the_error():
+    now = [100.0]
+    window = PollWindow(lambda: now[0], resolution=1.0, since=100.0)
+    now[0] = 100.4
+    window.open()
+    now[0] = 100.5
+    # Slurm says 100 (whole seconds): the change was in [100, 100.5] -> 100.25.
+    assert window.when(100.0) == 100.25
+    assert window.when() == 100.25
+    window.close()
+    now[0] = 102.0
+    window.open()
+    now[0] = 102.1
+    # The window is [100.4, 102.1]; Slurm's 101 narrows it to [101, 102].
+    assert window.when(101.0) == 101.5
+    assert window.when(99.0) == 100.4  # before the window: its start
+    assert window.when(105.0) == 102.1  # after it: its end
