@@ -4,46 +4,25 @@ The truth comes from records, never from sleeps: the useful time from the traine
 (``--step-log``: when each step began and ended; the last run of each step is the one the model
 kept), the billed time from the emulator's record of each run (a preempted run holds its node
 from its start until the notice ends; the last from its start to its end). The metric comes from
-what the step saw: Slurm's job records, its polls and the checkpoint history.
+what the step saw: Slurm's job records, its polls and the checkpoint history. The truth's
+helpers are the goodput benchmark's (``benchmarks.goodput_metric``), which runs more seeds.
 """
 
 from __future__ import annotations
 
-import pathlib
 import sys
 
 import pytest
 
+from benchmarks.goodput_metric import true_billed_seconds, true_useful_seconds
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.slurm import backend as slurm_backend
 from vsp.components.runtime.slurm import train_runner as train_step
 from vsp.components.runtime.training import goodput
-from vsp.examples.trainer.step_log import read_step_log
 
 CLUSTER = "llmtrain"
 POLL = polling.Backoff(initial=0.05, maximum=0.1, jitter=0)
 STEPS = 240
-
-
-def true_useful_seconds(step_log: pathlib.Path) -> float:
-    """Seconds spent on the run of each step that the model kept (its last run)."""
-    last: dict[int, tuple[float, float]] = {}
-    for step, began, ended in read_step_log(step_log):
-        last[step] = (began, ended)
-    assert sorted(last) == list(range(1, STEPS + 1))
-    return sum(ended - began for began, ended in last.values())
-
-
-def true_billed_seconds(emulator, job_id: str) -> tuple[float, int]:
-    """Node-seconds the emulator held nodes for the job, and how many runs were preempted."""
-    events = [e for e in emulator.app.slurm.preemptions(CLUSTER) if str(e["jobId"]) == job_id]
-    billed = 0.0
-    for event in events:
-        assert len(event["nodes"]) == 1
-        billed += event["runSeconds"] + event["noticeSeconds"]
-    job = next(j for j in emulator.app.slurm.jobs(CLUSTER) if str(j["job_id"]) == job_id)
-    billed += job["end_time"] - job["start_time"]
-    return billed, len(events)
 
 
 # Seeds whose first three draws (mean 2.5 s) all fall inside a run of the trainer, which needs
@@ -79,8 +58,8 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(slurm_cluster, tmp_pa
     )
     metrics = outcome.metrics
     [job_id] = outcome.result.job_ids
-    billed, preempted = true_billed_seconds(emulator, job_id)
-    useful = true_useful_seconds(step_log)
+    billed, preempted = true_billed_seconds(emulator, CLUSTER, job_id)
+    useful = true_useful_seconds(step_log, STEPS)
     trainer_log = (work / f"slurm-{job_id}.out").read_text()[-2000:]
     assert preempted == metrics["preemptions"] == 3, trainer_log
     figures = [metrics[f"{name}_node_seconds"] for name in goodput.FIGURES]
