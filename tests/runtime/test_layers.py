@@ -24,7 +24,7 @@ ALLOWED = {
     "cluster": {"core", "slurm", "teardown"},
 }
 # What step code (everything but ``trainer``) may import from ``trainer``: the numpy-free files.
-TRAINER_FOR_STEPS = {"contract", "manifests", "policy"}
+TRAINER_FOR_STEPS = {"contract", "history", "manifests", "policy"}
 
 
 def imports(source: str) -> list[str]:
