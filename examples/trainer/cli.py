@@ -17,7 +17,7 @@ Directories: ``--checkpoint-dir`` defaults to ``$VSP_CHECKPOINT_DIR``, else
 ``gs://bucket/path`` value is read as the GCS FUSE path ``/gcs/bucket/path`` (mount root from
 ``$VSP_GCS_FUSE_ROOT``). Progress goes to stdout, one line per logged step:
 ``<time> step <n>/<steps> loss <loss>``; ``--step-log FILE`` also appends
-``<step> <began> <ended>`` (epoch seconds) for every step.
+``<step> <began> <ended> <pid>`` (epoch seconds) for every step.
 """
 
 from __future__ import annotations

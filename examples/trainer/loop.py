@@ -246,9 +246,9 @@ class Trainer:
                 state.step += 1
                 if cfg.step_seconds > 0:
                     time.sleep(cfg.step_seconds)
-                step_log.write(state.step, began, time.time())
                 if state.step % cfg.log_every == 0 or state.step == cfg.steps:
                     log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
+                step_log.write(state.step, began, time.time())
                 self._boundary()
         if cfg.checkpoint_dir is not None and self.last_saved_step != state.step:
             self.save("final")

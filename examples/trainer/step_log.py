@@ -8,13 +8,15 @@ one appended text line per step.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 class StepLog:
-    """``--step-log``: one line ``STEP BEGAN ENDED`` (epoch seconds) per training step, appended
-    and flushed as each step ends, so a run's useful time can be checked against its metrics.
-    Does nothing without a path."""
+    """``--step-log``: one line ``STEP BEGAN ENDED PID`` (epoch seconds, the trainer's process
+    id) per training step (its progress line included, checkpoint saves not), appended and
+    flushed as each step ends, so a run's useful time can be checked against its metrics. Does
+    nothing without a path."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -28,7 +30,7 @@ class StepLog:
 
     def write(self, step: int, began: float, ended: float) -> None:
         if self._handle is not None:
-            self._handle.write(f"{step} {began:.6f} {ended:.6f}\n")
+            self._handle.write(f"{step} {began:.6f} {ended:.6f} {os.getpid()}\n")
             self._handle.flush()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -36,14 +38,15 @@ class StepLog:
             self._handle.close()
 
 
-def read_step_log(path: Path) -> list[tuple[int, float, float]]:
-    """The (step, began, ended) lines of a step log, in the order written (torn lines skipped)."""
+def read_step_log(path: Path) -> list[tuple[int, float, float, int]]:
+    """The (step, began, ended, pid) lines of a step log, in the order written (torn lines
+    skipped)."""
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         words = line.split()
-        if len(words) == 3:
+        if len(words) == 4:
             try:
-                rows.append((int(words[0]), float(words[1]), float(words[2])))
+                rows.append((int(words[0]), float(words[1]), float(words[2]), int(words[3])))
             except ValueError:
                 continue
     return rows

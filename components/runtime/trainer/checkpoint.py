@@ -117,7 +117,8 @@ def save(
         keep: When set, ``prune(directory, keep)`` runs after the save; temp leftovers from
             crashed saves are removed either way.
         reason: Why the save is taken: ``periodic``, ``notice`` (a preemption notice) or
-            ``final``; recorded with its start time and the seconds it blocked in the history.
+            ``final``; recorded with its start time and the seconds it blocked (up to the
+            manifest, which commits it) in the history.
 
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
@@ -161,13 +162,16 @@ def save(
         "created": created_iso,
         "files": files,
     }
+    # The history line goes first: a process killed between it and the manifest leaves a line
+    # for a save nobody resumes from, which goodput ignores (it follows the step the next
+    # process resumed from); the other order could lose the line of a save that is resumed.
+    history.record_save(root, step, started, time.monotonic() - clock, reason)
     file_primitives.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
     ref = CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
     else:
         clean_temp_files(root)
-    history.record_save(root, step, started, time.monotonic() - clock, reason)
     return ref
 
 

@@ -11,7 +11,9 @@ Records (times in epoch seconds, durations in seconds)::
     {"event": "resume", "time": T, "step": S, "seconds": R}     loaded step S; loading took R
     {"event": "save", "time": T, "step": S, "seconds": B, "reason": "periodic|notice|final"}
 
-``time`` is when the operation began, ``seconds`` how long it held training back. Standard
+``time`` is when the operation began, ``seconds`` how long it held training back. A save's line
+is written just before its manifest commits it, so a process killed in between leaves a line for
+a save that does not exist: readers follow the step the next process resumed from. Standard
 library only: the pipeline steps read it without numpy. Hand-rolled because it is one appended
 line per event; a line that does not parse (a torn append) is skipped with a warning.
 """

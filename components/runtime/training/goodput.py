@@ -13,7 +13,8 @@ next one, or to the end of its stretch. Every second of a stretch falls in exact
 * ``periodic_save``: seconds periodic saves blocked training, up to that save;
 * ``notice_window``: from the start of a notice save that was resumed from to the stretch's end
   (the billed notice period after the state was safe);
-* ``finish``: from the start of the final save to the stretch's end (model written, exit);
+* ``finish``: from the start of the final save (the last save of a run that succeeded, whatever
+  its reason) to the stretch's end (model written, exit);
 * ``work_lost``: everything after the surviving save (or after the reload when none survived),
   which later segments computed again.
 
@@ -71,13 +72,24 @@ def segments(records: Sequence[Record]) -> list[Segment]:
     return found
 
 
-def _home(intervals: Sequence[RunInterval], when: float) -> int:
-    """Index of the stretch holding ``when`` (else the last that started before it, else 0)."""
+def _home(intervals: Sequence[RunInterval], segment: Segment) -> int:
+    """Index of the stretch a trainer process ran in.
+
+    Stretch bounds are estimates (up to half a poll window off), so a process that started
+    just after its run began may seem to start before its stretch: the stretch that overlaps
+    the process's span (start line to last save) most wins; for a span of no length, the
+    stretch holding it, else the next one to start (a process starts shortly after its run),
+    else the last.
+    """
+    low = segment.start.time
+    high = max([segment.start.end, *(s.end for s in segment.saves)])
+    overlaps = [max(0.0, min(i.end, high) - max(i.start, low)) for i in intervals]
+    if overlaps and max(overlaps) > 0:
+        return overlaps.index(max(overlaps))
     for index, interval in enumerate(intervals):
-        if interval.start <= when <= interval.end:
+        if low <= interval.end:
             return index
-    before = [i for i, interval in enumerate(intervals) if interval.start <= when]
-    return before[-1] if before else 0
+    return max(0, len(intervals) - 1)
 
 
 def _surviving_save(segment: Segment, resumed_step: int | None) -> Record | None:
@@ -89,9 +101,10 @@ def _surviving_save(segment: Segment, resumed_step: int | None) -> Record | None
 
 
 def _segment_figures(
-    segment: Segment, resumed_step: int | None, low: float, high: float
+    segment: Segment, resumed_step: int | None, low: float, high: float, finished: bool
 ) -> tuple[dict[str, float], Record | None]:
-    """Figures of one segment clamped to ``[low, high]`` (its share of its stretch)."""
+    """Figures of one segment clamped to ``[low, high]`` (its share of its stretch);
+    ``finished``: the run ended with this segment's last save (whatever its reason)."""
 
     def clamp(value: float) -> float:
         return min(max(value, low), high)
@@ -111,10 +124,10 @@ def _segment_figures(
     )
     figures["useful"] = max(0.0, kept_at - trained_from - blocked)
     figures["periodic_save"] = kept_at - trained_from - figures["useful"]
-    if kept.reason == "notice":
-        figures["notice_window"] = high - kept_at
-    elif kept.reason == "final":
+    if finished or kept.reason == "final":
         figures["finish"] = high - kept_at
+    elif kept.reason == "notice":
+        figures["notice_window"] = high - kept_at
     else:
         kept_end = clamp(kept.end)
         figures["periodic_save"] += kept_end - kept_at
@@ -131,7 +144,7 @@ def stretch_figures(
     """
     ordered = sorted(intervals, key=lambda i: i.start)
     found = segments(records)
-    homes = [_home(ordered, s.start.time) for s in found]
+    homes = [_home(ordered, s) for s in found]
     rows = []
     for index, interval in enumerate(ordered):
         totals = dict.fromkeys(FIGURES, 0.0)
@@ -146,7 +159,8 @@ def stretch_figures(
             nxt = mine[position + 1] if position + 1 < len(mine) else None
             high = interval.end if nxt is None else min(interval.end, found[nxt].start.time)
             high = max(high, low)
-            figures, kept = _segment_figures(found[k], resumed, low, high)
+            finished = following is None and interval.ended_by == "succeeded"
+            figures, kept = _segment_figures(found[k], resumed, low, high, finished)
             for name in FIGURES:
                 totals[name] += figures[name]
             last_save = kept or last_save

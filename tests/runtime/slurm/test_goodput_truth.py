@@ -1,11 +1,12 @@
 """The goodput metric against the truth, on the example trainer preempted on the emulator.
 
-The truth comes from records, never from sleeps: the useful time from the trainer's own step log
-(``--step-log``: when each step began and ended; the last run of each step is the one the model
-kept), the billed time from the emulator's record of each run (a preempted run holds its node
-from its start until the notice ends; the last from its start to its end). The metric comes from
-what the step saw: Slurm's job records, its polls and the checkpoint history. The truth's
-helpers are the goodput benchmark's (``benchmarks.goodput_metric``), which runs more seeds.
+The truth comes from records, never from sleeps: the useful time from the trainer's own step
+log (``--step-log``: when each step began and ended; the last run of each step is the one the
+model kept; it lasts until the next step starts, or until it ends where a save may follow), the
+billed time from the emulator's record of each run (a preempted run holds its node from its
+start until the notice ends; the last from its start to its end). The metric comes from what
+the step saw: Slurm's job records, its polls and the checkpoint history. The truth's helpers are
+the goodput benchmark's (``benchmarks.goodput_metric``), which runs more seeds.
 """
 
 from __future__ import annotations
@@ -27,10 +28,17 @@ STEPS = 240
 
 # Seeds whose first three draws (mean 2.5 s) all fall inside a run of the trainer, which needs
 # about 11 s: 1 -> 0.36 (while it starts), 4.70, 3.61 s; 5 -> 2.44, 3.38, 3.96 s; 6 -> 3.94,
-# 4.31, 1.66 s (``vertex_emulator.slurm.preemption.poisson_delays``).
-@pytest.mark.parametrize("seed", [1, 5, 6])
-def test_goodput_metric_is_within_two_percent_of_the_truth(slurm_cluster, tmp_path, seed):
-    emulator = slurm_cluster(CLUSTER)
+# 4.31, 1.66 s (``vertex_emulator.slurm.preemption.poisson_delays``), with the notice of the
+# test settings (0.4 s). A kill with no notice also loses work, and the end of such a run is
+# seen only by polling (the emulator shows it at its next tick): 5% there.
+@pytest.mark.parametrize(
+    ("seed", "notice", "tolerance"),
+    [(1, 0.4, 0.02), (5, 0.4, 0.02), (6, 0.4, 0.02), (3, 0.0, 0.05)],
+)
+def test_goodput_metric_is_within_two_percent_of_the_truth(
+    slurm_cluster, tmp_path, seed, notice, tolerance
+):
+    emulator = slurm_cluster(CLUSTER, slurm_preempt_notice_seconds=notice)
     emulator.app.slurm.set_preemption_plan(
         CLUSTER, mode="poisson", mean_seconds=2.5, seed=seed, max_count=3
     )
@@ -59,12 +67,14 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(slurm_cluster, tmp_pa
     metrics = outcome.metrics
     [job_id] = outcome.result.job_ids
     billed, preempted = true_billed_seconds(emulator, CLUSTER, job_id)
-    useful = true_useful_seconds(step_log, STEPS)
+    useful = true_useful_seconds(step_log, STEPS, save_every=30)
     trainer_log = (work / f"slurm-{job_id}.out").read_text()[-2000:]
     assert preempted == metrics["preemptions"] == 3, trainer_log
     figures = [metrics[f"{name}_node_seconds"] for name in goodput.FIGURES]
     assert sum(figures) == pytest.approx(metrics["billed_node_seconds"], abs=0.01)
-    assert metrics["billed_node_seconds"] == pytest.approx(billed, rel=0.02)
-    assert metrics["useful_node_seconds"] == pytest.approx(useful, rel=0.02)
+    assert metrics["billed_node_seconds"] == pytest.approx(billed, rel=tolerance)
+    assert metrics["useful_node_seconds"] == pytest.approx(useful, rel=tolerance)
     truth = useful / billed
-    assert abs(metrics["goodput"] - truth) <= 0.02 * truth, (metrics, useful, billed)
+    assert abs(metrics["goodput"] - truth) <= tolerance * truth, (metrics, useful, billed)
+    if notice:  # every preemption came with a notice save that the next run resumed from
+        assert metrics["work_lost_node_seconds"] == 0 and metrics["notice_window_node_seconds"]

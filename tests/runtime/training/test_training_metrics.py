@@ -122,3 +122,30 @@ def test_an_open_interval_is_billed_until_now():
     assert metrics["running_seconds"] == 360
     assert metrics["work_lost_node_seconds"] == 0
     assert "goodput" not in metrics  # no history: where the time went is unknown
+
+
+def test_a_process_that_seems_to_start_before_its_stretch_still_counts_in_it():
+    # The second stretch's start is an estimate (half a poll window late here): the process
+    # that began at 109.5 ran in it, not in the first stretch that ended at 100.
+    result = _requeued_once()
+    history = [
+        *NOTICE_RUN[:3],
+        Record("resume", 109.5, 80, 2.0),
+        Record("save", 190.0, 200, 1.0, "final"),
+    ]
+    metrics = training_metrics.compute(result, history=history)
+    # Clamped to its stretch: no start-up, reload from 110 to 111.5, then training to 190.
+    assert metrics["useful_node_seconds"] == (90 - 6 - 2) + (190 - 111.5)
+    assert metrics["startup_node_seconds"] == 5
+    assert metrics["reload_node_seconds"] == 1 + 1.5
+    assert metrics["notice_window_node_seconds"] == 10
+    assert metrics["work_lost_node_seconds"] == 0
+    assert metrics["billed_node_seconds"] == 190
+
+
+def test_a_periodic_save_at_the_last_step_of_a_run_that_succeeded_is_its_finish():
+    history = [*NOTICE_RUN[:4], Record("save", 190.0, 200, 1.0, "periodic")]
+    metrics = training_metrics.compute(_requeued_once(), history=history)
+    assert metrics["finish_node_seconds"] == 10
+    assert metrics["work_lost_node_seconds"] == 0
+    assert metrics["periodic_save_node_seconds"] == 2
