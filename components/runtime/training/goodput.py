@@ -96,7 +96,7 @@ def _surviving_save(segment: Segment, resumed_step: int | None) -> Record | None
     """The save of ``segment`` that the next segment resumed from (its last save when last)."""
     if resumed_step is None:
         return segment.saves[-1] if segment.saves else None
-    kept = [s for s in segment.saves if s.step <= resumed_step and s.step > segment.start.step]
+    kept = [s for s in segment.saves if segment.start.step <= s.step <= resumed_step]
     return kept[-1] if kept and kept[-1].step == resumed_step else None
 
 

@@ -149,3 +149,16 @@ def test_a_periodic_save_at_the_last_step_of_a_run_that_succeeded_is_its_finish(
     assert metrics["finish_node_seconds"] == 10
     assert metrics["work_lost_node_seconds"] == 0
     assert metrics["periodic_save_node_seconds"] == 2
+
+
+def test_a_notice_before_the_first_step_saves_step_0_and_loses_nothing():
+    history = [
+        Record("start", 5.0, 0, 1.0),
+        Record("save", 7.0, 0, 1.0, "notice"),
+        Record("resume", 112.0, 0, 2.0),
+        Record("save", 190.0, 200, 1.0, "final"),
+    ]
+    metrics = training_metrics.compute(_requeued_once(), history=history)
+    assert metrics["work_lost_node_seconds"] == 0
+    assert metrics["notice_window_node_seconds"] == 100 - 7
+    assert metrics["useful_node_seconds"] == 1 + (190 - 114)
