@@ -117,8 +117,8 @@ def save(
         keep: When set, ``prune(directory, keep)`` runs after the save; temp leftovers from
             crashed saves are removed either way.
         reason: Why the save is taken: ``periodic``, ``notice`` (a preemption notice) or
-            ``final``; recorded with its start time and the seconds it blocked (up to the
-            manifest, which commits it) in the history.
+            ``final``; recorded with its start time and the seconds it blocked in the
+            history.
 
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
@@ -172,6 +172,7 @@ def save(
         prune(root, keep, protect=ref)
     else:
         clean_temp_files(root)
+    history.record_saved(root, step, started, time.monotonic() - clock)
     return ref
 
 

@@ -10,10 +10,13 @@ Records (times in epoch seconds, durations in seconds)::
     {"event": "start",  "time": T, "step": 0, "seconds": R}     a run began with no checkpoint
     {"event": "resume", "time": T, "step": S, "seconds": R}     loaded step S; loading took R
     {"event": "save", "time": T, "step": S, "seconds": B, "reason": "periodic|notice|final"}
+    {"event": "saved", "time": T, "step": S, "seconds": B}      the save of S is complete
 
-``time`` is when the operation began, ``seconds`` how long it held training back. A save's line
-is written just before its manifest commits it, so a process killed in between leaves a line for
-a save that does not exist: readers follow the step the next process resumed from. Standard
+``time`` is when the operation began, ``seconds`` how long it held training back. A save's
+``save`` line is written just before its manifest commits it, so a process killed in between
+leaves a line for a save that does not exist (readers follow the step the next process resumed
+from, so it does not count); its ``saved`` line, once the manifest is written and retention
+has run, gives the whole time the save blocked and replaces the ``save`` line's. Standard
 library only: the pipeline steps read it without numpy. Hand-rolled because it is one appended
 line per event; a line that does not parse (a torn append) is skipped with a warning.
 """
@@ -100,6 +103,13 @@ def record_save(
     return record
 
 
+def record_saved(
+    directory: file_primitives.PathLike, step: int, started: float, seconds: float
+) -> None:
+    """Appends that the save of ``step`` begun at ``started`` completed after ``seconds``."""
+    append(directory, Record("saved", round(started, 6), int(step), round(max(0.0, seconds), 6)))
+
+
 def record_resume(
     directory: file_primitives.PathLike, step: int | None, started: float, seconds: float
 ) -> Record:
@@ -122,7 +132,7 @@ def _parse(line: str) -> Record | None:
         )
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    if record.event not in ("save", *START_EVENTS):
+    if record.event not in ("save", "saved", *START_EVENTS):
         return None
     return record
 
@@ -134,13 +144,24 @@ def read(directory: file_primitives.PathLike) -> list[Record] | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    records = []
+    records: list[Record] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         record = _parse(line)
         if record is None:
             log.warning("skipping unreadable line %d of %s: %.80s", number, path, line)
-            continue
-        records.append(record)
+        elif record.event == "saved":
+            _complete(records, record)
+        else:
+            records.append(record)
     return sorted(records, key=lambda r: r.time)
+
+
+def _complete(records: list[Record], saved: Record) -> None:
+    """Gives the latest ``save`` line of the same step and start the whole blocked time."""
+    for index in range(len(records) - 1, -1, -1):
+        found = records[index]
+        if found.event == "save" and found.step == saved.step and found.time == saved.time:
+            records[index] = dataclasses.replace(found, seconds=saved.seconds)
+            return

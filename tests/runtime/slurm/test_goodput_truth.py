@@ -2,11 +2,10 @@
 
 The truth comes from records, never from sleeps: the useful time from the trainer's own step
 log (``--step-log``: when each step began and ended; the last run of each step is the one the
-model kept; it lasts until the next step starts, or until it ends where a save may follow), the
-billed time from the emulator's record of each run (a preempted run holds its node from its
-start until the notice ends; the last from its start to its end). The metric comes from what
-the step saw: Slurm's job records, its polls and the checkpoint history. The truth's helpers are
-the goodput benchmark's (``benchmarks.goodput_metric``), which runs more seeds.
+model kept), the billed time from the emulator's record of each run (a preempted run holds its
+node from its start until the notice ends; the last from its start to its end). The metric comes
+from what the step saw: Slurm's job records, its polls and the checkpoint history. The truth's
+helpers are the goodput benchmark's (``benchmarks.goodput_metric``), which runs more seeds.
 """
 
 from __future__ import annotations
@@ -67,7 +66,7 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(
     metrics = outcome.metrics
     [job_id] = outcome.result.job_ids
     billed, preempted = true_billed_seconds(emulator, CLUSTER, job_id)
-    useful = true_useful_seconds(step_log, STEPS, save_every=30)
+    useful = true_useful_seconds(step_log, STEPS)
     trainer_log = (work / f"slurm-{job_id}.out").read_text()[-2000:]
     assert preempted == metrics["preemptions"] == 3, trainer_log
     figures = [metrics[f"{name}_node_seconds"] for name in goodput.FIGURES]

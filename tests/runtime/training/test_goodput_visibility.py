@@ -110,3 +110,13 @@ def test_default_checkpoint_dir_is_beside_the_model_on_cloud_storage():
     for bucket_only in ("gs://b", "/gcs/b", "/model"):
         with pytest.raises(errors.UserError, match="Fix: use gs://BUCKET/RUN/model"):
             manifests.default_checkpoint_dir(bucket_only, key)
+
+
+def test_a_saved_line_gives_the_whole_blocked_time_and_a_save_cut_short_keeps_its_first(tmp_path):
+    checkpoint_history.record_save(tmp_path, 30, 100.0, 0.5, "periodic")
+    checkpoint_history.record_saved(tmp_path, 30, 100.0, 0.75)
+    checkpoint_history.record_save(tmp_path, 60, 200.0, 0.5, "notice")  # killed before saved
+    assert checkpoint_history.read(tmp_path) == [
+        Record("save", 100.0, 30, 0.75, "periodic"),
+        Record("save", 200.0, 60, 0.5, "notice"),
+    ]
