@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def train_on_cluster(
     project: str,
@@ -227,3 +229,10 @@ def ensure_slurm_account(
         return who
 
     return step.run_step("ensure_slurm_account", ensure)
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(train_on_cluster, ensure_slurm_account)
+del train_on_cluster, ensure_slurm_account
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

@@ -1,0 +1,89 @@
+"""``vsp.components``: the built components by name, the shipped YAML, and no plain functions."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import pytest
+from kfp.dsl import base_component
+
+import vsp.components
+from vsp.components import catalog, cluster, training
+
+
+def test_all_lists_every_component_and_the_helpers():
+    assert vsp.components.__all__ == [
+        "check_run_parameters",
+        "create_cluster",
+        "decide_teardown",
+        "delete_cluster",
+        "ensure_slurm_account",
+        "finalize_cluster",
+        "finalize_custom_jobs",
+        "keep_cluster",
+        "reap_expired_clusters",
+        "register_model",
+        "shrink_cluster",
+        "train_custom_job",
+        "train_on_cluster",
+        "COMPONENTS",
+        "compiled_path",
+        "component_set",
+        "load",
+    ]
+    assert sorted(vsp.components.COMPONENTS) == sorted(catalog.COMPONENT_FUNCTIONS)
+
+
+@pytest.mark.parametrize("name", vsp.components.COMPONENTS)
+def test_each_name_is_the_built_component_the_pipelines_use(name):
+    component = getattr(vsp.components, name)
+    assert isinstance(component, base_component.BaseComponent)
+    assert component is catalog.component_set()[name]
+    assert component.name == name.replace("_", "-")
+    # The runtime is embedded: that is what a bare dsl.component of the function lacks.
+    command = "\n".join(component.component_spec.implementation.container.command)
+    assert "__KFP_EMBEDDED_ARCHIVE_B64" in command
+
+
+def test_declaration_modules_give_the_component_not_the_plain_function():
+    from vsp.components.cluster import create_cluster
+    from vsp.components.training import ensure_slurm_account, train_on_cluster
+
+    assert create_cluster is vsp.components.create_cluster
+    assert train_on_cluster is vsp.components.train_on_cluster
+    assert ensure_slurm_account is vsp.components.ensure_slurm_account
+    assert not inspect.isfunction(cluster.create_cluster)
+    assert inspect.isfunction(cluster.DECLARATIONS["create_cluster"])
+    assert set(training.DECLARATIONS) == {"train_on_cluster", "ensure_slurm_account"}
+    with pytest.raises(AttributeError, match="has no attribute 'train_on_clusterr'"):
+        training.train_on_clusterr  # noqa: B018
+
+
+@pytest.mark.parametrize("name", ["create_cluster", "train_on_cluster", "register_model"])
+def test_load_reads_the_compiled_yaml(name):
+    loaded = vsp.components.load(name)
+    built = getattr(vsp.components, name)
+    assert vsp.components.compiled_path(name).name == f"{name}.yaml"
+    assert loaded.name == built.name
+    assert loaded.component_spec.inputs == built.component_spec.inputs
+    assert loaded.component_spec.outputs == built.component_spec.outputs
+
+
+def test_an_unknown_name_says_which_exist():
+    with pytest.raises(ValueError, match=r"no component named 'train'\. Fix: use one of "):
+        vsp.components.load("train")
+    with pytest.raises(AttributeError, match="has no attribute 'train'"):
+        vsp.components.train  # noqa: B018
+
+
+def test_the_runtime_import_does_not_import_kfp():
+    code = (
+        "import sys\n"
+        "import vsp.components.runtime.core.step\n"
+        "import vsp.components.runtime.slurm.train_runner\n"
+        "print(sorted(m for m in sys.modules if m == 'kfp' or m.startswith('kfp.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
