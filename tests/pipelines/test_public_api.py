@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import inspect
+import pathlib
 import subprocess
 import sys
 
 import pytest
+import yaml
 from kfp.dsl import base_component
 
 import vsp.components
 from vsp.components import catalog, cluster, training
+
+COMPILED = pathlib.Path(__file__).resolve().parents[2] / "compiled"
 
 
 def test_all_lists_every_component_and_the_helpers():
@@ -87,3 +91,22 @@ def test_the_runtime_import_does_not_import_kfp():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _task(spec: dict, name: str) -> dict:
+    dags = [spec["root"], *spec["components"].values()]
+    (task,) = [d["dag"]["tasks"][name] for d in dags if name in d.get("dag", {}).get("tasks", {})]
+    return task
+
+
+def test_training_consumes_the_created_cluster_name_instead_of_an_after():
+    spec = yaml.safe_load((COMPILED / "pipelines" / "slurm_spot_training.yaml").read_text())
+    train = _task(spec, "train-on-cluster")
+    assert train["inputs"]["parameters"]["cluster_name"] == {
+        "taskOutputParameter": {
+            "outputParameterKey": "cluster_name",
+            "producerTask": "create-cluster",
+        }
+    }
+    assert "cluster_id" not in train["inputs"]["parameters"]
+    assert train["dependentTasks"] == ["create-cluster"]
