@@ -104,7 +104,7 @@ class EmulatorServer:
         Raises:
             RuntimeError: Another emulator holds the state directory.
         """
-        self.state_dir = pathlib.Path(state_dir)
+        self.state_dir = pathlib.Path(os.path.abspath(state_dir))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._host, self._port = host, port
         self._httpd: _HTTPServer | None = None
@@ -257,7 +257,7 @@ def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             restore[signum] = signal.signal(signum, lambda *_: stop.set())
     print(f"VERTEX_EMULATOR_HOST={server.address}", flush=True)
-    print(f"Vertex emulator serving {server.base_url} from {state_dir}", file=sys.stderr)
+    print(f"Vertex emulator serving {server.base_url} from {server.state_dir}", file=sys.stderr)
     try:
         while not stop.wait(0.2):
             pass
