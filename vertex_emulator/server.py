@@ -240,7 +240,8 @@ def serve(
 ) -> None:
     """Runs an emulator in the foreground until Ctrl-C or SIGTERM.
 
-    Prints ``VERTEX_EMULATOR_HOST=host:port`` on the first line of stdout once it is listening.
+    Prints ``VERTEX_EMULATOR_HOST=host:port`` on the first line of stdout once it is listening,
+    and ``VSP_GCS_FUSE_ROOT=<state>/gcs`` (the emulated Cloud Storage) on the second.
 
     Args:
         state_dir: Directory holding all state.
@@ -257,6 +258,8 @@ def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             restore[signum] = signal.signal(signum, lambda *_: stop.set())
     print(f"VERTEX_EMULATOR_HOST={server.address}", flush=True)
+    # The emulated Cloud Storage, for steps run by hand against this emulator.
+    print(f"VSP_GCS_FUSE_ROOT={server.state_dir / 'gcs'}", flush=True)
     print(f"Vertex emulator serving {server.base_url} from {server.state_dir}", file=sys.stderr)
     try:
         while not stop.wait(0.2):

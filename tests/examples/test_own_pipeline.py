@@ -8,6 +8,7 @@ resumed, and the model version is registered with the run's provenance.
 
 from __future__ import annotations
 
+import ast
 import os
 import pathlib
 import subprocess
@@ -71,3 +72,20 @@ def test_the_example_compiles_and_runs_on_the_emulator(tmp_path):
     assert (
         state / "gcs" / "local-bucket" / "my-spot-training" / "model" / "manifest.json"
     ).is_file()
+
+
+def test_the_readme_shows_this_example_as_valid_python():
+    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    section = readme.split("## Use the components in your own pipeline", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ast.parse(block)
+    source = EXAMPLE.read_text()
+    for line in (
+        "from vsp.components import create_cluster, delete_cluster, register_model, "
+        "train_on_cluster",
+        'cluster_name=create.outputs["cluster_name"],',
+        'model_dir=train.outputs["model_dir"],',
+        "with dsl.ExitHandler(cleanup):",
+        "task.set_caching_options(False)",
+    ):
+        assert line in block and line in source, line
