@@ -1,6 +1,6 @@
 """``vsp.components``: the built components by name, the shipped YAML, and no plain functions."""
 
-from __future__ import annotations
+# No postponed annotations: a pipeline below is defined here and kfp reads its types.
 
 import inspect
 import pathlib
@@ -110,3 +110,46 @@ def test_training_consumes_the_created_cluster_name_instead_of_an_after():
     }
     assert "cluster_id" not in train["inputs"]["parameters"]
     assert train["dependentTasks"] == ["create-cluster"]
+
+
+def test_wrapping_a_public_name_with_dsl_component_fails_at_once():
+    from kfp import dsl  # noqa: PLC0415
+
+    with pytest.raises(TypeError, match="got PythonComponent"):
+        dsl.component(vsp.components.create_cluster, base_image="python:3.11-slim")
+
+
+def test_the_built_register_model_feeds_gcpc_deploy(tmp_path):
+    """The README's register-then-deploy example, with the component from ``vsp.components``."""
+    from google_cloud_pipeline_components.v1.endpoint import (  # noqa: PLC0415
+        EndpointCreateOp,
+        ModelDeployOp,
+    )
+    from kfp import compiler, dsl  # noqa: PLC0415
+
+    from vsp.components import register_model  # noqa: PLC0415
+
+    @dsl.pipeline(name="register-then-deploy")
+    def register_then_deploy(project: str, model_dir: str):
+        registered = register_model(
+            project=project,
+            location="us-central1",
+            model_id="digits",
+            model_dir=model_dir,
+            serving_image="us-docker.pkg.dev/my-project/serving/digits:1",
+        )
+        endpoint = EndpointCreateOp(project=project, display_name="digits")
+        ModelDeployOp(
+            model=registered.outputs["model"],
+            endpoint=endpoint.outputs["endpoint"],
+            dedicated_resources_machine_type="n1-standard-4",
+            dedicated_resources_min_replica_count=1,
+        )
+
+    path = tmp_path / "deploy.yaml"
+    compiler.Compiler().compile(register_then_deploy, str(path))
+    spec = yaml.safe_load(path.read_text())
+    deploy = spec["root"]["dag"]["tasks"]["model-deploy"]["inputs"]["artifacts"]["model"]
+    assert deploy == {
+        "taskOutputArtifact": {"outputArtifactKey": "model", "producerTask": "register-model"}
+    }
