@@ -95,7 +95,9 @@ def emulator_for_run(
     server = vertex_emulator.EmulatorServer(str(state), settings=settings)
     server.start()
     if cluster_id:
-        with contextlib.suppress(Exception):  # no such cluster yet: its plan starts fresh anyway
+        # Not created yet: a plan an earlier run left waiting for it is dropped. The id matching
+        # clusters of several projects (NOT_FOUND): left alone.
+        with contextlib.suppress(Exception):
             server.app.slurm.clear_preemption_plan(cluster_id)
     # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
     # (set by the emulator) and for the steps that read checkpoints and models.
