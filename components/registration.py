@@ -12,6 +12,8 @@ from typing import NamedTuple
 from google_cloud_pipeline_components.types.artifact_types import VertexModel
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def register_model(
     project: str,
@@ -96,3 +98,10 @@ def register_model(
     model.metadata["resourceName"] = registered.resource_name
     model.metadata["artifactUri"] = registration.artifact_uri
     return (registered.resource_name, registered.version_id, registered.reused)
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(register_model)
+del register_model
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

@@ -178,10 +178,12 @@ def build(components: dict):
             check = model_tasks.check_parameters(components, values, model_dir)
             create = cluster_tasks.create_cluster(components, values)
             create.after(check)
+            # The cluster's name from create-cluster: a data dependency, so training waits
+            # for the cluster without an .after().
             train = train_on_cluster(
                 project=project,
                 location=location,
-                cluster_id=cluster_id,
+                cluster_name=create.outputs["cluster_name"],
                 command=command,
                 working_directory=working_directory,
                 checkpoint_dir=checkpoint_dir,
@@ -203,7 +205,6 @@ def build(components: dict):
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
                 task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             )
-            train.after(create)
             task_policy.apply(train, "train-on-cluster")
             register = model_tasks.register_model(components, values, train)
             decide = decide_teardown(

@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from vsp.components.runtime.core import errors, gcp_labels, polling
+from vsp.components.runtime.core import errors, gcp_labels, polling, rest
 from vsp.components.runtime.slurm import api as slurm_api
 from vsp.components.runtime.slurm import error_codes as slurm_errors
 from vsp.components.runtime.slurm import job as slurm_job
@@ -83,6 +83,21 @@ class SlurmTraining:
         return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
 
 
+def emulated_storage_environment() -> dict[str, str]:
+    """``VSP_GCS_FUSE_ROOT`` for the job when this step talks to the Vertex emulator.
+
+    On a cluster Cloud Storage is mounted at ``/gcs``; the emulator keeps its buckets in a
+    folder of its state instead (the step's own ``$VSP_GCS_FUSE_ROOT``, set by the local
+    runners), and its Slurm, like a real one, gives a job none of the step's environment. So
+    with the emulator the step passes that folder on, and a ``gs://`` model or checkpoint dir
+    reaches the same files in the job as in the steps. Against Vertex AI: nothing is added.
+    """
+    root = os.environ.get(contract.GCS_FUSE_ROOT_ENV, "")
+    if rest.emulator_host() and root:
+        return {contract.GCS_FUSE_ROOT_ENV: root}
+    return {}
+
+
 class SlurmBackend(TrainingBackend):
     """Attempts as Slurm jobs.
 
@@ -138,6 +153,7 @@ class SlurmBackend(TrainingBackend):
         """The submit request of attempt ``index`` on ``target``."""
         training = self.training
         environment = {
+            **emulated_storage_environment(),
             **training.environment,
             contract.CHECKPOINT_DIR_ENV: training.checkpoint_dir,
             contract.MODEL_DIR_ENV: training.model_dir,
