@@ -7,7 +7,11 @@ by stored timestamps from the app's tick (before every API request and in the ba
 restarted emulator finishes overdue operations at once, stamped with their due times.
 
 Stored in the ``operations`` collection as ``{"operation": <public JSON>, "kind", "target",
-"due", "payload"}``; operations never expire.
+"due", "payload", "done_at"}``. A finished operation is kept for ``operation_retention_seconds``
+after it finished (scaled by ``time_scale``), then deleted by the tick: a GET of it answers 404
+NOT_FOUND, as a service that prunes finished operations does (clients fall back to reading the
+resource). Google does not document Vertex AI's retention; the default (7 days) is an
+assumption. ``GET P/operations`` lists a location's operations by name, a page at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from vsp.vertex_emulator import clock, errors, router
+from vsp.vertex_emulator import clock, errors, paging, router
 
 COLLECTION = "operations"
 TYPE_URL_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1beta1."
@@ -28,6 +32,7 @@ Completer = Callable[[dict[str, Any], float], tuple[Any, Any]]
 _NAME_PATTERN = (
     r"(?P<name>projects/[^/]+/locations/[^/]+/(?:[^:]+/)?operations/(?P<operation>[^/:]+))"
 )
+_LIST_PATTERN = r"(?P<parent>projects/[^/]+/locations/[^/]+)/operations"
 
 
 def type_url(message: str) -> str:
@@ -53,9 +58,11 @@ class OperationManager:
         self._completers: dict[str, Completer] = {}
 
     def install(self) -> None:
-        """Registers the operation GET route and the settling tick on the app."""
+        """Registers the operation GET and list routes and the settling tick on the app."""
         self._app.router.add_api("GET", _NAME_PATTERN, self._get_handler, name="operations.get")
+        self._app.router.add_api("GET", _LIST_PATTERN, self._list_handler, name="operations.list")
         self._app.add_tick(self.settle, name="operations.settle")
+        self._app.add_tick(self.prune, name="operations.prune")
 
     def register_kind(self, kind: str, completer: Completer) -> None:
         """Registers how operations of a kind complete (e.g. ``cluster.create``)."""
@@ -157,6 +164,31 @@ class OperationManager:
                 _mark_done(current, at, response, error)
                 store.put(COLLECTION, current["operation"]["name"], current)
 
+    def prune(self, app: Any, now: float) -> None:
+        """Deletes the operations that finished more than the retention period ago."""
+        horizon = now - app.settings.scaled(app.settings.operation_retention_seconds)
+        with app.store.transaction() as store:
+            expired = store.select(
+                COLLECTION, lambda r: r["operation"]["done"] and _done_at(r) <= horizon
+            )
+            for name, _ in expired:
+                store.delete(COLLECTION, name)
+
+    def _list_handler(self, request: router.Request) -> router.Response:
+        if request.query_value("filter"):
+            raise errors.invalid_argument(
+                "The emulator's operations.list takes no filter; list without one and filter "
+                "on the client.",
+                [errors.FieldViolation("filter", "Not supported by the emulator.")],
+            )
+        prefix = f"{request.params['parent']}/operations/"
+        store = self._app.store
+        names = sorted(store.keys(COLLECTION, prefix=prefix))
+        chosen, body = paging.page(request, names, str, prefix)
+        if chosen:
+            body["operations"] = [store.get(COLLECTION, name)["operation"] for name in chosen]
+        return router.Response(body)
+
     def _get_handler(self, request: router.Request) -> router.Response:
         operation = self.get(request.params["name"])
         if operation is None:
@@ -164,7 +196,19 @@ class OperationManager:
         return router.Response(operation)
 
 
+def _done_at(record: dict[str, Any]) -> float:
+    """When an operation finished (records stored before ``done_at`` use their updateTime)."""
+    if record.get("done_at") is not None:
+        return float(record["done_at"])
+    generic = record["operation"].get("metadata", {}).get("genericMetadata", {})
+    try:
+        return clock.parse_rfc3339(generic.get("updateTime", ""))
+    except ValueError:
+        return float(record.get("due") or 0.0)
+
+
 def _mark_done(record: dict[str, Any], at: float, response: Any, error: Any) -> None:
+    record["done_at"] = at
     public = record["operation"]
     public["done"] = True
     public["metadata"].setdefault("genericMetadata", {})["updateTime"] = clock.rfc3339(at)
