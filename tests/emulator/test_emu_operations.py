@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import requests
 
+from vsp.vertex_emulator import operations
+
 RETENTION = 7 * 24 * 3600.0
 
 
@@ -53,6 +55,11 @@ def test_finished_operations_are_pruned_after_the_retention(
     gone = requests.get(emulator_api.url(created))
     assert gone.status_code == 404
     assert gone.json()["error"]["status"] == "NOT_FOUND"
+    assert emulator.app.store.get("operations", created) is not None  # hidden, not yet swept
+    emulator_clock.advance(operations.PRUNE_EVERY_SECONDS)
+    assert requests.get(emulator_api.url(created)).status_code == 404
+    assert emulator.app.store.get("operations", created) is None  # swept by the next sweep
+    assert emulator.app.store.keys("operations_due") == []  # only pending ops with a due time
     assert requests.get(emulator_api.url(pending)).json()["done"] is False
     assert _operations(emulator_api, 10) == [[pending]]
     assert requests.get(emulator_api.clusters_url("c1")).json()["clusterStatus"]["state"] == (
