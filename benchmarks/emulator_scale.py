@@ -61,6 +61,18 @@ def baseline_from_python(python: str, repeats: int, counts: str, versions: str) 
         return json.loads(out.read_text())
 
 
+def tree_commit(emulator_file: str) -> str:
+    """The git commit of the tree an ``emulator`` path belongs to ('' when not a checkout)."""
+    folder = pathlib.Path(emulator_file).resolve().parent
+    found = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
 def ratio(series: list[dict[str, Any]], operation: str) -> float | None:
     """Median at the largest size / median at size 0 (None without both)."""
     by_size = {s["size"]: s[operation]["median_ms"] for s in series}
@@ -156,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         before = baseline_from_python(
             args.baseline_python, args.repeats, args.clusters, args.versions
         )
-        before_source = f"measured now with {args.baseline_python} ({before['emulator']})"
+        before_source = (
+            f"measured in the same run with {args.baseline_python}: the tree at commit "
+            f"{tree_commit(before['emulator']) or '?'} ({before['emulator']})"
+        )
     elif args.baseline_json:
         before = json.loads(pathlib.Path(args.baseline_json).read_text())
         before_source = f"{args.baseline_json} ({before['emulator']})"
