@@ -106,12 +106,13 @@ class SlurmRuntime:
         if self.real is not None:
             self.real.tick(app, now)
         store = app.store
-        live = {name: record["cluster"] for name, record in store.items(clusters.COLLECTION)}
+        # Only the clusters with Slurm state are read, so a tick costs nothing per idle cluster.
         for name in store.keys(slurm_context.STATE_COLLECTION):
-            cluster = live.get(name)
-            if cluster is None:
+            record = store.get(clusters.COLLECTION, name)
+            if record is None:
                 self._forget(name)
                 continue
+            cluster = record["cluster"]
             ctx = self.context(cluster, now)
             if cluster["clusterStatus"]["state"] == "STOPPING":
                 slurm_sim.shut_down_cluster(ctx)
