@@ -91,13 +91,16 @@ class Beacon:
 
 
 def folder_for(checkpoint_dir: str) -> str:
-    """The default beacon folder of a run: ``<checkpoint_dir>.beacon`` beside the checkpoints.
+    """The beacon folder of a run: ``gs://.../<checkpoint folder>.beacon`` beside the checkpoints.
 
-    Beside rather than inside, so the checkpoint library never meets a foreign file. The
-    checkpoint folder is on Cloud Storage when the step can measure the run (see
-    ``manifests.checkpoints_visible``), so the beacon is too.
+    Beside rather than inside, so the checkpoint library never meets a foreign file. '' when the
+    checkpoints are not on Cloud Storage (``gs://``, ``/gcs/`` or under ``$VSP_GCS_FUSE_ROOT``):
+    the step could not read a beacon kept on the cluster's own disks.
     """
-    return checkpoint_dir.rstrip("/") + ".beacon" if checkpoint_dir else ""
+    uri = gcs_paths.to_gcs_uri(checkpoint_dir) if checkpoint_dir else None
+    if uri is None and checkpoint_dir.startswith(gcs_paths.DEFAULT_FUSE_ROOT + "/"):
+        uri = "gs://" + checkpoint_dir[len(gcs_paths.DEFAULT_FUSE_ROOT) + 1 :]
+    return uri.rstrip("/") + ".beacon" if uri else ""
 
 
 def path_for(folder: str, job_id: str) -> str:
@@ -119,7 +122,9 @@ def read(folder: str, job_id: str) -> Beacon | None:
     return found if found is not None and found.job == str(job_id) else None
 
 
-def environment(folder: str, heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS) -> dict[str, str]:
+def environment(
+    folder: str, heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+) -> dict[str, str]:
     """The job environment that turns the batch script's beacon on (values travel as JSON).
 
     Args:
@@ -128,4 +133,4 @@ def environment(folder: str, heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS)
     """
     if not folder:
         return {}
-    return {DIR_ENV: os.fspath(folder), HEARTBEAT_ENV: str(int(heartbeat_seconds))}
+    return {DIR_ENV: os.fspath(folder), HEARTBEAT_ENV: f"{max(0.1, heartbeat_seconds):g}"}

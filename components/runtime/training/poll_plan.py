@@ -54,6 +54,27 @@ class PlanSettings:
     fallback_seconds: float = 20.0
     pending_seconds: float = 60.0
 
+    @classmethod
+    def for_poll_seconds(cls, poll_seconds: float) -> PlanSettings:
+        """Settings scaled from a component's ``poll_seconds`` (the fixed poller's interval,
+        which becomes the fallback): 20 s gives the defaults (beacon read 5 s, expect 10 s,
+        stale 30 s, pending 60 s, cap 240 s)."""
+        p = float(poll_seconds)
+        return cls(
+            beacon_seconds=p / 4,
+            cap_seconds=12 * p,
+            expect_seconds=p / 2,
+            stale_seconds=max(1.5 * p, 2.0),
+            fallback_seconds=p,
+            pending_seconds=3 * p,
+        )
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """The heartbeat the job is asked for: half the stale time, so one late write of the
+        beacon is not taken for a lost job."""
+        return self.stale_seconds / 2
+
     def problems(self) -> list[str]:
         """What is wrong with the settings, as fix-it sentences ([] = fine)."""
         found = []
@@ -156,6 +177,19 @@ class PollPlan:
     def next_look(self) -> float:
         """Seconds until the next read of the beacon."""
         return self.settings.beacon_seconds
+
+
+def call_metrics(calls: int, seconds: float) -> dict[str, float]:
+    """``vertex_calls`` and ``vertex_calls_per_job_hour`` (the latter only when time passed).
+
+    Args:
+        calls: Vertex API calls the step made for the run.
+        seconds: Wall seconds the step supervised the run.
+    """
+    found = {"vertex_calls": float(calls)}
+    if seconds > 0:
+        found["vertex_calls_per_job_hour"] = round(calls * 3600.0 / seconds, 1)
+    return found
 
 
 class SharedPlan:
