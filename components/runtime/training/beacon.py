@@ -91,16 +91,19 @@ class Beacon:
 
 
 def folder_for(checkpoint_dir: str) -> str:
-    """The beacon folder of a run: ``gs://.../<checkpoint folder>.beacon`` beside the checkpoints.
+    """The beacon folder of a run: ``<checkpoint folder>.beacon`` beside the checkpoints.
 
-    Beside rather than inside, so the checkpoint library never meets a foreign file. '' when the
-    checkpoints are not on Cloud Storage (``gs://``, ``/gcs/`` or under ``$VSP_GCS_FUSE_ROOT``):
-    the step could not read a beacon kept on the cluster's own disks.
+    Beside rather than inside, so the checkpoint library never meets a foreign file; in the
+    checkpoint folder's own form (``gs://`` URI or path), which the job and the step both
+    resolve as they do the checkpoints. '' when the checkpoints are not on Cloud Storage
+    (``gs://``, ``/gcs/`` or under ``$VSP_GCS_FUSE_ROOT``): the step could not read a beacon
+    kept on the cluster's own disks.
     """
-    uri = gcs_paths.to_gcs_uri(checkpoint_dir) if checkpoint_dir else None
-    if uri is None and checkpoint_dir.startswith(gcs_paths.DEFAULT_FUSE_ROOT + "/"):
-        uri = "gs://" + checkpoint_dir[len(gcs_paths.DEFAULT_FUSE_ROOT) + 1 :]
-    return uri.rstrip("/") + ".beacon" if uri else ""
+    text = (checkpoint_dir or "").rstrip("/")
+    on_gcs = text.startswith(gcs_paths.DEFAULT_FUSE_ROOT + "/") or bool(
+        text and gcs_paths.to_gcs_uri(text)
+    )
+    return text + ".beacon" if on_gcs else ""
 
 
 def path_for(folder: str, job_id: str) -> str:

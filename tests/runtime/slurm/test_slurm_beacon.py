@@ -148,8 +148,8 @@ def test_without_a_beacon_folder_nothing_is_written(tmp_path):
 def test_beacon_folder_is_beside_checkpoints_on_cloud_storage_only(tmp_path, monkeypatch):
     monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(tmp_path))
     assert beacon_lib.folder_for("gs://b/ckpt/run-1/") == "gs://b/ckpt/run-1.beacon"
-    assert beacon_lib.folder_for("/gcs/b/ckpt/run-1") == "gs://b/ckpt/run-1.beacon"
-    assert beacon_lib.folder_for(f"{tmp_path}/b/c") == "gs://b/c.beacon"
+    assert beacon_lib.folder_for("/gcs/b/ckpt/run-1") == "/gcs/b/ckpt/run-1.beacon"
+    assert beacon_lib.folder_for(f"{tmp_path}/b/c") == f"{tmp_path}/b/c.beacon"
     assert beacon_lib.folder_for("/home/alice/ckpt") == ""
     assert beacon_lib.environment("gs://b/c.beacon", 15) == {
         "VSP_BEACON_DIR": "gs://b/c.beacon",
