@@ -6,14 +6,14 @@ lives on Cloud Storage, another quota, and is read every ``beacon_seconds``; Ver
 
 1. at the first look (the baseline);
 2. when the beacon shows a state change (a new state or a new run after a requeue);
-3. every ``expect_seconds`` while Vertex and the beacon disagree: the beacon says the payload
+3. every ``fallback_seconds`` while the beacon is lost, as a fixed poller would: Vertex said
+   RUNNING but the beacon has not changed for ``stale_seconds`` (the node died without a
+   notice, or the beacon is not visible from the step), until the beacon moves again;
+4. every ``expect_seconds`` while Vertex and the beacon disagree: the beacon says the payload
    runs (``started``/``running``) but Vertex said PENDING, or it says the job is ending
    (``notice``/``exiting``) but Vertex still said RUNNING;
-4. every ``fallback_seconds`` while the beacon is lost: Vertex says RUNNING but the beacon has
-   not changed for ``stale_seconds`` (the node died without a notice, or the beacon is not
-   visible from the step): the plan then polls as a fixed poller would;
-5. every ``pending_seconds`` while Vertex says PENDING and no beacon of the run was ever seen
-   (the beacon may not be visible here, so the start may only show in Vertex);
+5. every ``pending_seconds`` while Vertex says PENDING (a start the beacon cannot show, as when
+   it is not visible from here, is seen within that time);
 6. otherwise every ``cap_seconds``, for what no beacon shows (a job cancelled by someone else,
    a hold).
 
@@ -44,7 +44,7 @@ class PlanSettings:
         stale_seconds: A beacon unchanged this long while Vertex says RUNNING is lost (keep it
             above the job's heartbeat, ``VSP_BEACON_HEARTBEAT``, plus Cloud Storage delays).
         fallback_seconds: Between Vertex calls while the beacon is lost.
-        pending_seconds: Between Vertex calls while the job is PENDING and no beacon was seen.
+        pending_seconds: Between Vertex calls while the job is PENDING.
     """
 
     beacon_seconds: float = 5.0
@@ -117,6 +117,7 @@ class PollPlan:
         self._seen_key: tuple | None = None
         self._changed_at: float | None = None
         self.beacon_ever_seen = False
+        self.beacon_missing = False
 
     def look(self, now: float, beacon: Beacon | None) -> bool:
         """Records a read of the beacon at ``now``; True when Vertex should be called now.
@@ -125,7 +126,9 @@ class PollPlan:
         """
         if beacon is not None and beacon != self._seen:
             self._seen, self._changed_at = beacon, now
-            self.beacon_ever_seen = True
+            self.beacon_ever_seen, self.beacon_missing = True, False
+        if self.beacon_lost(now):
+            self.beacon_missing = True
         self.reason = self._why(now, beacon)
         return bool(self.reason)
 
@@ -136,16 +139,14 @@ class PollPlan:
         since_call = now - self._last_call
         if beacon is not None and beacon.key != self._called_key:
             return f"beacon: {beacon.state} (run {beacon.restart})"
+        if self.beacon_missing:
+            if since_call >= s.fallback_seconds:
+                return "beacon lost: polling at the fallback interval"
+            return ""
         if self._disagrees(beacon) and since_call >= s.expect_seconds:
             return f"beacon says {beacon.state}, Vertex said {self.vertex_state}"
-        if self.beacon_lost(now) and since_call >= s.fallback_seconds:
-            return "beacon lost: polling at the fallback interval"
-        if (
-            self.vertex_state == PENDING
-            and not self.beacon_ever_seen
-            and since_call >= s.pending_seconds
-        ):
-            return "pending, no beacon seen yet"
+        if self.vertex_state == PENDING and since_call >= s.pending_seconds:
+            return "pending"
         if since_call >= s.cap_seconds:
             return "cap reached"
         return ""

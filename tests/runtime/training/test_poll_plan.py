@@ -59,7 +59,7 @@ def test_notice_polls_vertex_at_the_expect_interval_until_it_shows_the_end():
     states = lambda t: beacon("running", 0, beat(t)) if t < 50 else beacon("notice", 50, beat(t))  # noqa: E731
     vertex = lambda t: RUNNING if t < 83 else PENDING  # noqa: E731
     calls = drive(plan, 200, states, vertex)
-    assert calls == [0, 50, 60, 70, 80, 90]
+    assert calls == [0, 50, 60, 70, 80, 90, 150]  # then pending checks every 60 s
     assert plan.vertex_state == PENDING
 
 
@@ -75,7 +75,8 @@ def test_requeue_is_seen_from_a_new_run_in_the_beacon():
 
     vertex = lambda t: RUNNING if t < 20 or t >= 150 else PENDING  # noqa: E731
     calls = drive(plan, 300, states, vertex)
-    assert calls == [0, 20, 150]
+    # 20: exiting; 80 and 140: pending checks; 150: the new run's beacon.
+    assert calls == [0, 20, 80, 140, 150]
     assert plan.vertex_state == RUNNING
 
 
@@ -143,3 +144,13 @@ def test_beacon_documents_are_parsed_or_refused():
     assert Beacon.parse('{"job": "12", "state": "resting", "since": 1, "time": 1}') is None
     assert Beacon.parse('{"job": "12", "sta') is None  # a partly written copy
     assert Beacon.parse("[]") is None
+
+
+def test_after_the_beacon_was_found_missing_pending_is_polled_at_the_fallback():
+    plan = PollPlan(SETTINGS)
+    vertex = lambda t: RUNNING if t < 200 else PENDING  # noqa: E731
+    calls = drive(plan, 300, lambda t: None, vertex)
+    # RUNNING at 0; no beacon by 30: missing, every 20 s; PENDING from 200 still every 20 s
+    # (not the 60 s of a job whose beacon was never looked for).
+    assert calls == [0, 30, 50, 70, 90, 110, 130, 150, 170, 190, 210, 230, 250, 270, 290]
+    assert plan.vertex_state == PENDING and plan.beacon_missing
