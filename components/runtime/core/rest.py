@@ -118,7 +118,7 @@ class VertexRestClient:
         self._retry = retry.build()
         self._deadline = retry.deadline
         self._session = session or self._default_session()
-        self.calls = 0  # HTTP requests sent (each counts against the Vertex quota)
+        self.requests_sent = 0  # each counts against the Vertex quota
 
     def _default_session(self) -> requests.Session:
         if self.emulator:
@@ -236,7 +236,7 @@ class VertexRestClient:
     ) -> dict[str, Any]:
         url = self.url(path)
         log.debug("%s %s", method, url)
-        self.calls += 1
+        self.requests_sent += 1
         try:
             response = self._session.request(
                 method,

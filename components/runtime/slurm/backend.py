@@ -262,7 +262,8 @@ class SlurmBackend(TrainingBackend):
         return beacon_lib.read(self.beacon_dir, attempt.job_id)
 
     def api_calls(self) -> int | None:
-        return self.client.rest.calls
+        sent = getattr(self.client.rest, "requests_sent", None)  # None: a stand-in client
+        return sent if isinstance(sent, int) else None
 
     def log_tail(self, attempt: Attempt, lines: int = 20) -> str:
         return job_logs.tail(self._log_path(attempt), lines)
