@@ -105,7 +105,10 @@ def train_on_cluster(
         spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
         ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
         timeout_seconds: Longest time the whole run may take, seconds.
-        poll_seconds: Longest interval between job state polls, seconds.
+        poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
+            progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
+            step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
+            every 12 x poll_seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
         pipeline_run: Pipeline run name (pass the job name placeholder).
         task_name: This task's name in the pipeline (the pipelines pass the task-name

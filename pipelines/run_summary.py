@@ -180,6 +180,8 @@ def _metrics_line(path: str) -> str:
         "goodput",
         "work_lost_seconds",
         "node_hours_billed",
+        "vertex_calls",
+        "vertex_calls_per_job_hour",
         "teardown_keep",
         "teardown_shrink",
         "teardown_cost_if_kept",

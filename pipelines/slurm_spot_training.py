@@ -137,7 +137,10 @@ def build(components: dict):
                 ``ondemand`` (with an on-demand pool), seconds.
             spot_price_per_node_hour: Spot price per node-hour (cost metrics).
             ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
-            poll_seconds: Longest interval between job state polls, seconds.
+            poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
+                progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
+                step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
+                every 12 x poll_seconds.
             model_display_name: Display name of the model ('' = model_id).
             version_aliases: Aliases of the new model version, e.g. ``["candidate"]``.
             model_labels: Labels of the model version.

@@ -21,6 +21,7 @@ from vsp.components.runtime.slurm import error_codes as slurm_errors
 from vsp.components.runtime.slurm import job as slurm_job
 from vsp.components.runtime.slurm import script as slurm_script
 from vsp.components.runtime.trainer import contract
+from vsp.components.runtime.training import beacon as beacon_lib
 from vsp.components.runtime.training import job_logs
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
 from vsp.components.runtime.training.supervisor import TrainingBackend
@@ -107,6 +108,9 @@ class SlurmBackend(TrainingBackend):
         targets: The partitions attempts may use, by name (Spot or not).
         pipeline_run: The pipeline run, recorded in each job's comment so a teardown tells this
             run's jobs from another run's ('' = none).
+        beacon_dir: Cloud Storage folder (``gs://BUCKET/PATH``) where each job keeps its
+            progress beacon for the step ('' = no beacon: every poll calls Vertex).
+        beacon_heartbeat: Longest time between two beacon writes while nothing changes, s.
     """
 
     resource_type = "SlurmJob"
@@ -117,8 +121,12 @@ class SlurmBackend(TrainingBackend):
         training: SlurmTraining,
         targets: Sequence[Target],
         pipeline_run: str = "",
+        beacon_dir: str = "",
+        beacon_heartbeat: float = beacon_lib.DEFAULT_HEARTBEAT_SECONDS,
     ):
         self.pipeline_run = pipeline_run
+        self.beacon_dir = beacon_dir
+        self.beacon_heartbeat = beacon_heartbeat
         self._logs = job_logs.LogFollower()
         self.client = client
         self.training = training
@@ -158,6 +166,7 @@ class SlurmBackend(TrainingBackend):
             contract.CHECKPOINT_DIR_ENV: training.checkpoint_dir,
             contract.MODEL_DIR_ENV: training.model_dir,
             contract.ATTEMPT_ENV: str(index),
+            **beacon_lib.environment(self.beacon_dir, self.beacon_heartbeat),
         }
         return slurm_script.JobDescription(
             run_key=run_key,
@@ -260,6 +269,17 @@ class SlurmBackend(TrainingBackend):
 
     def _log_path(self, attempt: Attempt) -> str:
         return self.training.stdout_path().replace("%j", attempt.job_id)
+
+    @property
+    def writes_beacons(self) -> bool:
+        return bool(self.beacon_dir)
+
+    def beacon(self, attempt: Attempt) -> beacon_lib.Beacon | None:
+        return beacon_lib.read(self.beacon_dir, attempt.job_id)
+
+    def api_calls(self) -> int | None:
+        sent = getattr(self.client.rest, "requests_sent", None)  # None: a stand-in client
+        return sent if isinstance(sent, int) else None
 
     def log_tail(self, attempt: Attempt, lines: int = 20) -> str:
         return job_logs.tail(self._log_path(attempt), lines)
