@@ -48,7 +48,13 @@ def test_ticks_of_a_two_and_a_half_minute_axis_read_in_seconds_and_minutes():
 
 @pytest.mark.parametrize(
     ("span", "step", "count"),
-    [(734, 120, 7), (90, 15, 7), (5400, 900, 7), (3 * 86400, 12 * 3600, 7), (60 * 86400, 14 * 86400, 5)],
+    [
+        (734, 120, 7),
+        (90, 15, 7),
+        (5400, 900, 7),
+        (3 * 86400, 12 * 3600, 7),
+        (60 * 86400, 14 * 86400, 5),
+    ],
 )
 def test_the_step_is_the_smallest_readable_one_within_the_tick_budget(span, step, count):
     ticks = readable_time.duration_ticks(span)
