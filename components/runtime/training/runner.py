@@ -139,7 +139,8 @@ def supervise(
         )
     supervised = supervisor.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
-    times = manifests.checkpoint_times(checkpoint_dir) if visible else None
+    history = manifests.checkpoint_history(checkpoint_dir) if visible else None
+    times = None if history is None else sorted(when for _, when in history)
     now = time.time()
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), checkpoint_times=times, now=now
@@ -157,6 +158,7 @@ def supervise(
         metrics,
         losses=_losses(model_dir),
         checkpoint_times=times,
+        checkpoints=history,
         extra_sections=notes,
         now=now,
     )
