@@ -97,7 +97,8 @@ def test_the_step_program_takes_the_type_from_its_embedded_archive(tmp_path):
         "sys.path = [p for p in sys.path if p and not p.startswith('/work')]\n"
         f"namespace = runpy.run_path({str(program)!r})\n"
         "module = sys.modules['vsp.components.artifact_types']\n"
-        "assert module.__file__.startswith(namespace['__KFP_EMBEDDED_ASSET_DIR']), module.__file__\n"
+        "unpacked = namespace['__KFP_EMBEDDED_ASSET_DIR']\n"
+        "assert module.__file__.startswith(unpacked), module.__file__\n"
         "annotation = namespace['register_model'].__annotations__['model']\n"
         "print(module.VertexModel.schema_title, annotation.__args__[0] is module.VertexModel)\n"
     )

@@ -1,0 +1,101 @@
+"""requirements/runtime.in is what the compiled steps install; runtime.lock pins all of it.
+
+Offline: the files are compared with the compiled templates and with each other; regenerating
+the lock (``make lock``) needs the package index and is not done here.
+"""
+
+import pathlib
+import re
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.pipelines import compiled_steps
+from vsp.pipelines import runtime_lock
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RUNTIME_IN = REPO / "requirements" / "runtime.in"
+RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
+
+
+def in_entries() -> list[str]:
+    lines = (line.strip() for line in RUNTIME_IN.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def lock_pins(text: str) -> dict[str, str]:
+    """``{canonical name: version}`` of every ``name==version`` line of a pip-compile lock."""
+    return {
+        canonicalize_name(m.group(1)): m.group(2)
+        for m in (_PIN.match(line) for line in text.splitlines())
+        if m
+    }
+
+
+def lock_hashes(text: str) -> dict[str, int]:
+    """How many ``--hash`` lines follow each pin."""
+    counts, current = {}, None
+    for line in text.splitlines():
+        match = _PIN.match(line)
+        if match:
+            current = canonicalize_name(match.group(1))
+            counts[current] = 0
+        elif line.strip().startswith("--hash=sha256:") and current:
+            counts[current] += 1
+    return counts
+
+
+def unpinned(requirements: list[str], pins: dict[str, str]) -> list[str]:
+    """The requirements the pins leave out or pin outside their range."""
+    missing = []
+    for text in requirements:
+        requirement = Requirement(text)
+        version = pins.get(canonicalize_name(requirement.name))
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            missing.append(text)
+    return missing
+
+
+def test_runtime_in_is_the_union_of_what_the_compiled_steps_install():
+    declared = set()
+    for name in compiled_steps.component_names():
+        declared.update(compiled_steps.CompiledStep.load(name).requirements())
+    assert sorted(in_entries(), key=str.lower) == in_entries(), "keep runtime.in sorted"
+    assert set(in_entries()) == declared, "run `make lock` and commit requirements/"
+    assert len(in_entries()) == len(declared) == 7
+    assert "google-cloud-pipeline-components" not in RUNTIME_IN.read_text()
+
+
+def test_runtime_in_is_what_the_generator_writes():
+    assert RUNTIME_IN.read_text() == runtime_lock.runtime_in_text()
+
+
+def test_the_lock_pins_every_entry_within_its_range():
+    pins = lock_pins(RUNTIME_LOCK.read_text())
+    assert unpinned(in_entries(), pins) == []
+
+
+def test_every_pin_has_a_hash_so_require_hashes_can_install_it():
+    counts = lock_hashes(RUNTIME_LOCK.read_text())
+    assert len(counts) == len(lock_pins(RUNTIME_LOCK.read_text())) > 7
+    assert [name for name, n in counts.items() if n == 0] == []
+
+
+def test_the_lock_was_made_for_python_3_11_with_the_project_options():
+    header = RUNTIME_LOCK.read_text().split("\n\n")[0]
+    assert f"pip-compile with Python {runtime_lock.LOCK_PYTHON}" in header
+    command = next(line for line in header.splitlines() if "pip-compile --" in line)
+    assert all(option in command.split() for option in runtime_lock.COMPILE_OPTIONS)
+    assert "--index-url" not in RUNTIME_LOCK.read_text()
+    assert "--find-links" not in RUNTIME_LOCK.read_text()
+
+
+def test_the_checks_catch_a_missing_or_out_of_range_pin():
+    pins = {"kfp": "2.17.3", "pyyaml": "5.4"}
+    assert unpinned(["kfp==2.17.3", "PyYAML>=6,<7", "requests>=2.31,<3"], pins) == [
+        "PyYAML>=6,<7",
+        "requests>=2.31,<3",
+    ]
+    text = "a==1 \\\n    --hash=sha256:00\nb==2\n    # via a\n"
+    assert lock_hashes(text) == {"a": 1, "b": 0}
