@@ -149,3 +149,24 @@ def test_kfp_types_need_no_rewrite():
         pass
 
     assert packaging.component_module_imports(uses_model) == {}
+
+
+def test_vsp_compile_base_image_templates_install_nothing_and_keep_the_type(tmp_path):
+    from click.testing import CliRunner
+
+    from vsp.pipelines import cli
+
+    image = "us-central1-docker.pkg.dev/my-project/vsp/vsp-step:0.1.0"
+    done = CliRunner().invoke(cli.main, ["compile", "--base-image", image, "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    components = sorted((tmp_path / "components").glob("*.yaml"))
+    assert [p.stem for p in components] == compiled_steps.component_names()
+    for path in components:
+        spec = yaml.safe_load(path.read_text())
+        [container] = [e["container"] for e in spec["deploymentSpec"]["executors"].values()]
+        assert container["image"] == image, path.name
+        assert container["command"][:2] == ["sh", "-ec"], path.name
+        assert "pip install" not in "\n".join(container["command"]), path.name
+    spec = yaml.safe_load((tmp_path / "components" / "register_model.yaml").read_text())
+    model = spec["root"]["outputDefinitions"]["artifacts"]["model"]["artifactType"]
+    assert model == {"schemaTitle": "google.VertexModel", "schemaVersion": "0.0.1"}
