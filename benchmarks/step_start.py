@@ -264,9 +264,16 @@ def main(argv: list[str] | None = None) -> int:
         default="861ceee",
         help="Git revision whose register_model template installs GCPC ('' to skip).",
     )
+    parser.add_argument(
+        "--report-only", action="store_true", help="Rewrite the Markdown from the JSON."
+    )
     args = parser.parse_args(argv)
-    results = run(args.steps, args.before)
     out = pathlib.Path(args.out)
+    if args.report_only:
+        results = json.loads((out / "step_start.json").read_text())
+        (out / "step_start.md").write_text(step_start_report.markdown(results))
+        return 0
+    results = run(args.steps, args.before)
     out.mkdir(parents=True, exist_ok=True)
     (out / "step_start.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "step_start.md").write_text(step_start_report.markdown(results))

@@ -30,8 +30,10 @@ def summary(results: dict) -> dict:
     if before and "register_model" in by_step:
         found["register_model_before_install_s"] = before["stock"]["install_s"]
         found["register_model_before_downloaded_mb"] = before["stock"]["downloaded_mb"]
+        found["register_model_before_installed_mb"] = before["stock"]["installed_mb"]
         found["register_model_install_s"] = by_step["register_model"]["stock"]["install_s"]
         found["register_model_downloaded_mb"] = by_step["register_model"]["stock"]["downloaded_mb"]
+        found["register_model_installed_mb"] = by_step["register_model"]["stock"]["installed_mb"]
     return found
 
 
@@ -97,10 +99,12 @@ def markdown(results: dict) -> str:
     if "register_model_before_install_s" in totals:
         before = results["register_model_before"]["revision"]
         lines.append(
-            f"- register_model pip install: {totals['register_model_before_install_s']} s and "
-            f"{totals['register_model_before_downloaded_mb']} MB downloaded with "
-            f"google-cloud-pipeline-components (as of {before}), "
-            f"{totals['register_model_install_s']} s and "
-            f"{totals['register_model_downloaded_mb']} MB with the embedded type."
+            f"- register_model pip install: {totals['register_model_before_install_s']} s, "
+            f"{totals['register_model_before_downloaded_mb']} MB downloaded and "
+            f"{totals['register_model_before_installed_mb']} MB installed with "
+            f"google-cloud-pipeline-components (as of {before}); "
+            f"{totals['register_model_install_s']} s, "
+            f"{totals['register_model_downloaded_mb']} MB and "
+            f"{totals['register_model_installed_mb']} MB with the embedded type."
         )
     return "\n".join(lines) + "\n"

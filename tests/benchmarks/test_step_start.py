@@ -39,7 +39,7 @@ RESULTS = {
     ],
     "register_model_before": {
         "revision": "abc",
-        "stock": {"install_s": 60.0, "downloaded_mb": 90.0},
+        "stock": {"install_s": 60.0, "downloaded_mb": 90.0, "installed_mb": 300.0},
     },
 }
 
@@ -54,8 +54,10 @@ def test_summary_means_and_register_model_before_after():
         "noop_install_s": 1.5,
         "register_model_before_install_s": 60.0,
         "register_model_before_downloaded_mb": 90.0,
+        "register_model_before_installed_mb": 300.0,
         "register_model_install_s": 12.0,
         "register_model_downloaded_mb": 18.0,
+        "register_model_installed_mb": 36.0,
     }
 
 
@@ -69,7 +71,10 @@ def test_report_has_machine_date_a_row_per_step_and_the_summary():
         "| register_model | 3.0 | 12.0 | 0.50 | **15.5** | 18.0 | 36.0 | 1.0 | **0.60** |" in text
     )
     assert "stock 17.5 s (pip 14.0 s, 19.0 MB downloaded per step), prebuilt 0.5 s" in text
-    assert "60.0 s and 90.0 MB downloaded with google-cloud-pipeline-components (as of abc)" in text
+    assert (
+        "60.0 s, 90.0 MB downloaded and 300.0 MB installed with google-cloud-pipeline-components "
+        "(as of abc); 12.0 s, 18.0 MB and 36.0 MB with the embedded type." in text
+    )
 
 
 def test_load_step_reads_the_install_stage_and_program_of_a_compiled_template():
