@@ -99,3 +99,22 @@ def test_the_checks_catch_a_missing_or_out_of_range_pin():
     ]
     text = "a==1 \\\n    --hash=sha256:00\nb==2\n    # via a\n"
     assert lock_hashes(text) == {"a": 1, "b": 0}
+
+
+def test_the_generator_writes_the_committed_runtime_in(tmp_path):
+    assert runtime_lock.main(["--dir", str(tmp_path)]) == 0
+    assert (tmp_path / "runtime.in").read_text() == RUNTIME_IN.read_text()
+    assert not (tmp_path / "runtime.lock").exists()
+
+
+def test_the_lock_is_compiled_with_the_options_its_header_records(tmp_path):
+    command = runtime_lock.compile_command(tmp_path)
+    assert command[1:4] == ["-m", "piptools", "compile"]
+    assert command[-3:] == [
+        "--output-file",
+        str(tmp_path / "runtime.lock"),
+        str(tmp_path / "runtime.in"),
+    ]
+    assert [word for word in command if word in runtime_lock.COMPILE_OPTIONS] == list(
+        runtime_lock.COMPILE_OPTIONS
+    )
