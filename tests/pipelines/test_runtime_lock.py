@@ -46,6 +46,29 @@ def lock_hashes(text: str) -> dict[str, int]:
     return counts
 
 
+def lock_via(text: str) -> dict[str, set[str]]:
+    """What pip-compile says each pin is there for (``# via`` annotations): the names of the
+    packages that require it, or ``-r FILE`` for an input."""
+    via, current, listing = {}, None, False
+    for line in text.splitlines():
+        match = _PIN.match(line)
+        stripped = line.strip()
+        if match:
+            current, listing = canonicalize_name(match.group(1)), False
+            via[current] = set()
+        elif current and stripped.startswith("# via"):
+            rest = stripped.removeprefix("# via").strip()
+            listing = not rest
+            if rest:
+                via[current].add(rest)
+        elif current and listing and stripped.startswith("#   "):
+            via[current].add(stripped.removeprefix("#").strip())
+    return {
+        name: {r if r.startswith("-r ") else canonicalize_name(r) for r in reasons}
+        for name, reasons in via.items()
+    }
+
+
 def unpinned(requirements: list[str], pins: dict[str, str]) -> list[str]:
     """The requirements the pins leave out or pin outside their range."""
     missing = []
@@ -76,6 +99,16 @@ def test_the_lock_pins_every_entry_within_its_range():
     assert unpinned(in_entries(), pins) == []
 
 
+def test_the_lock_holds_the_inputs_and_what_they_require_nothing_else():
+    """A pin no input needs (left from a removed requirement) or one with no reason fails."""
+    via = lock_via(RUNTIME_LOCK.read_text())
+    inputs = {name for name, reasons in via.items() if "-r requirements/runtime.in" in reasons}
+    assert inputs == {canonicalize_name(Requirement(e).name) for e in in_entries()}
+    reasons = set().union(*via.values()) - {"-r requirements/runtime.in"}
+    assert reasons <= set(via), "a pin is required by a package the lock lacks"
+    assert [name for name, why in via.items() if not why] == []
+
+
 def test_every_pin_has_a_hash_so_require_hashes_can_install_it():
     counts = lock_hashes(RUNTIME_LOCK.read_text())
     assert len(counts) == len(lock_pins(RUNTIME_LOCK.read_text())) > 7
@@ -97,8 +130,12 @@ def test_the_checks_catch_a_missing_or_out_of_range_pin():
         "PyYAML>=6,<7",
         "requests>=2.31,<3",
     ]
-    text = "a==1 \\\n    --hash=sha256:00\nb==2\n    # via a\n"
+    text = (
+        "a==1 \\\n    --hash=sha256:00\n    # via\n    #   -r x.in\n    #   B_c\n"
+        "b==2\n    # via a\n"
+    )
     assert lock_hashes(text) == {"a": 1, "b": 0}
+    assert lock_via(text) == {"a": {"-r x.in", "b-c"}, "b": {"a"}}
 
 
 def test_the_generator_writes_the_committed_runtime_in(tmp_path):
