@@ -26,9 +26,10 @@ COMPONENT_FUNCTIONS = dict(
         for item in module.DECLARATIONS.items()
     )
 )
-# Requirements a component needs beyond the runtime's: the ``google.VertexModel`` output type
-# is GCPC's, and the step imports it before the embedded runtime is unpacked.
-EXTRA_PACKAGES = {"register_model": ("google-cloud-pipeline-components>=2.22,<3",)}
+# Requirements a component needs beyond the runtime's (pip specifiers), by component name. None
+# today: ``register_model``'s ``google.VertexModel`` output type is embedded
+# (``vsp.components.artifact_types``) rather than installed with GCPC.
+EXTRA_PACKAGES: dict[str, tuple[str, ...]] = {}
 
 
 def component_set(options: packaging.ImageOptions = packaging.STOCK_IMAGE) -> dict:

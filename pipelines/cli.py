@@ -35,8 +35,9 @@ def main(verbose: bool) -> None:
 @click.option(
     "--base-image",
     default=None,
-    help="A prebuilt image with kfp and the runtime requirements; default: a stock Python image "
-    "with pip installs at step start.",
+    help="A prebuilt image with kfp and the runtime requirements (built from docker/Dockerfile; "
+    "README: 'Prebuilt step image'); default: a stock Python image with pip installs at step "
+    "start.",
 )
 @cli_common.handle_errors
 def compile_command(out_dir: str, base_image: str | None) -> None:
