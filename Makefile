@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the README's test command and what CI runs.
 PYTHON ?= python3
 
-.PHONY: install run-local test lint format compile campaign
+.PHONY: install run-local test lint format compile campaign lock
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -26,3 +26,8 @@ compile:
 # Fault campaign: generated fault plans and bad inputs, counts in benchmarks/results/.
 campaign:
 	$(PYTHON) -m benchmarks.fault_campaign --plans 2000 --inputs 1000 --out benchmarks/results
+
+# The runtime lock the prebuilt step image installs: requirements/runtime.in from the
+# components, then pip-compile (needs the package index). See README "Prebuilt step image".
+lock:
+	$(PYTHON) -m vsp.pipelines.runtime_lock --compile

@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def decide_teardown(
     project: str,
@@ -281,3 +283,12 @@ def reap_expired_clusters(project: str, location: str, dry_run: bool = False) ->
         return list(report.would_delete if dry_run else report.deleted)
 
     return step.run_step("reap_expired_clusters", run)
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(
+    decide_teardown, keep_cluster, shrink_cluster, finalize_cluster, reap_expired_clusters
+)
+del decide_teardown, keep_cluster, shrink_cluster, finalize_cluster, reap_expired_clusters
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

@@ -36,7 +36,7 @@ import math
 import time
 from collections.abc import Mapping
 
-from vsp.components.runtime.core import gcp_labels
+from vsp.components.runtime.core import gcp_labels, readable_time
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import history as teardown_history
 from vsp.components.runtime.teardown import inputs as teardown_inputs
@@ -192,7 +192,7 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
     now = time.time() if inputs.now is None else float(inputs.now)
     deleted = inputs.recreation_cost
     be = inputs.break_even_seconds
-    be_text = "never" if math.isinf(be) else f"{be / 3600:.2f} h"
+    be_text = readable_time.duration(be)
     cadence = teardown_cadence.predict(
         inputs.schedule_cron, inputs.interval_seconds, inputs.run_start_times, now
     )
@@ -212,13 +212,14 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         slack = max(inputs.slack_fraction * interval, inputs.min_slack_seconds)
         expires_at = next_run + slack
         facts = (
-            f"the next run ({source}) is in {idle / 3600:.2f} h: {_costs_text(costs, inputs)}, "
-            f"break-even idle time {be_text}"
+            f"the next run ({source}) is in {readable_time.duration(idle)}: "
+            f"{_costs_text(costs, inputs)}, break-even idle time {be_text}"
         )
     if history is not None:
         best, ttl, costs = history
         expires_at = now + ttl
-        chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {ttl / 3600:.2f} h"
+        kept_for = readable_time.duration(ttl)
+        chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {kept_for}"
         facts += (
             f"; over the last {len(gaps)} idle gaps, {chosen} costs least on average "
             f"({_costs_text(costs, inputs)})"
@@ -242,7 +243,7 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         ttl = ttl if math.isfinite(ttl) else UNKNOWN_CADENCE_TTL_SECONDS
         ttl = max(ttl, inputs.min_slack_seconds)
         expires_at = now + ttl
-        why += f" with an expiry after {ttl / 3600:.2f} h idle"
+        why += f" with an expiry after {readable_time.duration(ttl)} idle"
     verb = {KEEP: "Keep", SHRINK: "Shrink", DELETE: "Delete"}[action]
     reason = f"{verb} the cluster: {why}; {facts}. {inputs.idle_price_text}"
     return TeardownDecision(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import logging
 from collections.abc import Sequence
 
@@ -31,6 +32,8 @@ from vsp.components.runtime.teardown import decision as teardown
 log = logging.getLogger(__name__)
 
 HISTORY_PAGE_SIZE = 50
+# Runs read at most, newest first, across pages: older runs add little to a cadence estimate.
+HISTORY_MAX_JOBS = 500
 FINISHED_OR_RUNNING = frozenset(
     {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_FAILED"}
 )
@@ -51,6 +54,8 @@ def run_history(
 ) -> list[float]:
     """Start times (epoch s) of earlier runs of ``pipeline_name``, oldest first.
 
+    Reads the list page by page (``pageToken``), newest first, up to ``HISTORY_MAX_JOBS`` runs.
+
     Tolerant: when the runs cannot be listed (no permission, no Pipelines API, a transient
     error), the history is empty and the decision treats the cadence as unknown.
     """
@@ -65,12 +70,13 @@ def run_history(
         "pageSize": HISTORY_PAGE_SIZE,
     }
     try:
-        listed = client.get(path, params=params)
+        pages = client.list_all(path, "pipelineJobs", params)
+        listed = list(itertools.islice(pages, HISTORY_MAX_JOBS))
     except (errors.ApiError, errors.TransientError) as exc:
         log.warning("could not list earlier runs of %s (%s); cadence unknown", pipeline_name, exc)
         return []
     times = []
-    for job in listed.get("pipelineJobs") or []:
+    for job in listed:
         if job.get("state") not in FINISHED_OR_RUNNING:
             continue
         moment = _epoch(job.get("startTime") or job.get("createTime") or "")

@@ -67,8 +67,8 @@ def test_hourly_cron_metrics_exact():
         "teardown_expires_at": _epoch(2026, 1, 5, 11, 15),
     }
     assert "keeping is cheaper" in d.reason
-    assert "0.50 h" in d.reason and "3.00" in d.reason and "24.00" in d.reason
-    assert "4.00 h" in d.reason
+    assert "is in 30 min:" in d.reason and "3.00" in d.reason and "24.00" in d.reason
+    assert "break-even idle time 4 h" in d.reason
 
 
 def test_weekly_cron_deletes():

@@ -29,10 +29,11 @@ def test_html_report_has_metrics_timeline_loss_and_escapes_details():
     page = training_report.html_report("run <x>", result, metrics, losses=[3.0, 2.0, 1.5])
     assert "<title>run &lt;x&gt;</title>" in page
     assert "&lt;b&gt;NODE_FAIL&lt;/b&gt;" in page and "<b>NODE_FAIL" not in page
-    assert page.count('fill="#4e79a7"') == 2  # two Spot running bars
-    assert page.count("<title>preempted</title>") == 1
-    assert 'aria-label="loss curve"' in page
+    assert page.count('<rect class="bar"') == 2 and page.count('fill="#4e79a7">') == 2  # Spot
+    assert page.count('<g class="marker preemption">') == 2  # on the timeline and the loss
+    assert 'aria-label="timeline"' in page and 'aria-label="loss"' in page
     assert "<td>preemptions</td><td>1</td>" in page
+    assert "<td>wall_seconds</td><td>100 (1 min 40 s)</td>" in page
 
 
 def test_markdown_report_lists_attempts():
@@ -58,12 +59,14 @@ def test_running_stretches_show_where_their_node_seconds_went():
     page = training_report.html_report("run", result, metrics, history=HISTORY)
     # useful, startup, reload, periodic save, notice window, finish, work lost
     assert (
-        "<tr><td>7</td><td>0.000</td><td>50.000</td><td>50.000</td><td>preempted</td>"
+        '<tr><td>7</td><td data-epoch="0.000">1970-01-01 00:00:00 UTC</td>'
+        '<td data-epoch="50.000">1970-01-01 00:00:50 UTC</td><td>50.000</td><td>preempted</td>'
         "<td>41.000</td><td>2.000</td><td>1.000</td><td>2.000</td><td>0.000</td><td>0.000</td>"
         "<td>4.000</td></tr>"
     ) in page
     assert (
-        "<tr><td>8</td><td>60.000</td><td>100.000</td><td>40.000</td><td>succeeded</td>"
+        '<tr><td>8</td><td data-epoch="60.000">1970-01-01 00:01:00 UTC</td>'
+        '<td data-epoch="100.000">1970-01-01 00:01:40 UTC</td><td>40.000</td><td>succeeded</td>'
         "<td>32.000</td><td>1.000</td><td>1.000</td><td>1.000</td><td>0.000</td><td>5.000</td>"
         "<td>0.000</td></tr>"
     ) in page
