@@ -114,6 +114,11 @@ def history_sample(
     if len(times) < teardown_history.MIN_GAPS + 1:
         return [], 0, 0
     patterns = [_pattern(cron, a, b) for a, b in zip(times, times[1:], strict=False)]
+    # Two runs on one tick (a manual run, or runs of an earlier, denser schedule) say nothing
+    # about when this schedule's next tick brings a run.
+    patterns = [p for p in patterns if p[0] > 0]
+    if len(patterns) < teardown_history.MIN_GAPS:
+        return [], 0, 0
     base = teardown_cadence.tick_at_or_before(cron, times[-1])
     most = min(MAX_TICKS, max(m for m, _ in patterns))
     ahead = teardown_cadence.ticks_between(cron, base, math.inf, max(1, most))
@@ -144,7 +149,8 @@ def _choice(
     runs = runs_until(now + be)
     within = [t for t in runs if t <= now + be] or runs[:1]
     bound = max(within[-1] + slack, now + be) - now
-    candidates = sorted({bound, *(t + slack - now for t in runs), *(g for g in sample if g <= be)})
+    sampled = (g for g in sample if 0 < g <= be)
+    candidates = sorted({bound, *(t + slack - now for t in runs), *sampled})
     deleted = inputs.recreation_cost
     averages = teardown_history.average_costs(sample, candidates, rate, deleted, reuse)
     best = min(range(len(candidates)), key=lambda i: (round(averages[i], 12), -candidates[i]))
@@ -188,6 +194,7 @@ def plan(
         sample = [max(0.0, next_run - now)]
 
     def runs_until(until: float) -> list[float]:
+        """The predicted runs up to ``until``."""
         return predicted_runs(cron, next_run, interval, now, until)
 
     actions = [KEEP, SHRINK] if inputs.can_shrink else [KEEP]
