@@ -122,7 +122,8 @@ def markdown(results: dict) -> str:
         "",
         f"`python -m benchmarks.teardown_cost --seeds {config['seeds']} "
         f"--ttl-draws {config['ttl_draws']}` (all numbers: `teardown_cost.json`), run on "
-        f"{machine['date']}: {results['run_seconds']:.1f} s on {machine['platform']} "
+        f"{machine['date']}: {results['run_seconds']:.1f} s ({results['cpu_seconds']:.1f} s "
+        f"of CPU) on {machine['platform']} "
         f"({machine['cpus']} CPUs, Python {machine['python']}, numpy {machine['numpy']}; the "
         "machine was shared, so the time is an upper bound).",
         "",

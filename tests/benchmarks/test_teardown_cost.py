@@ -207,3 +207,11 @@ def test_goals_mark_met_and_not_met_from_the_numbers():
     assert goals["1"]["met"] and goals["2"]["met"] and goals["2'"]["met"]
     assert not goals["3"]["met"] and goals["3"]["where"] == "poisson-1b at beta 1h"
     assert not goals["5"]["met"] and goals["5"]["measured"] == 1.6
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 20, 99, 100, 999])
+def test_p95_delay_from_counts_is_numpy_percentile(n):
+    recreated = np.random.default_rng(n).random((300, n)) < np.linspace(0, 1, 300)[:, None]
+    delays = np.where(recreated, BETA_1H.provisioning_minutes, 0.0)
+    got = teardown_policies.p95_delay(recreated.sum(axis=1), n, BETA_1H)
+    assert got == pytest.approx(np.percentile(delays, 95, axis=1), abs=1e-12)

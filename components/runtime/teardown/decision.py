@@ -249,7 +249,7 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         action, why = inputs.policy, f"policy is '{inputs.policy}', overriding the cost rule"
     if action in (KEEP, SHRINK) and planned is not None and history is None:
         expires_at = planned.expires_at.get(action, expires_at)
-        expiry_text = f"{planned.text.get(action, planned.text[KEEP])}. "
+        expiry_text = f"{planned.text.get(action, planned.text[KEEP])()}. "
     if action in (KEEP, SHRINK) and expires_at is None:
         # Unknown next run: rent for the break-even time, then let the reaper buy (delete),
         # the deterministic 2-competitive ski-rental rule; never keep without an expiry.

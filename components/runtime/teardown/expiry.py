@@ -27,7 +27,10 @@ shrunk (24 h when idle is free), and at most ``MAX_TICKS`` predicted runs are li
 later the next run came and how late after its tick: replayed from the current run's tick, they
 form a sample of idle gaps that includes misses and late starts. Each choice's keep time is the
 one with the least average cost over that sample among the candidates ``t_k + slack``, the
-expiry above and the sampled gaps up to ``B`` (ties: the longest), and deleting costs ``C``.
+expiry above and the sampled gaps (ties: the longest), and deleting costs ``C``. A sampled gap
+beyond ``B`` can be the best keep time: when one run in ten starts 5-30 min late on an hourly
+cron at ``B = 1 h``, keeping 85 min costs the on-time runs nothing more and saves the late ones
+a re-creation.
 When runs are missed often, deleting at once can be cheaper than keeping through a missed
 tick: an every-4-hours cron with 20% of runs missed at ``B = 4 h`` is one. Without a history the
 sample is the predicted gap alone, which gives the rule above and the cheapest choice at
@@ -40,6 +43,7 @@ import dataclasses
 import datetime
 import functools
 import math
+from collections.abc import Callable
 
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import history as teardown_history
@@ -59,7 +63,7 @@ class Plan:
         sample: The idle gaps weighed, seconds (the predicted gap alone without a history).
         missed: Earlier runs that came one or more ticks late (history only).
         late: Earlier runs that started more than the slack after their tick (history only).
-        text: Per action, how its expiry was chosen, for the decision's reason.
+        text: Per action, a callable giving how its expiry was chosen, for the reason.
     """
 
     expires_at: dict[str, float]
@@ -67,7 +71,7 @@ class Plan:
     sample: list[float]
     missed: int
     late: int
-    text: dict[str, str]
+    text: dict[str, Callable[[], str]]
 
 
 def _clock(epoch: float) -> str:
@@ -138,7 +142,7 @@ def _choice(
     runs_until,
     now: float,
     slack: float,
-) -> tuple[float, float, str]:
+) -> tuple[float, float, Callable[[], str]]:
     """(expiry, average cost, how it was chosen) of keeping or shrinking."""
     if action == KEEP:
         rate, reuse, be = inputs.idle_price_per_hour, 0.0, inputs.break_even_seconds
@@ -149,24 +153,32 @@ def _choice(
     runs = runs_until(now + be)
     within = [t for t in runs if t <= now + be] or runs[:1]
     bound = max(within[-1] + slack, now + be) - now
-    sampled = (g for g in sample if 0 < g <= be)
+    sampled = (g for g in sample if 0 < g < math.inf)
     candidates = sorted({bound, *(t + slack - now for t in runs), *sampled})
     deleted = inputs.recreation_cost
     averages = teardown_history.average_costs(sample, candidates, rate, deleted, reuse)
     best = min(range(len(candidates)), key=lambda i: (round(averages[i], 12), -candidates[i]))
     ttl = candidates[best]
-    text = (
-        f"It expires at max(t_K + slack, now + B) = max({_clock(within[-1])} + "
-        f"{slack / 60:.0f} min, now + {be / 3600:.2f} h) = {_clock(now + ttl)}, t_K being the "
-        f"last of the {len(within)} predicted run(s) within the break-even time B: a missed or "
-        "late run within B still finds it warm"
-    )
+    # The sentence is built when the reason is written: a replay of many decisions
+    # (``benchmarks.teardown_cost``) never reads most of them.
+    text = functools.partial(_expiry_text, now, ttl, bound, within[-1], len(within), slack, be)
+    return now + ttl, averages[best], text
+
+
+def _expiry_text(
+    now: float, ttl: float, bound: float, last: float, count: int, slack: float, be: float
+) -> str:
     if ttl != bound:
-        text = (
+        return (
             f"It expires at {_clock(now + ttl)}, after {ttl / 3600:.2f} h: the keep time that "
             "costs least over the sampled gaps"
         )
-    return now + ttl, averages[best], text
+    return (
+        f"It expires at max(t_K + slack, now + B) = max({_clock(last)} + "
+        f"{slack / 60:.0f} min, now + {be / 3600:.2f} h) = {_clock(now + ttl)}, t_K being the "
+        f"last of the {count} predicted run(s) within the break-even time B: a missed or "
+        "late run within B still finds it warm"
+    )
 
 
 def plan(
