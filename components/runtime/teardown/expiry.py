@@ -157,7 +157,7 @@ def _choice(
     candidates = sorted({bound, *(t + slack - now for t in runs), *sampled})
     deleted = inputs.recreation_cost
     averages = teardown_history.average_costs(sample, candidates, rate, deleted, reuse)
-    best = min(range(len(candidates)), key=lambda i: (round(averages[i], 12), -candidates[i]))
+    best = teardown_history.cheapest_index(averages, longest=True)
     ttl = candidates[best]
     # The sentence is built when the reason is written: a replay of many decisions
     # (``benchmarks.teardown_cost``) never reads most of them.

@@ -63,8 +63,21 @@ def best_ttl(
         return 0.0, float(recreation_cost)
     candidates = sorted({0.0, *(float(g) for g in gaps)})
     averages = average_costs(gaps, candidates, idle_price_per_hour, recreation_cost, reuse_cost)
-    best = min(range(len(candidates)), key=lambda i: (round(averages[i], 12), candidates[i]))
+    best = cheapest_index(averages, longest=False)
     return candidates[best], averages[best]
+
+
+def cheapest_index(averages: Sequence[float], longest: bool) -> int:
+    """The index of the least of ``averages`` (equal to 12 decimals: the last, or the first).
+
+    ``averages`` belong to keep times in increasing order, so ``longest`` picks the longest of
+    the cheapest keep times.
+    """
+    rounded = [round(a, 12) for a in averages]
+    low = min(rounded)
+    if longest:
+        return len(rounded) - 1 - rounded[::-1].index(low)
+    return rounded.index(low)
 
 
 def average_costs(
