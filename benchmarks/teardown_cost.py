@@ -136,6 +136,7 @@ def run(seeds: int, ttl_draws: int, progress=None) -> dict[str, object]:
         "config": _config(seeds, ttl_draws),
         "results": rows,
         "families": families(rows),
+        "reaper_cost": goals_module.reaper_cost(rows, ["ours-auto", "ours-auto-hourly-reaper"]),
         "goals": goals(rows, ttl_draws),
     }
 

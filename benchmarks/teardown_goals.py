@@ -94,3 +94,26 @@ def _goal(ident: str, text: str, target: float, value: float, where: str, tol: f
         "where": where,
         "met": bool(value <= target + tol),
     }
+
+
+def reaper_cost(rows: list[dict], reapers: Sequence[str]) -> list[dict[str, object]]:
+    """Per reaper variant of ours: its cost over the instant reaper's, worst and mean cell."""
+    cost = {(r["trace"], r["beta"], r["policy"]): r["cost"] for r in rows}
+    cells = sorted({(r["trace"], r["beta"]) for r in rows})
+    out = []
+    for policy in reapers:
+        extra = {
+            c: cost[(*c, policy)] / cost[(*c, "ours-auto-instant-reaper")]
+            for c in cells
+            if cost[(*c, "ours-auto-instant-reaper")] > 0
+        }
+        worst = max(extra, key=extra.get)
+        out.append(
+            {
+                "policy": policy,
+                "worst": extra[worst],
+                "where": f"{worst[0]} at beta {worst[1]}",
+                "mean": float(np.mean(list(extra.values()))),
+            }
+        )
+    return out
