@@ -32,6 +32,7 @@ import dataclasses
 import json
 import pathlib
 import sys
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -160,6 +161,7 @@ def evaluate(trace: traces.Trace, inputs, policy: str) -> dict[str, float]:
 
 def run(seeds: int, progress=None) -> dict[str, object]:
     """Every (cell, trace, policy) over ``seeds`` trace seeds; JSON-ready results and goals."""
+    started, cpu_started = time.perf_counter(), time.process_time()
     rows = []
     for cell in CELLS:
         inputs = cell.inputs()
@@ -181,6 +183,9 @@ def run(seeds: int, progress=None) -> dict[str, object]:
             rows.append(row)
     return {
         "benchmark": "teardown_shrink",
+        "run_seconds": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+        "machine": normalised.machine(),
         "config": {"seeds": seeds, "cells": [_cell_config(c) for c in CELLS]},
         "results": rows,
         "goals": goals(rows),
