@@ -123,7 +123,8 @@ def history_sample(
     patterns = [p for p in patterns if p[0] > 0]
     if len(patterns) < teardown_history.MIN_GAPS:
         return [], 0, 0
-    base = teardown_cadence.tick_at_or_before(cron, times[-1])
+    # The current run's tick: the last one before now (also when the listing missed the run).
+    base = teardown_cadence.tick_at_or_before(cron, now)
     most = min(MAX_TICKS, max(m for m, _ in patterns))
     ahead = teardown_cadence.ticks_between(cron, base, math.inf, max(1, most))
     gaps = []
