@@ -10,7 +10,8 @@ from vsp.pipelines import report_sample
 def test_the_sample_report_has_the_summary_charts_markers_and_readable_times(tmp_path):
     page = report_sample.write(tmp_path)["run-report.html"].read_text()
     assert "<h1>slurm-spot-training: SUCCEEDED in 19 min 48 s</h1>" in page
-    assert "<tr><th>shrunk until</th><td>2026-12-04 14:15:00 UTC, then reaped</td></tr>" in page
+    # Shrunk: the last hourly tick within the shrink break-even time (8.8 h) plus 15 min slack.
+    assert "<tr><th>shrunk until</th><td>2026-12-04 22:15:00 UTC, then reaped</td></tr>" in page
     timeline = re.search(r'<svg[^>]*aria-label="timeline">.*?</svg>', page).group(0)
     loss = re.search(r'<svg[^>]*aria-label="loss">.*?</svg>', page).group(0)
     costs = re.search(r'<svg[^>]*aria-label="teardown costs">.*?</svg>', page).group(0)

@@ -5,10 +5,11 @@ The end of a ``slurm-spot-training`` run:
 * ``decide`` (in the graph, after registration) weighs keeping the cluster warm against
   deleting it (``teardown.decide``), with the cadence taken from the schedule's cron, an
   expected interval, or the start times of earlier runs of the same pipeline listed from
-  Vertex AI Pipelines (``teardown_pricing.decide`` first prices the cluster for a price of
-  0). Its ``action`` output drives a ``dsl.If``/``dsl.Elif``/``dsl.Else``: ``keep`` labels
-  the cluster with an expiry (``keep``), ``shrink`` labels it and scales its compute pools to
-  no nodes (``cluster.shrink.shrink``), ``delete`` deletes it.
+  Vertex AI Pipelines, listed with a cron too (they show missed and late runs);
+  ``teardown_pricing.decide`` first prices the cluster for a price of 0. Its ``action``
+  output drives a ``dsl.If``/``dsl.Elif``/``dsl.Else``: ``keep`` labels the cluster with an
+  expiry (``keep``), ``shrink`` labels it and scales its compute pools to no nodes
+  (``cluster.shrink.shrink``), ``delete`` deletes it.
 * the exit task, which runs however the run ended, is ``teardown.exit_task.finalize``.
 
 A cluster a preempted run still needs is never deleted under it: preemptions are handled inside
@@ -93,7 +94,10 @@ def decide(
     location: str = "",
     pipeline_name: str = "",
 ) -> tuple[teardown.TeardownInputs, teardown.TeardownDecision]:
-    """The keep-or-delete decision, with the run history filled in when no cron or interval.
+    """The keep-or-delete decision, with the run history filled in when no interval is given.
+
+    Without a cron the history predicts the cadence; with one, the cron predicts the next run
+    and the history shows how often runs were missed or started late (``teardown_expiry``).
 
     The prices are used as given; ``teardown_pricing.decide`` derives those that are 0 from the
     cluster first.
@@ -105,7 +109,7 @@ def decide(
         errors.UserError: An input is invalid (checked before any request).
     """
     inputs.validate()
-    if inputs.schedule_cron is None and inputs.interval_seconds is None and client is not None:
+    if inputs.interval_seconds is None and client is not None:
         history = run_history(client, project, location, pipeline_name)
         log.info("%d earlier runs of %s found for the cadence", len(history), pipeline_name)
         inputs = dataclasses.replace(inputs, run_start_times=history)

@@ -103,12 +103,22 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     assert metrics["teardown_cost_if_kept"] == pytest.approx(1.0)
 
 
-def test_a_cron_wins_over_the_history_and_nothing_is_listed():
+def test_a_cron_wins_over_the_history_which_is_still_listed_for_missed_runs():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
     inputs = teardown.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
+    weighed, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
+    assert len(client.calls) == 1
+    assert weighed.run_start_times == [NOW - 3600, NOW]
+    assert decision.action == "delete"
+    assert "cron '0 0 * * 0'" in decision.reason
+
+
+def test_an_interval_wins_and_nothing_is_listed():
+    client = RecordingClient([_job(h) for h in (0.0, 1.0)])
+    inputs = teardown.TeardownInputs(**PRICES, now=NOW, interval_seconds=3600)
     _, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
     assert client.calls == []
-    assert decision.action == "delete"
+    assert decision.action == "keep"
 
 
 def test_history_that_cannot_be_listed_means_unknown_cadence():
