@@ -40,6 +40,7 @@ bench: install
 	nice -n 10 $(BENCH).teardown_shrink --out benchmarks/results
 	nice -n 10 $(BENCH).polling --out benchmarks/results
 	nice -n 10 $(BENCH).emulator_scale --out benchmarks/results
+	nice -n 10 $(BENCH).goodput_metric --out benchmarks/results
 	nice -n 10 $(BENCH).report_chart_cost --out benchmarks/results
 	nice -n 10 $(BENCH).step_start --out benchmarks/results
 	$(BENCH).summary --readme README.md
