@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from vsp.components.runtime.core import errors, file_primitives
-from vsp.components.runtime.trainer import history, manifests
+from vsp.components.runtime.trainer import history, history_writer, manifests
 from vsp.components.runtime.trainer import model_files as model_dir
 
 log = logging.getLogger(__name__)
@@ -165,14 +165,14 @@ def save(
     # The history line goes first: a process killed between it and the manifest leaves a line
     # for a save nobody resumes from, which goodput ignores (it follows the step the next
     # process resumed from); the other order could lose the line of a save that is resumed.
-    history.record_save(root, step, started, time.monotonic() - clock, reason)
+    history_writer.record_save(root, step, started, time.monotonic() - clock, reason)
     file_primitives.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
     ref = CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
     else:
         clean_temp_files(root)
-    history.record_saved(root, step, started, time.monotonic() - clock)
+    history_writer.record_saved(root, step, started, time.monotonic() - clock)
     return ref
 
 
@@ -216,7 +216,7 @@ def resume(directory: PathLike) -> Checkpoint | None:
     started, clock = time.time(), time.monotonic()
     loaded = load_latest(directory)
     step = None if loaded is None else loaded.step
-    history.record_resume(directory, step, started, time.monotonic() - clock)
+    history_writer.record_resume(directory, step, started, time.monotonic() - clock)
     return loaded
 
 

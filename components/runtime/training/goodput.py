@@ -1,25 +1,14 @@
-"""Where the billed node time of a run went: useful training and each overhead, in node-seconds.
+"""Where the billed node time of a run went, in node-seconds (seconds x nodes).
 
-Inputs: the running stretches the supervisor saw (``metrics.RunInterval``: billed from the
-Slurm start time of each run to its end) and the checkpoint history the trainer wrote when it
-happened (``trainer.history``: each process start or resume, each save with the seconds it
-blocked and why). A *segment* is one trainer process: from its ``start``/``resume`` line to the
-next one, or to the end of its stretch. Every second of a stretch falls in exactly one figure:
-
-* ``startup``: from the stretch's start to the trainer's first line (node and process start-up);
-* ``reload``: loading the checkpoint it resumed from;
-* ``useful``: training whose result survived, i.e. up to the save the next segment resumed from
-  (the last save for the last segment), without the time periodic saves blocked;
-* ``periodic_save``: seconds periodic saves blocked training, up to that save;
-* ``notice_window``: from the start of a notice save that was resumed from to the stretch's end
-  (the billed notice period after the state was safe);
-* ``finish``: from the start of the final save (the last save of a run that succeeded, whatever
-  its reason) to the stretch's end (model written, exit);
-* ``work_lost``: everything after the surviving save (or after the reload when none survived),
-  which later segments computed again.
-
-So ``sum(figures) == billed`` and goodput is ``useful / billed``. Hand-rolled: the accounting is
-specific to this project's history format.
+Inputs: the running stretches (``metrics.RunInterval``) and the trainer's checkpoint history
+(``trainer.history``). A *segment* is one trainer process, from its start/resume line to the
+next one or its stretch's end. Each second of a stretch is in one figure: ``startup`` (stretch
+start to the process's first line), ``reload``, ``useful`` (training up to the save the next
+segment resumed from, or the last save, without periodic saves' blocked time),
+``periodic_save``, ``notice_window`` (a resumed-from notice save's start to the stretch end),
+``finish`` (the last save of a run that succeeded to its end) and ``work_lost`` (the rest).
+So the figures sum to the billed time; goodput is ``useful / billed``. Hand-rolled: specific to
+this project's history.
 """
 
 from __future__ import annotations
@@ -33,15 +22,7 @@ from vsp.components.runtime.trainer.history import START_EVENTS, Record
 if TYPE_CHECKING:  # metrics imports this module
     from vsp.components.runtime.training.metrics import RunInterval
 
-FIGURES = (
-    "useful",
-    "startup",
-    "reload",
-    "periodic_save",
-    "notice_window",
-    "finish",
-    "work_lost",
-)
+FIGURES = ("useful", "startup", "reload", "periodic_save", "notice_window", "finish", "work_lost")
 
 
 @dataclasses.dataclass
@@ -73,14 +54,8 @@ def segments(records: Sequence[Record]) -> list[Segment]:
 
 
 def _home(intervals: Sequence[RunInterval], segment: Segment) -> int:
-    """Index of the stretch a trainer process ran in.
-
-    Stretch bounds are estimates (up to half a poll window off), so a process that started
-    just after its run began may seem to start before its stretch: the stretch that overlaps
-    the process's span (start line to last save) most wins; for a span of no length, the
-    stretch holding it, else the next one to start (a process starts shortly after its run),
-    else the last.
-    """
+    """Index of the stretch a process ran in: the one its span overlaps most (stretch bounds
+    are estimates); for a point, the one holding it, else the next to start, else the last."""
     low = segment.start.time
     high = max([segment.start.end, *(s.end for s in segment.saves)])
     overlaps = [max(0.0, min(i.end, high) - max(i.start, low)) for i in intervals]
@@ -138,10 +113,7 @@ def _segment_figures(
 def stretch_figures(
     intervals: Sequence[RunInterval], records: Sequence[Record]
 ) -> list[StretchFigures]:
-    """Each stretch with its node-seconds per figure (see the module docstring).
-
-    A stretch in which no trainer process wrote a line counts whole as ``startup``.
-    """
+    """Each stretch with its node-seconds per figure (no process in it: all ``startup``)."""
     ordered = sorted(intervals, key=lambda i: i.start)
     found = segments(records)
     homes = [_home(ordered, s) for s in found]

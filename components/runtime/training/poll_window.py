@@ -1,13 +1,6 @@
-"""When a state change seen by polling happened: between the poll that last saw the old state
-and the one that saw the new, narrowed by the backend's own time of the change.
-
-Slurm reports start and end times in whole seconds and nothing at all for when a requeued run
-ended; a poll only says the change happened since the previous poll. ``PollWindow.when`` takes
-what both allow: the window ``[previous poll began, this poll ended]`` intersected with
-``[reported, reported + resolution]``, and returns its middle (the error is at most half of
-the narrower one). A reported time outside the window (clocks that disagree, a job found again
-after a step retry) is moved to the window's nearest edge. Hand-rolled: a few lines of interval
-arithmetic.
+"""When a change seen by polling happened: within ``[previous poll, this poll]`` narrowed by
+the backend's own time of it (Slurm: whole seconds; a requeue's end: none), the middle of what
+both allow; a reported time outside the window moves to its nearest edge. Hand-rolled.
 """
 
 from __future__ import annotations

@@ -63,12 +63,9 @@ def _stretches_table(result: RunResult, now: float, history: Sequence[Record] | 
         )
     heads = "".join(f"<th>{name.replace('_', ' ')} (node-s)</th>" for name in goodput.FIGURES)
     return (
-        "<h2>Running stretches</h2><p>Billed from each run's start to its end, narrowed "
-        "within the poll window by Slurm's whole-second times (a requeue's end, which Slurm does "
-        "not report, is the middle of the poll window that saw it). Where the node-seconds "
-        "went comes from the checkpoint history the trainer wrote: useful training, start-up, "
-        "checkpoint reload, periodic saves, the notice window after a notice save, the final "
-        "save and exit, and work lost (computed again after an interruption).</p>"
+        "<h2>Running stretches</h2><p>Billed from each run's start to its end (times within "
+        "the poll window); where the node-seconds went, from the trainer's checkpoint "
+        "history.</p>"
         "<table id='stretches'><tr><th>job</th><th>start</th><th>end</th>"
         "<th>billed (node-s)</th><th>ended by</th>" + heads + "</tr>" + "".join(cells) + "</table>"
     )

@@ -76,11 +76,9 @@ def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
     """Why goodput and its overheads are missing, and how to get them."""
     if visible:
         return (
-            f"unknown: the checkpoint directory {checkpoint_dir} holds no "
-            f"{checkpoint_history.HISTORY_FILE} with the trainer's start and resume lines, so "
-            "where the billed time went cannot be told. Load with checkpoint.resume() and save "
-            "with checkpoint.save(..., reason=...) from vsp.components.runtime.trainer, which "
-            "write it."
+            f"unknown: {checkpoint_dir} has no {checkpoint_history.HISTORY_FILE} with the "
+            "trainer's start lines. Fix: load with checkpoint.resume() and save with "
+            "checkpoint.save(..., reason=...) (vsp.components.runtime.trainer)."
         )
     return (
         f"unknown: the checkpoint directory {checkpoint_dir} is not visible from this step (it "

@@ -193,18 +193,15 @@ class TrainingSupervisor:
         return self.refreshes if counted is None else counted
 
     def _event(self, attempt: Attempt, event: str, when: float | None = None) -> None:
-        """Records ``event`` at ``when`` (default now), never later than now nor earlier than
-        the job's previous event, so running stretches never overlap."""
+        """Records ``event`` at ``when`` (default now), within [job's last event, now]."""
         now = self.wall()
         at = now if when is None else min(when, now)
         earlier = [e["time"] for e in self.events if e["job_id"] == attempt.job_id]
         self.events.append({"time": max([at, *earlier]), "job_id": attempt.job_id, "event": event})
 
     def _changes(self, attempt: Attempt, before: Outcome, window: PollWindow) -> None:
-        """Events of what a poll saw change, timed within the poll window. A requeue closes the
-        running stretch; when the job already runs (or ran) again - the restart count rose
-        between two polls that both saw it running - the old stretch ends and the new one opens
-        at the new run's start, so no time is lost or counted twice."""
+        """Events of what a poll saw change, timed in its window. A restart count that rose
+        while the job runs (or ran) again ends the old stretch at the new run's start."""
         ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
         if attempt.requeues > self._seen_requeues.get(attempt.job_id, attempt.requeues):
             restart = window.when(attempt.run_started_at) if ran_again else window.when()

@@ -7,7 +7,7 @@ import pytest
 
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.trainer import history as checkpoint_history
-from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.trainer import history_writer, manifests
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import recovery
@@ -96,7 +96,7 @@ def test_a_save_reason_outside_the_three_is_refused_before_writing(tmp_path):
         checkpoint.save(tmp_path, 1, {"w": np.zeros(2)}, {}, reason="hourly")
     assert manifests.list_checkpoints(tmp_path) == []
     with pytest.raises(errors.UserError, match="Fix: pass reason='periodic'"):
-        checkpoint_history.record_save(tmp_path, 1, 0.0, 1.0, "hourly")
+        history_writer.record_save(tmp_path, 1, 0.0, 1.0, "hourly")
 
 
 def test_default_checkpoint_dir_is_beside_the_model_on_cloud_storage():
@@ -113,9 +113,9 @@ def test_default_checkpoint_dir_is_beside_the_model_on_cloud_storage():
 
 
 def test_a_saved_line_gives_the_whole_blocked_time_and_a_save_cut_short_keeps_its_first(tmp_path):
-    checkpoint_history.record_save(tmp_path, 30, 100.0, 0.5, "periodic")
-    checkpoint_history.record_saved(tmp_path, 30, 100.0, 0.75)
-    checkpoint_history.record_save(tmp_path, 60, 200.0, 0.5, "notice")  # killed before saved
+    history_writer.record_save(tmp_path, 30, 100.0, 0.5, "periodic")
+    history_writer.record_saved(tmp_path, 30, 100.0, 0.75)
+    history_writer.record_save(tmp_path, 60, 200.0, 0.5, "notice")  # killed before saved
     assert checkpoint_history.read(tmp_path) == [
         Record("save", 100.0, 30, 0.75, "periodic"),
         Record("save", 200.0, 60, 0.5, "notice"),
