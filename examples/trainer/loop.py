@@ -135,6 +135,7 @@ class Trainer:
         if state.step > cfg.steps:
             log.warning("checkpoint is at step %d, past --steps %d", state.step, cfg.steps)
         while state.step < cfg.steps:
+            step_started = time.monotonic()
             batch = state.order.next_indices(state.rng)
             noise = cfg.input_noise * state.rng.standard_normal((len(batch), cfg.features))
             loss, grads = model.loss_and_grads(state.params, self.x[batch] + noise, self.y[batch])
@@ -143,6 +144,7 @@ class Trainer:
             state.step += 1
             if cfg.step_seconds > 0:
                 time.sleep(cfg.step_seconds)
+            state.train_seconds += time.monotonic() - step_started
             if state.step % cfg.log_every == 0 or state.step == cfg.steps:
                 log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
             self._boundary()
@@ -161,6 +163,7 @@ class Trainer:
             "steps": state.step,
             "final_loss": final_loss,
             "loss_history": state.losses,
+            "train_seconds": state.train_seconds,
             "resumes": state.resumes,
             "slurm_restart_count": self.slurm_restart_count,
             "checkpoint_policy": self.policy.explain(),

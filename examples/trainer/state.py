@@ -5,7 +5,8 @@ Checkpoint contents (``vsp.components.runtime.trainer.checkpoint`` format):
 * arrays: ``param.<name>``, ``adam.m.<name>``, ``adam.v.<name>`` (float64), ``data.perm`` (the
   current epoch's permutation, int64) and ``history.loss`` (loss of every finished step).
 * metadata: ``step``, ``epoch``, ``index`` (position in the permutation), ``rng`` (the PCG64
-  ``bit_generator.state``, 128-bit ints as JSON ints), ``adam_t``, ``config`` (what must match
+  ``bit_generator.state``, 128-bit ints as JSON ints), ``adam_t``, ``train_seconds`` (time spent
+  in the steps this state holds: the useful training time), ``config`` (what must match
   to resume), ``policy`` (measured save costs, preemptions, run time), ``saved_on_notice``,
   ``slurm_restart_count``.
 
@@ -67,6 +68,7 @@ class TrainState:
     rng: np.random.Generator
     losses: list[float]
     resumes: int = 0
+    train_seconds: float = 0.0
 
 
 def fresh_state(cfg: TrainConfig) -> TrainState:
@@ -98,6 +100,7 @@ def to_checkpoint(state: TrainState, cfg: TrainConfig, extra: dict[str, Any]) ->
         "rng": state.rng.bit_generator.state,
         "adam_t": state.adam.t,
         "resumes": state.resumes,
+        "train_seconds": state.train_seconds,
         "config": cfg.identity(),
         **extra,
     }
@@ -130,4 +133,5 @@ def from_checkpoint(ckpt: checkpoint.Checkpoint, cfg: TrainConfig) -> TrainState
     state.losses = arrays["history.loss"].tolist()
     state.step = ckpt.step
     state.resumes = int(meta.get("resumes", 0)) + 1
+    state.train_seconds = float(meta.get("train_seconds", 0.0))
     return state

@@ -174,6 +174,8 @@ def test_in_process_run_writes_verified_model_and_metrics(tmp_path: Path, capsys
         len(metrics["loss_history"]) == 6 and metrics["final_loss"] == metrics["loss_history"][-1]
     )
     assert checkpoint.latest_valid(tmp_path / "c").step == 6  # final checkpoint
+    saved = checkpoint.load_latest(tmp_path / "c")
+    assert metrics["train_seconds"] == saved.metadata["train_seconds"] > 0
     assert (
         _main(tmp_path, "--model-dir", str(tmp_path / "m"), "--checkpoint-dir", str(tmp_path / "c"))
         == 0
@@ -229,6 +231,7 @@ def test_state_round_trip_is_exact(tmp_path: Path) -> None:
     state.order.next_indices(state.rng)
     state.rng.standard_normal(3)
     state.losses = [0.5, 0.25]
+    state.train_seconds = 1.25
     arrays, metadata = loop.to_checkpoint(state, cfg, {})
     ref = checkpoint.save(tmp_path / "c", 2, arrays, metadata)
     restored = loop.from_checkpoint(checkpoint.load(ref), cfg)
@@ -236,6 +239,7 @@ def test_state_round_trip_is_exact(tmp_path: Path) -> None:
     assert (restored.order.epoch, restored.order.index) == (1, 8)
     assert np.array_equal(restored.order.perm, state.order.perm)
     assert restored.losses == [0.5, 0.25] and restored.resumes == 1
+    assert restored.train_seconds == 1.25
     assert restored.rng.random() == state.rng.random()
 
 
