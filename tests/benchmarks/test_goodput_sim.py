@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from benchmarks import goodput_policy
+from benchmarks import goodput_policy, goodput_scaled
 from benchmarks import goodput_sim as sim
 
 SMALL = sim.Scenario("small", work_s=20 * 3600.0)
@@ -66,3 +66,32 @@ def test_report_marks_the_goal(tmp_path) -> None:
     assert goal["met"] == (goal["measured"] >= 0.95)
     assert f"| {goal['measured']:.4f} |  | {'met' if goal['met'] else 'NOT met'} |" in text
     assert results["machine"]["cpus"] >= 1 and results["seeds"] == 1
+
+
+def test_policies_get_the_project_intervals() -> None:
+    async_save = sim.Scenario("async", block_s=2.0, persist_s=24.0)
+    assert round(sim.make_policy("ours", async_save).interval_s, 1) == 848.5
+    assert round(sim.make_policy("young-daly", async_save).interval_s, 1) == 118.7
+    blocking = sim.Scenario("blocking", block_s=30.0, persist_s=0.0)
+    daly = sim.strategies.daly_interval(30.0, 3600.0)
+    assert sim.make_policy("ours", blocking).interval_s == daly
+    assert sim.make_policy("notice-only", blocking) is None
+
+
+def test_scaled_markdown_reports_goal_and_noise() -> None:
+    run = {"preemptions": 2, "train_seconds": 150.0, "checkpoint_policy": "notice-first: x"}
+    results = {
+        "seeds": 1,
+        "work_steps": 10,
+        "step_time_s": 0.02,
+        "startup_s": 0.2,
+        "machine": {"date": "D", "platform": "P", "cpus": 2},
+        "cases": [
+            {"name": "ours", "runs": [run], "goodput_per_seed": [0.96], "goodput_mean": 0.96,
+             "goal": ">= 0.95: met"},
+        ],
+    }  # fmt: skip
+    text = goodput_scaled.markdown(results)
+    assert "| ours | 0.960 | 0.960 | 2 | >= 0.95: met |" in text
+    assert "With 2 preemptions over 1 cases (2.5 expected per case at M = 60 s)" in text
+    assert "Ours: notice-first: x." in text
