@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the README's test command and what CI runs.
 PYTHON ?= python3
 
-.PHONY: install run-local test lint format compile campaign goodput
+.PHONY: install run-local test lint format compile campaign bench lock goodput
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -31,3 +31,22 @@ campaign:
 goodput:
 	nice -n 10 $(PYTHON) -m benchmarks.goodput_scaled --out benchmarks/results
 	$(PYTHON) -m benchmarks.goodput_policy --out benchmarks/results
+
+# The runtime lock the prebuilt step image installs: requirements/runtime.in from the
+# components, then pip-compile (needs the package index). See README "Prebuilt step image".
+lock:
+	$(PYTHON) -m vsp.pipelines.runtime_lock --compile
+
+# Every benchmark, results as JSON + Markdown in benchmarks/results/, then the goals table the
+# README quotes (benchmarks/results/summary.md). step_start needs the package index.
+BENCH = $(PYTHON) -m benchmarks
+bench: install
+	nice -n 10 $(BENCH).teardown_cost --out benchmarks/results
+	nice -n 10 $(BENCH).teardown_shrink --out benchmarks/results
+	nice -n 10 $(BENCH).polling --out benchmarks/results
+	nice -n 10 $(BENCH).emulator_scale --out benchmarks/results
+	nice -n 10 $(BENCH).report_chart_cost --out benchmarks/results
+	nice -n 10 $(BENCH).step_start --out benchmarks/results
+	nice -n 10 $(BENCH).goodput_scaled --out benchmarks/results
+	nice -n 10 $(BENCH).goodput_policy --out benchmarks/results
+	$(BENCH).summary --readme README.md

@@ -5,6 +5,12 @@ At the end of a run a policy keeps the cluster until ``T`` seconds later (``T = 
 gap ``g`` costs ``r * min(g, T) + C * [g > T]``; the offline optimum pays ``min(r * g, C)``.
 A run that starts after its cluster was deleted waits the provisioning time (added delay).
 
+The expiry of ours is enforced as the reaper does: the reaper runs on
+``reaper.REAPER_CRON``, so a cluster whose ``vsp-expires-at`` label is ``t`` is deleted at the
+first reaper tick after ``t`` (a run starting before then still reuses it), and the keep time
+``T`` is that tick minus the run end. The textbook references (break-even and randomized TTLs)
+are priced with their exact ``T``.
+
 The run ends of a trace are fixed: the provisioning wait is priced into ``C`` (its delay
 penalty) and reported as added delay, but does not move the run's end, so every policy faces
 the same gaps and the optimum is well defined.
@@ -17,9 +23,9 @@ import math
 
 import numpy as np
 
-from benchmarks import teardown_traces
+from benchmarks import teardown_ours, teardown_traces
+from vsp.components.runtime.cluster import reaper
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import runner as teardown_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,8 +123,20 @@ def best_fixed_ttl(gaps_s: np.ndarray, prices: Prices) -> float:
     ``T`` is 0, infinity, or one of the gaps.
     """
     candidates = np.concatenate([[0.0, math.inf], np.unique(gaps_s)])
-    totals = [float(gap_costs(gaps_s, np.full(len(gaps_s), t), prices).sum()) for t in candidates]
-    return float(candidates[int(np.argmin(totals))])
+    return float(candidates[int(np.argmin(fixed_ttl_totals(gaps_s, candidates, prices)))])
+
+
+def fixed_ttl_totals(gaps_s: np.ndarray, ttls_s: np.ndarray, prices: Prices) -> np.ndarray:
+    """Total cost of keeping every gap for each of ``ttls_s``, from sorted gaps and prefix sums.
+
+    The same as ``gap_costs(gaps_s, full(T)).sum()`` for each ``T``, in ``O((n + m) log n)``.
+    """
+    ordered = np.sort(gaps_s)
+    prefix = np.concatenate([[0.0], np.cumsum(ordered)])
+    reused = np.searchsorted(ordered, ttls_s, side="right")
+    missed = len(ordered) - reused
+    kept = prefix[reused] + missed * np.where(missed > 0, ttls_s, 0.0)  # no inf * 0
+    return prices.idle_price_per_hour * kept / 3600.0 + prices.recreation_cost * missed
 
 
 def poisson_online_bound(mean_gap_beta: float) -> float:
@@ -132,42 +150,15 @@ def poisson_online_bound(mean_gap_beta: float) -> float:
     return min(k, 1.0) / (k * (1.0 - math.exp(-1.0 / k)))
 
 
-def label_expiry(expires_at: float) -> float:
-    """The expiry the reaper reads back from the ``vsp-expires-at`` label (whole seconds)."""
-    return teardown.parse_label_time(teardown.format_label_time(expires_at))
-
-
-def ours_ttls(trace: teardown_traces.Trace, prices: Prices, policy: str = "auto") -> np.ndarray:
-    """TTLs of ``teardown.decide`` at each run end, as the reaper enforces them.
-
-    With ``policy="auto"`` each decision gets the cron of the run when it has one, else the
-    start times the component would list (``teardown_step.run_history``: the newest
-    ``HISTORY_PAGE_SIZE`` runs, the running one included). With ``policy="keep"`` it gets no
-    cadence at all (the break-even expiry fallback). ``delete`` gives ``T = 0``; ``keep`` gives
-    ``T`` = the expiry label minus the run end (a run starting after it finds no cluster).
-    """
-    page = teardown_step.HISTORY_PAGE_SIZE
-    starts, ends = trace.starts, trace.ends
-    ttls = np.empty(len(starts) - 1)
-    for i in range(len(ttls)):
-        now = float(ends[i])
-        cadence: dict = {}
-        if policy == "auto":
-            cron = trace.crons[i]
-            if cron is not None:
-                cadence["schedule_cron"] = cron
-            else:
-                cadence["run_start_times"] = [
-                    float(t) for t in starts[max(0, i + 1 - page) : i + 1]
-                ]
-        decision = teardown.decide(prices.inputs(policy=policy, now=now, **cadence))
-        if decision.action == "delete":
-            ttls[i] = 0.0
-        elif decision.expires_at is None:
-            raise AssertionError(f"kept without an expiry at run {i} of {trace.name}")
-        else:
-            ttls[i] = label_expiry(decision.expires_at) - now
-    return ttls
+def ours_ttls(
+    trace: teardown_traces.Trace,
+    prices: Prices,
+    policy: str = "auto",
+    reaper_cron: str | None = reaper.REAPER_CRON,
+) -> np.ndarray:
+    """TTLs of ``teardown.decide`` at each run end, enforced by the reaper (``teardown_ours``)."""
+    _actions, expiries = teardown_ours.decisions(trace, prices.inputs(policy=policy), policy)
+    return teardown_ours.ttls(trace, expiries, reaper_cron)
 
 
 def policy_ttls(
@@ -199,8 +190,9 @@ def evaluate(gaps_s: np.ndarray, ttls_s: np.ndarray, prices: Prices) -> dict[str
         after the first run; each follows one delete), ``delayed_runs_pct`` and
         ``p95_delay_min`` (added delay of runs 2..n, minutes).
     """
-    costs = np.atleast_2d(gap_costs(gaps_s, ttls_s, prices))
     recreated = np.atleast_2d(gaps_s > ttls_s)
+    kept_h = np.minimum(gaps_s, ttls_s) / 3600.0
+    costs = np.atleast_2d(prices.idle_price_per_hour * kept_h + prices.recreation_cost * recreated)
     opt = opt_costs(gaps_s, prices)
     total_opt = float(opt.sum())
     totals = costs.sum(axis=1)
@@ -211,16 +203,32 @@ def evaluate(gaps_s: np.ndarray, ttls_s: np.ndarray, prices: Prices) -> dict[str
     positive = opt > 0
     mean_gap_cost = costs.mean(axis=0)
     worst = float(np.max(mean_gap_cost[positive] / opt[positive])) if positive.any() else 1.0
-    delays = np.where(recreated, prices.provisioning_minutes, 0.0)
+    creates = recreated.sum(axis=1)
     return {
         "cost": float(totals.mean()),
         "opt": total_opt,
         "ratio": ratio,
         "worst_gap_ratio": worst,
-        "creates": float(recreated.sum(axis=1).mean()),
+        "creates": float(creates.mean()),
         "delayed_runs_pct": float(100.0 * recreated.mean()),
-        "p95_delay_min": float(np.percentile(delays, 95, axis=1).mean()),
+        "p95_delay_min": float(p95_delay(creates, recreated.shape[1], prices).mean()),
     }
+
+
+def p95_delay(creates: np.ndarray, n: int, prices: Prices) -> np.ndarray:
+    """``np.percentile(delays, 95)`` of ``n`` runs of which ``creates`` wait the provisioning.
+
+    The delays are 0 or the provisioning time, so the sorted delays are ``n - k`` zeros then
+    ``k`` waits and the linearly interpolated percentile follows from ``k`` alone (no sort of
+    the (draws, gaps) array).
+    """
+    position = 0.95 * (n - 1)
+    low = math.floor(position)
+    high = min(low + 1, n - 1)
+    first_wait = n - creates  # sorted index of the first wait
+    at_low = (low >= first_wait).astype(float)
+    at_high = (high >= first_wait).astype(float)
+    return prices.provisioning_minutes * (at_low + (position - low) * (at_high - at_low))
 
 
 def evaluate_opt(gaps_s: np.ndarray, prices: Prices) -> dict[str, float]:

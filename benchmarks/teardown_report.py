@@ -5,14 +5,18 @@ from __future__ import annotations
 import math
 
 from benchmarks import teardown_policies as policies
+from benchmarks.teardown_goals import CRON_FAMILIES
 
 REFERENCE = "best-fixed-ttl"
+REAPER_VARIANTS = ("ours-auto-instant-reaper", "ours-auto-hourly-reaper")
 SHORT = {
     "always-delete": "delete",
     "always-keep": "keep",
     "break-even-ttl": "break-even",
     "randomized-ttl": "randomized",
     "ours-auto": "**ours auto**",
+    "ours-auto-instant-reaper": "ours auto, instant reaper",
+    "ours-auto-hourly-reaper": "ours auto, hourly reaper",
     "ours-keep": "ours keep",
     REFERENCE: "best fixed TTL*",
 }
@@ -73,7 +77,34 @@ def _goal_notes(results: dict, cells: dict) -> list[str]:
             *lines,
             "",
         ]
-    for ident in ("1", "2", "2'", "3"):
+    if not by_id["1"]["met"]:
+        over = [
+            f"  - {trace}, beta {beta}: ours {row['ours-auto']['ratio']:.4f} (worst seed "
+            f"{row['ours-auto']['ratio_max']:.4f}), with an instant reaper "
+            f"{row['ours-auto-instant-reaper']['ratio']:.4f}, best fixed TTL in hindsight "
+            f"{row[REFERENCE]['ratio']:.4f}, always delete {row['always-delete']['ratio']:.4f}"
+            for (trace, beta), row in cells.items()
+            if row["ours-auto"]["family"] in CRON_FAMILIES
+            and row["ours-auto"]["ratio_max"] > by_id["1"]["target"]
+        ]
+        notes += [
+            "**Why goal 1 is not met.** A missed run, or a start delayed beyond the slack, is "
+            "independent of everything a decision at the run end can see, so each decision in "
+            "effect picks a keep time for a gap it cannot foresee. Where the next tick is close "
+            "to the break-even time (an hourly cron at beta 1 h: about 55 min idle against "
+            "60), keeping through the tick and deleting at once cost nearly the same on the "
+            "runs that come, and the missed or late ones cost the re-creation either way plus, "
+            "when kept, the idle time until the expiry: the best fixed keep time chosen in "
+            "hindsight (with the whole trace known) is itself above 1.02x there. The same holds "
+            "where a 4-hourly tick is 3 h 55 min away at beta 4 h, and where one hourly run in "
+            "ten starts 5-30 min late at beta 1 h. In each cell over the goal the best fixed "
+            "keep time in hindsight costs more than 1.02x too (it is a reference, not a "
+            "bound: ours may vary its keep time from run to run and can cost less):",
+            "",
+            *over,
+            "",
+        ]
+    for ident in ("2", "2'", "3", "7"):
         goal = by_id[ident]
         if not goal["met"]:
             notes.append(
@@ -86,21 +117,29 @@ def _goal_notes(results: dict, cells: dict) -> list[str]:
 def markdown(results: dict) -> str:
     """The report: settings, goals (met or not, with numbers), cost ratio tables."""
     config = results["config"]
+    machine = results["machine"]
     cells = _cells(results)
-    shown = [*policies.POLICIES, REFERENCE]
+    shown = [*policies.POLICIES, *REAPER_VARIANTS, REFERENCE]
     out = [
         "# Keep or delete the cluster: cost against the offline optimum",
         "",
         f"`python -m benchmarks.teardown_cost --seeds {config['seeds']} "
-        f"--ttl-draws {config['ttl_draws']}` (all numbers: `teardown_cost.json`).",
+        f"--ttl-draws {config['ttl_draws']}` (all numbers: `teardown_cost.json`), run on "
+        f"{machine['date']}: {results['run_seconds']:.1f} s ({results['cpu_seconds']:.1f} s "
+        f"of CPU) on {machine['platform']} "
+        f"({machine['cpus']} CPUs, Python {machine['python']}, numpy {machine['numpy']}; the "
+        "machine was shared, so the time is an upper bound).",
         "",
         "Each idle gap g (run end to next start) costs r*min(g, T) + C*[g > T] for a policy that "
         "keeps the cluster for T after the run; OPT pays min(r*g, C). Ratios are total cost / "
         "total OPT per trace, the mean over the trace seeds (the randomized TTL: also over its "
         "draws). *ours auto*: `teardown.decide(policy='auto')` at every run end with the run's "
-        "cron, or else the start times `run_history` would list (the newest "
+        "cron, if any, and the start times `run_history` would list (the newest "
         f"{config['history_page_size']}, the running one included); kept clusters are "
-        "reused by a run that starts before the `vsp-expires-at` label and deleted after it. "
+        "reused by a run that starts before the reaper deletes them, at its first tick "
+        f"(`{config['reapers']['ours-auto']}`) after the `vsp-expires-at` label; *instant "
+        "reaper*: deleted at the very second of the label; *hourly reaper*: "
+        f"`{config['reapers']['ours-auto-hourly-reaper']}`. "
         "*ours keep*: `policy='keep'` with no cadence (break-even expiry). *best fixed TTL*: the "
         "one TTL that would have cost least on the trace, chosen in hindsight (a reference, not "
         "a policy).",
@@ -120,6 +159,41 @@ def markdown(results: dict) -> str:
                 _fmt(p["recreation_cost"], 2),
             ]
             for p in config["prices"]
+        ],
+    )
+    out += ["", "## Ours against the offline optimum, per trace family", ""]
+    out += _table(
+        ["family", "traces", "mean", "worst (trace, beta, worst seed)", "best fixed TTL there",
+         "goal", "result"],
+        [
+            [
+                f["family"],
+                ", ".join(f["traces"]),
+                f"{f['mean_ratio']:.4f}",
+                f"{f['worst_ratio']:.4f} ({f['where']})",
+                f"{f['best_fixed_ttl_there']:.4f}",
+                f"<= {f['target']:g}x",
+                "met" if f["met"] else "**NOT met**",
+            ]
+            for f in results["families"]
+        ],
+    )  # fmt: skip
+    out += [
+        "",
+        "What the reaper's cadence costs: ours' cost with the reaper at "
+        f"`{config['reapers']['ours-auto']}` (the policy) and hourly, over its cost with a "
+        "reaper deleting at the very second of the expiry:",
+        "",
+    ]
+    out += _table(
+        ["reaper", "worst cell", "mean over cells"],
+        [
+            [
+                SHORT[r["policy"]].replace("**", ""),
+                f"{r['worst']:.4f} ({r['where']})",
+                f"{r['mean']:.4f}",
+            ]
+            for r in results["reaper_cost"]
         ],
     )
     out += ["", "## Goals", ""]
@@ -173,9 +247,9 @@ def markdown(results: dict) -> str:
     )
     out += [
         "",
-        "Not modelled: the reaper's own schedule (an hourly reaper deletes up to an hour after "
-        "the expiry, adding idle cost to every expired keep), the provisioning wait moving a "
-        "run's end, failed or cancelled runs, and the TTL of `failure_keep_minutes`.",
+        "Not modelled: the provisioning wait moving a run's end, failed or cancelled runs, "
+        "the TTL of `failure_keep_minutes`, and the reaper's own run time (it lists and "
+        "deletes within its tick).",
         "",
     ]
     return "\n".join(out)

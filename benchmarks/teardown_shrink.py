@@ -16,8 +16,9 @@ scale-up cost ``C_s`` and re-creation cost ``C_d`` (``teardown_inputs``), a deci
 
 The offline optimum pays ``min(r_k g, r_s g + C_s, C_d)`` per gap (``opt-3``); ``opt-2`` is
 the same without shrinking. *ours-auto* is ``teardown.decide`` at every run end with the run's
-cron, or else the start times ``run_history`` would list, its expiry enforced as the reaper
-does; *ours-auto-2* is the same without a shrunk price (the rule before shrinking existed).
+cron, if any, and the start times ``run_history`` would list, its expiry enforced by the reaper
+on ``reaper.REAPER_CRON`` (``teardown_ours``); *ours-auto-2* is the same without a shrunk
+price (the rule before shrinking existed).
 
 Usage::
 
@@ -31,20 +32,21 @@ import dataclasses
 import json
 import pathlib
 import sys
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from benchmarks import teardown_cost as normalised
+from benchmarks import teardown_goals, teardown_ours
 from benchmarks import teardown_traces as traces
 from vsp.components.runtime.cluster import builder as cluster_builder
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import runner as teardown_step
 
 DEFAULT_SEEDS = 5
 POLICIES = ("always-delete", "break-even-keep", "ours-auto-2", "ours-auto", "opt-2")
-CRON_FAMILIES = ("cron", "change")
+CRON_FAMILIES = teardown_goals.CRON_FAMILIES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,23 +115,14 @@ def opt_costs(gaps: np.ndarray, inputs, shrink: bool = True) -> np.ndarray:
 
 
 def ours(trace: traces.Trace, inputs) -> tuple[list[str], np.ndarray]:
-    """``teardown.decide`` at each run end: its action and keep time as the reaper enforces it."""
-    page = teardown_step.HISTORY_PAGE_SIZE
-    actions, ttls = [], np.zeros(len(trace.starts) - 1)
-    for i in range(len(ttls)):
-        now = float(trace.ends[i])
-        cron = trace.crons[i]
-        cadence = (
-            {"schedule_cron": cron}
-            if cron is not None
-            else {"run_start_times": [float(t) for t in trace.starts[max(0, i + 1 - page) : i + 1]]}
-        )
-        decision = teardown.decide(dataclasses.replace(inputs, now=now, **cadence))
-        actions.append(decision.action)
-        if decision.action != "delete":
-            expiry = teardown.parse_label_time(teardown.format_label_time(decision.expires_at))
-            ttls[i] = expiry - now
-    return actions, ttls
+    """``teardown.decide`` at each run end: its action and keep time as the reaper enforces it.
+
+    The decisions get what the component would have (the run history, and the run's cron);
+    a kept or shrunk cluster is deleted at the reaper's first tick after its expiry
+    (``teardown_ours``).
+    """
+    actions, expiries = teardown_ours.decisions(trace, inputs)
+    return actions, teardown_ours.ttls(trace, expiries)
 
 
 def evaluate(trace: traces.Trace, inputs, policy: str) -> dict[str, float]:
@@ -168,6 +161,7 @@ def evaluate(trace: traces.Trace, inputs, policy: str) -> dict[str, float]:
 
 def run(seeds: int, progress=None) -> dict[str, object]:
     """Every (cell, trace, policy) over ``seeds`` trace seeds; JSON-ready results and goals."""
+    started, cpu_started = time.perf_counter(), time.process_time()
     rows = []
     for cell in CELLS:
         inputs = cell.inputs()
@@ -189,6 +183,9 @@ def run(seeds: int, progress=None) -> dict[str, object]:
             rows.append(row)
     return {
         "benchmark": "teardown_shrink",
+        "run_seconds": time.perf_counter() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+        "machine": normalised.machine(),
         "config": {"seeds": seeds, "cells": [_cell_config(c) for c in CELLS]},
         "results": rows,
         "goals": goals(rows),

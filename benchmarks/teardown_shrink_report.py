@@ -21,11 +21,14 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def markdown(results: dict) -> str:
     """The report: prices, goals, then cost / OPT and the choices made, per cell and trace."""
     config = results["config"]
+    machine = results["machine"]
     out = [
         "# Keep, shrink or delete the cluster at realistic prices",
         "",
         f"`python -m benchmarks.teardown_shrink --seeds {config['seeds']}` (all numbers: "
-        "`teardown_shrink.json`).",
+        f"`teardown_shrink.json`), run on {machine['date']}: {results['run_seconds']:.1f} s "
+        f"({results['cpu_seconds']:.1f} s of CPU) on {machine['platform']} ({machine['cpus']} "
+        f"CPUs, Python {machine['python']}; the machine was shared).",
         "",
         "Each idle gap g costs r_k*min(g, T) + C_d*[g > T] when kept for T, "
         "r_s*min(g, T) + (C_s if g <= T else C_d) when shrunk for T, C_d when deleted; the "

@@ -11,6 +11,11 @@ Families:
   a guess), with lognormal durations (median 5 min) capped at half the time to the next tick.
 * ``change``: an hourly schedule replaced by a daily one mid-trace; each run carries the cron of
   the schedule that started it.
+* ``cron-missed``: hourly and every-4-hours crons with 10% or 20% of the ticks starting no run
+  (each tick independently; a failed trigger, a paused schedule, a run skipped because the
+  previous one still ran).
+* ``cron-shifted``: hourly and every-4-hours crons whose runs start 0-5 min late (jitter) and
+  one in ten a further 5-30 min late (delayed starts: a queue ahead of the run).
 * ``poisson``: memoryless idle gaps (exponential) with a mean of ``k * beta``; no cron.
 * ``bursty``: heavy-tailed idle gaps (Pareto II, alpha 1.5, mean ``beta``); no cron.
 * ``adversarial``: idle gaps just above the break-even time (1.00-1.05 x ``beta``); no cron.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import zlib
 
 import numpy as np
@@ -43,6 +49,18 @@ CRON_TRACES = (
     ("business-hours", "0 9-18 * * 1-5", 500),
 )
 CHANGE_CRONS = (("0 * * * *", 300), ("0 3 * * *", 200))
+# name, cron, ticks, share of the ticks missed
+MISSED_TRACES = (
+    ("hourly-missed-10%", "0 * * * *", 1000, 0.10),
+    ("hourly-missed-20%", "0 * * * *", 1000, 0.20),
+    ("every-4h-missed-10%", "0 */4 * * *", 500, 0.10),
+    ("every-4h-missed-20%", "0 */4 * * *", 500, 0.20),
+)
+# name, cron, runs
+SHIFTED_TRACES = (("hourly-shifted", "0 * * * *", 1000), ("every-4h-shifted", "0 */4 * * *", 500))
+SHIFT_JITTER_S = 300.0
+SHIFT_DELAYED_SHARE = 0.10
+SHIFT_DELAY_S = (300.0, 1800.0)
 POISSON_MEAN_GAPS = (0.5, 1.0, 2.0, 4.0)  # x beta
 POISSON_RUNS = 500
 BURSTY_RUNS = 1000
@@ -55,7 +73,8 @@ class Trace:
 
     Attributes:
         name: Trace name, e.g. ``hourly`` or ``poisson-1.0b``.
-        family: ``cron``, ``change``, ``poisson``, ``bursty`` or ``adversarial``.
+        family: ``cron``, ``change``, ``cron-missed``, ``cron-shifted``, ``poisson``,
+            ``bursty`` or ``adversarial``.
         starts: Epoch start times, increasing.
         durations: Run durations in seconds.
         crons: Per run, the cron of the schedule that started it, or ``None``.
@@ -89,10 +108,17 @@ def rng_for(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
+@functools.lru_cache(maxsize=64)
 def cron_ticks(cron: str, n: int, after: float = T0) -> np.ndarray:
-    """The first ``n`` epoch ticks of a UTC cron strictly after ``after``."""
+    """The first ``n`` epoch ticks of a UTC cron strictly after ``after`` (read-only, cached).
+
+    Every seed and break-even time of the benchmark replays the same ticks, and expanding a
+    cron tick by tick is most of the time it takes to build a trace.
+    """
     it = croniter(cron, datetime.datetime.fromtimestamp(after, tz=datetime.timezone.utc))
-    return np.array([it.get_next(float) for _ in range(n)])
+    ticks = np.array([it.get_next(float) for _ in range(n)])
+    ticks.flags.writeable = False
+    return ticks
 
 
 def lognormal_durations(rng: np.random.Generator, caps: np.ndarray) -> np.ndarray:
@@ -132,6 +158,34 @@ def cron_trace(
     ticks = cron_ticks(cron, n)
     rng = rng_for(seed, name)
     return _scheduled(name, "cron", ticks, [cron] * n, rng, jitter_s, zero_durations)
+
+
+def missed_trace(name: str, cron: str, n_ticks: int, missed: float, seed: int) -> Trace:
+    """Runs on the ticks of ``cron`` but for a share ``missed`` of them (the first always runs)."""
+    ticks = cron_ticks(cron, n_ticks)
+    rng = rng_for(seed, name)
+    runs = rng.random(n_ticks) >= missed
+    runs[0] = True
+    trace = _scheduled(name, "cron-missed", ticks, [cron] * n_ticks, rng, START_JITTER_S, False)
+    return Trace(
+        name, "cron-missed", trace.starts[runs], trace.durations[runs], (cron,) * int(runs.sum())
+    )
+
+
+def shifted_trace(name: str, cron: str, n: int, seed: int) -> Trace:
+    """Runs on the ticks of ``cron``, 0-5 min late, one in ten a further 5-30 min late.
+
+    Durations are capped at half the time to the next start, so runs never overlap.
+    """
+    ticks = cron_ticks(cron, n)
+    rng = rng_for(seed, name)
+    delayed = rng.random(n) < SHIFT_DELAYED_SHARE
+    starts = ticks + rng.uniform(0.0, SHIFT_JITTER_S, n)
+    starts += np.where(delayed, rng.uniform(*SHIFT_DELAY_S, n), 0.0)
+    to_next = np.diff(starts)
+    caps = 0.5 * np.append(to_next, to_next[-1])
+    durations = lognormal_durations(rng, caps)
+    return Trace(name, "cron-shifted", starts, durations, (cron,) * n)
 
 
 def change_trace(seed: int, name: str = "hourly-to-daily") -> Trace:
@@ -185,6 +239,8 @@ def all_traces(beta_s: float, seed: int) -> list[Trace]:
     """Every trace of the benchmark for one break-even time and seed."""
     traces = [cron_trace(name, cron, n, seed) for name, cron, n in CRON_TRACES]
     traces.append(change_trace(seed))
+    traces += [missed_trace(name, cron, n, p, seed) for name, cron, n, p in MISSED_TRACES]
+    traces += [shifted_trace(name, cron, n, seed) for name, cron, n in SHIFTED_TRACES]
     traces += [poisson_trace(k, beta_s, seed) for k in POISSON_MEAN_GAPS]
     traces.append(bursty_trace(beta_s, seed))
     traces.append(adversarial_trace(beta_s, seed))

@@ -18,29 +18,35 @@ from vsp.components import (
     training,
 )
 
-COMPONENT_FUNCTIONS = {
-    "check_run_parameters": preflight.check_run_parameters,
-    "create_cluster": cluster.create_cluster,
-    "decide_teardown": cluster_teardown.decide_teardown,
-    "delete_cluster": cluster.delete_cluster,
-    "ensure_slurm_account": training.ensure_slurm_account,
-    "finalize_cluster": cluster_teardown.finalize_cluster,
-    "finalize_custom_jobs": custom_job.finalize_custom_jobs,
-    "keep_cluster": cluster_teardown.keep_cluster,
-    "reap_expired_clusters": cluster_teardown.reap_expired_clusters,
-    "shrink_cluster": cluster_teardown.shrink_cluster,
-    "register_model": registration.register_model,
-    "train_custom_job": custom_job.train_custom_job,
-    "train_on_cluster": training.train_on_cluster,
-}
-# Requirements a component needs beyond the runtime's: the ``google.VertexModel`` output type
-# is GCPC's, and the step imports it before the embedded runtime is unpacked.
-EXTRA_PACKAGES = {"register_model": ("google-cloud-pipeline-components>=2.22,<3",)}
+# The plain declaration functions, by component name (the modules expose only the built ones).
+COMPONENT_FUNCTIONS = dict(
+    sorted(
+        item
+        for module in (cluster, cluster_teardown, custom_job, preflight, registration, training)
+        for item in module.DECLARATIONS.items()
+    )
+)
+# Requirements a component needs beyond the runtime's (pip specifiers), by component name. None
+# today: ``register_model``'s ``google.VertexModel`` output type is embedded
+# (``vsp.components.artifact_types``) rather than installed with GCPC.
+EXTRA_PACKAGES: dict[str, tuple[str, ...]] = {}
 
 
-@functools.cache
 def component_set(options: packaging.ImageOptions = packaging.STOCK_IMAGE) -> dict:
-    """The KFP components, built once per image choice."""
+    """The KFP components, built once per image choice.
+
+    Args:
+        options: The image every step runs in (default: a stock Python image with the
+            requirements pip-installed at step start, as ``compiled/components`` holds).
+
+    Returns:
+        ``{component name: component}`` for every name of ``COMPONENT_FUNCTIONS``.
+    """
+    return _built(options)
+
+
+@functools.cache  # one key per image choice, however the caller passes it
+def _built(options: packaging.ImageOptions) -> dict:
     return {
         name: packaging.build_component(func, options, EXTRA_PACKAGES.get(name, ()))
         for name, func in COMPONENT_FUNCTIONS.items()

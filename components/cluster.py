@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def create_cluster(
     project: str,
@@ -172,3 +174,10 @@ def delete_cluster(
             recheck_minutes=in_use_recheck_minutes,
         ),
     )
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(create_cluster, delete_cluster)
+del create_cluster, delete_cluster
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

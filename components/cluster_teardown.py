@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def decide_teardown(
     project: str,
@@ -63,9 +65,11 @@ def decide_teardown(
             USD/hour; 0 = the same pools' price per hour.
         delay_penalty_per_hour: What one hour of waiting for a new cluster costs the next run,
             currency/hour.
-        pipeline_name: Name of this pipeline, to measure the cadence of its earlier runs.
-        expiry_slack_fraction: Slack after the next expected run before a kept cluster
-            expires, as a fraction of the run interval (at least 10 minutes).
+        pipeline_name: Name of this pipeline, to measure the cadence of its earlier runs
+            (with a cron: how often they were missed or started late).
+        expiry_slack_fraction: Slack after a predicted run before a kept cluster expires, as a
+            fraction of the run interval (at least 10 minutes); the expiry is
+            max(last predicted run within the break-even time + slack, now + break-even time).
         price_file: JSON or YAML prices, USD per node-hour by machine type and provisioning
             model, merged over the price table: a local path or gs://BUCKET/PATH ('' = the
             table alone).
@@ -281,3 +285,12 @@ def reap_expired_clusters(project: str, location: str, dry_run: bool = False) ->
         return list(report.would_delete if dry_run else report.deleted)
 
     return step.run_step("reap_expired_clusters", run)
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(
+    decide_teardown, keep_cluster, shrink_cluster, finalize_cluster, reap_expired_clusters
+)
+del decide_teardown, keep_cluster, shrink_cluster, finalize_cluster, reap_expired_clusters
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def train_custom_job(
     project: str,
@@ -199,3 +201,10 @@ def finalize_custom_jobs(
             project=project, location=location, state=status.state, pipeline_run=pipeline_run
         ),
     )
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(train_custom_job, finalize_custom_jobs)
+del train_custom_job, finalize_custom_jobs
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

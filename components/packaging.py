@@ -15,6 +15,13 @@ kfp passes the archive as a single command argument, and Linux refuses one argum
 kfp writes is not byte-reproducible (tar and gzip record times); ``pipelines.compile``
 normalises it after compiling.
 
+A step program may also import a component module: kfp writes an import of each custom
+artifact type a component uses (``from vsp.components.artifact_types import VertexModel``) at
+the top of the program, before the embedded archive is unpacked. Such modules
+(``components/NAME.py``) are embedded next to the runtime, and ``defer_embedded_imports`` moves
+their import lines after the unpacking, so the type comes from the archive and no package has to
+be installed for it.
+
 Cancel must reach the step: on Vertex AI Pipelines the container's command runs as PID 1, and
 kfp's lightweight command is two ``sh`` stages (``sh -c "pip install ... && $0 $@"``, then
 ``sh -ec "... python3 -m kfp.dsl.executor_main ..."``) that do not ``exec``, so the SIGTERM sent
@@ -36,6 +43,7 @@ import tempfile
 from collections.abc import Callable
 
 from kfp import dsl
+from kfp.dsl.types import custom_artifact_types
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
 RUNTIME_REQUIREMENTS = (
@@ -46,8 +54,10 @@ RUNTIME_REQUIREMENTS = (
     "PyYAML>=6,<7",
     "croniter>=2,<8",
 )
-_RUNTIME_DIR = pathlib.Path(__file__).resolve().parent / "runtime"
+_COMPONENTS_DIR = pathlib.Path(__file__).resolve().parent
+_RUNTIME_DIR = _COMPONENTS_DIR / "runtime"
 _RUNTIME_PACKAGE = "vsp.components.runtime"
+_COMPONENTS_PACKAGE = "vsp.components"
 _STUB_INIT = '"""Embedded runtime of vertex-slurm-pipelines."""\n'
 
 
@@ -132,13 +142,15 @@ def component_modules(func: Callable) -> frozenset[str]:
 
 
 @functools.cache
-def staged_runtime(modules: frozenset[str]) -> str:
+def staged_runtime(modules: frozenset[str], component_files: frozenset[str] = frozenset()) -> str:
     """A directory holding ``vsp/components/runtime`` with the named modules and their packages.
 
     Built once per module set and process, in a temporary directory removed at exit.
 
     Args:
         modules: Runtime module names, ``SUB.NAME`` (e.g. ``core.rest``).
+        component_files: Component modules to embed as ``vsp/components/NAME.py`` (e.g.
+            ``artifact_types``).
     """
     root = pathlib.Path(tempfile.mkdtemp(prefix="vsp-runtime-"))
     package = root / "vsp" / "components" / "runtime"
@@ -151,6 +163,8 @@ def staged_runtime(modules: frozenset[str]) -> str:
         (package / sub).mkdir(exist_ok=True)
         shutil.copyfile(_RUNTIME_DIR / sub / "__init__.py", package / sub / "__init__.py")
         shutil.copyfile(module_file(module), package / sub / f"{name}.py")
+    for name in sorted(component_files):
+        shutil.copyfile(_COMPONENTS_DIR / f"{name}.py", root / "vsp" / "components" / f"{name}.py")
     import atexit  # noqa: PLC0415
 
     atexit.register(shutil.rmtree, root, True)
@@ -186,6 +200,60 @@ def exec_in_place(command: list[str]) -> list[str]:
     return rewritten
 
 
+_EXTRACTION_END = "    __kfp_sys.path.insert(0, __KFP_EMBEDDED_ASSET_DIR)\n"
+
+
+def component_module_imports(func: Callable) -> dict[str, str]:
+    """The import lines kfp writes for a component's custom artifact types from our package.
+
+    Returns:
+        ``{import line: component module name}``, e.g.
+        ``{"from vsp.components.artifact_types import VertexModel": "artifact_types"}``.
+
+    Raises:
+        ValueError: A type comes from a ``vsp`` module other than a top-level component module
+            (only ``components/NAME.py`` files are embedded).
+    """
+    found = {}
+    for line in custom_artifact_types.get_custom_artifact_type_import_statements(func):
+        words = line.split()
+        module = words[1] if words[0] == "from" else words[-1]
+        if not module.startswith("vsp."):
+            continue
+        package, _, name = module.rpartition(".")
+        if package != _COMPONENTS_PACKAGE:
+            raise ValueError(
+                f"{func.__name__} uses an artifact type from {module}; only modules directly in "
+                f"{_COMPONENTS_PACKAGE} are embedded. Fix: define the type in "
+                "vsp.components.artifact_types."
+            )
+        found[line] = name
+    return found
+
+
+def defer_embedded_imports(program: str, import_lines: list[str]) -> str:
+    """A step program with ``import_lines`` moved after the embedded archive is unpacked.
+
+    Raises:
+        RuntimeError: The program does not have the shape this rewrite knows (a kfp upgrade
+            changed it); the step would fail to import the type.
+    """
+    if not import_lines:
+        return program
+    header, found, body = program.partition(_EXTRACTION_END)
+    present = [line for line in import_lines if f"\n{line}\n" in header]
+    if not found or present != import_lines:
+        raise RuntimeError(
+            "kfp's component program changed shape; cannot move the artifact type imports after "
+            "the embedded archive is unpacked. Fix: update "
+            "components.packaging.defer_embedded_imports for this kfp version."
+        )
+    for line in import_lines:
+        header = header.replace(f"\n{line}\n", "\n", 1)
+    moved = "".join(f"{line}\n" for line in import_lines)
+    return f"{header}{found}{moved}{body}"
+
+
 def build_component(
     func: Callable, options: ImageOptions, extra_packages: tuple[str, ...] = ()
 ) -> Callable:
@@ -198,13 +266,18 @@ def build_component(
             specifiers), installed only on a stock image.
     """
     packages = [*RUNTIME_REQUIREMENTS, *extra_packages] if options.install_packages else []
+    own_imports = component_module_imports(func)
     component = dsl.component(
         func,
         base_image=options.base_image,
         packages_to_install=packages,
         install_kfp_package=options.install_packages,
-        embedded_artifact_path=staged_runtime(component_modules(func)),
+        embedded_artifact_path=staged_runtime(
+            component_modules(func), frozenset(own_imports.values())
+        ),
     )
     container = component.component_spec.implementation.container
-    container.command = exec_in_place(container.command)
+    command = exec_in_place(container.command)
+    command[-1] = defer_embedded_imports(command[-1], list(own_imports))
+    container.command = command
     return component

@@ -4,6 +4,8 @@ A component declaration (see ``components.cluster`` for the rules these follow);
 ``vsp.components.runtime.registry.preflight``.
 """
 
+from vsp.components import declarations
+
 
 def check_run_parameters(
     model_id: str,
@@ -109,3 +111,10 @@ def check_run_parameters(
     from vsp.components.runtime.registry import run_check
 
     return step.run_step("check_run_parameters", lambda: run_check.check_component_params(params))
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(check_run_parameters)
+del check_run_parameters
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

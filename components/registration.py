@@ -1,16 +1,18 @@
 """KFP component: register a trained model as a new Model Registry version.
 
 A component declaration (see ``components.cluster`` for the rules these follow); the work is in
-``vsp.components.runtime.registry.runner``. The ``model`` output is GCPC's ``google.VertexModel``
-artifact type, so GCPC ops such as ``ModelDeployOp`` and ``ModelBatchPredictOp`` accept it;
-the step therefore needs ``google-cloud-pipeline-components`` in its image (``components.catalog``
-installs it for this component).
+``vsp.components.runtime.registry.runner``. The ``model`` output has the schema title of
+GCPC's ``google.VertexModel`` (``vsp.components.artifact_types.VertexModel``), so GCPC ops such
+as ``ModelDeployOp`` and ``ModelBatchPredictOp`` accept it, while the step itself installs no
+``google-cloud-pipeline-components``: the type travels embedded with the runtime.
 """
 
 from typing import NamedTuple
 
-from google_cloud_pipeline_components.types.artifact_types import VertexModel
 from kfp import dsl
+
+from vsp.components import declarations
+from vsp.components.artifact_types import VertexModel
 
 
 def register_model(
@@ -96,3 +98,10 @@ def register_model(
     model.metadata["resourceName"] = registered.resource_name
     model.metadata["artifactUri"] = registration.artifact_uri
     return (registered.resource_name, registered.version_id, registered.reused)
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(register_model)
+del register_model
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

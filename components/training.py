@@ -8,17 +8,20 @@ from typing import NamedTuple
 
 from kfp import dsl
 
+from vsp.components import declarations
+
 
 def train_on_cluster(
     project: str,
     location: str,
-    cluster_id: str,
     command: list,
     working_directory: str,
     model_dir: str,
     gcp_resources: dsl.OutputPath(str),
     metrics: dsl.Output[dsl.Metrics],
     report: dsl.Output[dsl.HTML],
+    cluster_name: str = "",
+    cluster_id: str = "",
     checkpoint_dir: str = "",
     spot_partition: str = "spot",
     fallback_partition: str = "",
@@ -61,7 +64,6 @@ def train_on_cluster(
     Args:
         project: Google Cloud project id.
         location: Vertex AI region of the cluster.
-        cluster_id: Id of the training cluster.
         command: Trainer argv, e.g. ``["python", "train.py", "--epochs", "3"]`` (each item is
             passed as one argument; nothing is interpreted by a shell).
         working_directory: Absolute directory of the job on the cluster's shared storage.
@@ -71,6 +73,11 @@ def train_on_cluster(
         metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
             goodput (0-1), cost and estimated Spot saving (currency of the prices).
         report: Output: HTML report with the timeline of attempts and preemptions.
+        cluster_name: The cluster's full name, ``projects/P/locations/L/
+            modelDevelopmentClusters/ID``: pass create_cluster's ``cluster_name`` output, so
+            this task runs once the cluster exists (no ``.after()`` needed). '' = cluster_id.
+        cluster_id: Id of the training cluster (1-10 lowercase letters and digits); '' = the
+            id in cluster_name. When both are given they must agree.
         checkpoint_dir: Checkpoint directory shared by all attempts (``VSP_CHECKPOINT_DIR``).
             '' = on Cloud Storage under the run's output folder (the folder holding
             ``model_dir``): ``checkpoints/RUN_KEY`` there, which this step can read to measure
@@ -98,7 +105,10 @@ def train_on_cluster(
         spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
         ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
         timeout_seconds: Longest time the whole run may take, seconds.
-        poll_seconds: Longest interval between job state polls, seconds.
+        poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
+            progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
+            step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
+            every 12 x poll_seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
         pipeline_run: Pipeline run name (pass the job name placeholder).
         task_name: This task's name in the pipeline (the pipelines pass the task-name
@@ -111,6 +121,7 @@ def train_on_cluster(
         model_dir: The model directory.
         preemptions: Preemptions survived.
     """
+    from vsp.components.runtime.cluster import names as cluster_names
     from vsp.components.runtime.core import step
     from vsp.components.runtime.slurm import backend as slurm_backend
     from vsp.components.runtime.slurm import train_runner as train_step
@@ -132,7 +143,8 @@ def train_on_cluster(
             timeout_seconds=timeout_seconds, spot_price_per_node_hour=spot_price_per_node_hour,
             ondemand_price_per_node_hour=ondemand_price_per_node_hour,
         )  # fmt: skip
-        key = training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name)
+        cluster = cluster_names.resolve_cluster_id(location, cluster_id, cluster_name)
+        key = training_step.run_key_for(pipeline_run, cluster, run_key, task_name)
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
             model_dir, key
         )
@@ -153,7 +165,7 @@ def train_on_cluster(
         return train_step.train_on_cluster(
             project=project,
             location=location,
-            cluster_id=cluster_id,
+            cluster_id=cluster,
             training=training,
             spot_partition=spot_partition,
             fallback_partition=fallback_partition,
@@ -183,9 +195,10 @@ def train_on_cluster(
 def ensure_slurm_account(
     project: str,
     location: str,
-    cluster_id: str,
     account: str,
     partitions: list,
+    cluster_name: str = "",
+    cluster_id: str = "",
     user: str = "",
     organization: str = "",
 ) -> str:
@@ -198,21 +211,27 @@ def ensure_slurm_account(
     Args:
         project: Google Cloud project id.
         location: Vertex AI region of the cluster.
-        cluster_id: Id of the training cluster.
         account: Slurm account name.
         partitions: Partitions the association covers (empty list = all partitions).
+        cluster_name: The cluster's full name: pass create_cluster's ``cluster_name`` output,
+            so this task runs once the cluster exists (no ``.after()`` needed). '' =
+            cluster_id.
+        cluster_id: Id of the training cluster; '' = the id in cluster_name. When both are
+            given they must agree.
         user: Linux user of the association ('' = the caller's own account on the cluster).
         organization: Organization recorded with a new account.
 
     Returns:
         The user the association was ensured for.
     """
+    from vsp.components.runtime.cluster import names as cluster_names
     from vsp.components.runtime.cluster import resource as cluster_resource
     from vsp.components.runtime.core import rest, step
     from vsp.components.runtime.slurm import api as slurm_api
 
     def ensure() -> str:
-        ref = cluster_resource.ClusterRef(project, location, cluster_id)
+        cluster = cluster_names.resolve_cluster_id(location, cluster_id, cluster_name)
+        ref = cluster_resource.ClusterRef(project, location, cluster)
         client = slurm_api.SlurmClient(rest.VertexRestClient(location), ref)
         who = user or client.whoami() or ""
         if not who:
@@ -227,3 +246,10 @@ def ensure_slurm_account(
         return who
 
     return step.run_step("ensure_slurm_account", ensure)
+
+
+# The plain functions are not components: their names resolve to the built ones (see
+# ``vsp.components.declarations``); the catalog builds from DECLARATIONS.
+DECLARATIONS = declarations.collect(train_on_cluster, ensure_slurm_account)
+del train_on_cluster, ensure_slurm_account
+__getattr__ = declarations.forward(__name__, DECLARATIONS)

@@ -17,6 +17,7 @@ from typing import Any
 import click
 import requests
 
+from vsp.components.runtime.cluster import reaper as cluster_reaper
 from vsp.components.runtime.core import errors
 from vsp.pipelines import (
     cli_common,
@@ -256,7 +257,8 @@ def schedule(
             f"{pipeline_schedules.REAPER_PIPELINE} deletes clusters whose expiry passed; no "
             f"schedule of it exists in {job.location}. Create one: vsp schedule --project "
             f"{job.project} --location {job.location} --pipeline-root {job.pipeline_root} "
-            "--template compiled/pipelines/reap_expired_clusters.yaml --cron '30 * * * *' "
+            "--template compiled/pipelines/reap_expired_clusters.yaml "
+            f"--cron '{cluster_reaper.REAPER_CRON}' "
             f"--param project={job.project} --param location={job.location}",
             err=True,
         )

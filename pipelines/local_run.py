@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import pathlib
@@ -38,7 +37,7 @@ from vsp import vertex_emulator
 from vsp.components import catalog, packaging
 from vsp.components.runtime.core import errors, rest
 from vsp.components.runtime.trainer import contract
-from vsp.pipelines import pipeline_caching, registry, run_console
+from vsp.pipelines import local_results, pipeline_caching, registry, run_console
 
 log = logging.getLogger(__name__)
 
@@ -46,59 +45,8 @@ GCS_ROOT_ENV = contract.GCS_FUSE_ROOT_ENV
 COMPILED_DIR = pathlib.Path(__file__).resolve().parent.parent / "compiled"
 
 
-@dataclasses.dataclass
-class LocalRunResult:
-    """What a local run did.
-
-    Attributes:
-        pipeline: Pipeline name.
-        succeeded: Whether every task succeeded.
-        seconds: Wall time of the run.
-        calls: Count of journal entries by ``METHOD kind`` (e.g. ``POST create-cluster``).
-        journal: The journal entries written during the run.
-        state_dir: The emulator's state directory (None when an external emulator was used).
-        error: The failure message when the run failed.
-        outputs: Task output files of the run by ``task/output``, e.g. ``train-on-cluster/report``.
-        parameters: Output parameters of each task that ran, by task name.
-        run_dir: kfp.local's folder of the run ('' when none was found).
-        mode: ``faithful`` (compiled template, a venv per step) or ``in-process``.
-    """
-
-    pipeline: str
-    succeeded: bool
-    seconds: float
-    calls: dict[str, int]
-    journal: list[dict[str, Any]]
-    state_dir: str | None
-    error: str = ""
-    outputs: dict[str, str] = dataclasses.field(default_factory=dict)
-    parameters: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    run_dir: str = ""
-    mode: str = "faithful"
-
-
-def classify_call(entry: dict[str, Any]) -> str:
-    """A short label of a journaled request, e.g. ``create cluster`` or ``get operation``."""
-    method, path = entry.get("method", ""), entry.get("path", "")
-    tail = path.rsplit("/", 2)
-    if "/operations/" in path:
-        return f"{method} operation"
-    if path.endswith("/customJobs"):
-        return "create custom job" if method == "POST" else "list custom jobs"
-    if "/customJobs/" in path:
-        return "cancel custom job" if path.endswith(":cancel") else f"{method} custom job"
-    if ":upload" in path or ":listVersions" in path or ":mergeVersionAliases" in path:
-        return {"upload": "upload model", "listVersions": "list model versions"}.get(
-            path.rsplit(":", 1)[-1], "merge version aliases"
-        )
-    if path.endswith("/pipelineJobs"):
-        return "create pipeline job" if method == "POST" else "list pipeline jobs"
-    if path.endswith("/modelDevelopmentClusters"):
-        return "create cluster" if method == "POST" else "list clusters"
-    if "/modelDevelopmentClusters/" in path:
-        verb = {"GET": "get", "DELETE": "delete", "PATCH": "update"}.get(method, method)
-        return f"{verb} cluster" if ":" not in tail[-1] else f"{method} {tail[-1].split(':')[-1]}"
-    return f"{method} {path}"
+# The outcome of a local run (defined with the other readers of what a run left).
+LocalRunResult = local_results.LocalRunResult
 
 
 def local_settings(
@@ -147,7 +95,9 @@ def emulator_for_run(
     server = vertex_emulator.EmulatorServer(str(state), settings=settings)
     server.start()
     if cluster_id:
-        with contextlib.suppress(Exception):  # no such cluster yet: its plan starts fresh anyway
+        # Not created yet: a plan an earlier run left waiting for it is dropped. The id matching
+        # clusters of several projects (NOT_FOUND): left alone.
+        with contextlib.suppress(Exception):
             server.app.slurm.clear_preemption_plan(cluster_id)
     # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
     # (set by the emulator) and for the steps that read checkpoints and models.
@@ -217,58 +167,121 @@ def run_local(
     if pipeline not in registry.PIPELINES:
         known = ", ".join(sorted(registry.PIPELINES))
         raise errors.UserError(f"unknown pipeline {pipeline!r}. Fix: use one of {known}.")
-    root = str(pathlib.Path(pipeline_root).resolve())
-    if in_process:
-        pipeline_func = registry.PIPELINES[pipeline](catalog.component_set(packaging.PREINSTALLED))
-        arguments = coerce_arguments(pipeline_func, arguments)
+    if not in_process:
+        return run_template(
+            compiled_template(pipeline, template_dir),
+            arguments,
+            state_dir=state_dir,
+            pipeline_root=pipeline_root,
+            settings=settings,
+            enable_caching=enable_caching,
+            console=console,
+        )
+    pipeline_func = registry.PIPELINES[pipeline](catalog.component_set(packaging.PREINSTALLED))
+    arguments = coerce_arguments(pipeline_func, arguments)
+    run = _LocalRun(pipeline, lambda values: pipeline_func(**values), "in-process")
+    return run.execute(arguments, state_dir, pipeline_root, settings, console)
 
-        def launch(values: dict[str, Any]) -> None:
-            pipeline_func(**values)
 
-        runner = local.SubprocessRunner(use_venv=False)
-    else:
-        path = compiled_template(pipeline, template_dir)
-        template = components.load_component_from_file(str(path))
-        arguments = coerce_arguments(template, arguments)
-        pipeline_spec = template.pipeline_spec
-        if enable_caching is not None:
-            spec = pipeline_caching.with_caching(
-                json_format.MessageToDict(pipeline_spec), enable_caching
+def run_template(
+    template: str | os.PathLike,
+    arguments: dict[str, Any],
+    *,
+    state_dir: str | None = None,
+    pipeline_root: str = ".vsp/local_outputs",
+    settings: vertex_emulator.EmulatorSettings | None = None,
+    enable_caching: bool | None = None,
+    console: run_console.StepConsole | None = None,
+) -> LocalRunResult:
+    """Runs a compiled pipeline template (the project's or your own) locally, as Vertex runs it.
+
+    Each step runs its compiled command in a fresh virtual environment holding only what its
+    YAML installs, against the Vertex emulator: unless ``VERTEX_EMULATOR_HOST`` is set, one
+    is started in-process with its state in ``state_dir``, and the steps get
+    ``VERTEX_EMULATOR_HOST`` and ``VSP_GCS_FUSE_ROOT`` (``{state_dir}/gcs``, the emulated
+    Cloud Storage) in their environment.
+
+    Args:
+        template: Path of the compiled pipeline YAML.
+        arguments: Pipeline parameter values.
+        state_dir: Emulator state directory (default ``.vsp/emulator``).
+        pipeline_root: Where kfp.local writes task outputs.
+        settings: Emulator timings for an in-process emulator (None = the saved ones).
+        enable_caching: True or False sets caching of every task; None keeps the template's.
+        console: Show the run through this console instead of kfp.local's full stream.
+
+    Returns:
+        The outcome, with the emulator journal of the run.
+
+    Raises:
+        errors.UserError: A parameter the template does not have.
+    """
+    loaded = components.load_component_from_file(str(template))
+    arguments = coerce_arguments(loaded, arguments)
+    pipeline_spec = loaded.pipeline_spec
+    if enable_caching is not None:
+        spec = pipeline_caching.with_caching(
+            json_format.MessageToDict(pipeline_spec), enable_caching
+        )
+        pipeline_spec = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+
+    def launch(values: dict[str, Any]) -> None:
+        pipeline_orchestrator.run_local_pipeline(pipeline_spec=pipeline_spec, arguments=values)
+
+    run = _LocalRun(pipeline_spec.pipeline_info.name, launch, "faithful")
+    return run.execute(arguments, state_dir, pipeline_root, settings, console)
+
+
+@dataclasses.dataclass
+class _LocalRun:
+    """One local run: its name, how it starts, and its mode (``faithful`` or ``in-process``)."""
+
+    pipeline: str
+    launch: Any
+    mode: str
+
+    def execute(
+        self,
+        arguments: dict[str, Any],
+        state_dir: str | None,
+        pipeline_root: str,
+        settings: vertex_emulator.EmulatorSettings | None,
+        console: run_console.StepConsole | None,
+    ) -> LocalRunResult:
+        in_process = self.mode == "in-process"
+        root = str(pathlib.Path(pipeline_root).resolve())
+        runner = local.SubprocessRunner(use_venv=not in_process)
+        cluster_id = str(arguments.get("cluster_id", ""))
+        with emulator_for_run(state_dir, settings, cluster_id) as state:
+            before = len(vertex_emulator.read_journal(state)) if state else 0
+            local.init(
+                runner, pipeline_root=root, raise_on_error=True, enable_caching=not in_process
             )
-            pipeline_spec = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
-
-        def launch(values: dict[str, Any]) -> None:
-            pipeline_orchestrator.run_local_pipeline(pipeline_spec=pipeline_spec, arguments=values)
-
-        runner = local.SubprocessRunner(use_venv=True)
-    with emulator_for_run(state_dir, settings, str(arguments.get("cluster_id", ""))) as state:
-        before = len(vertex_emulator.read_journal(state)) if state else 0
-        local.init(runner, pipeline_root=root, raise_on_error=True, enable_caching=not in_process)
-        start = time.monotonic()
-        error = ""
-        shown = run_console.capture(console) if console else contextlib.nullcontext()
-        try:
-            with shown:
-                launch(arguments)
-        except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
-            error = str(exc)
-        seconds = time.monotonic() - start
-        entries = vertex_emulator.read_journal(state)[before:] if state else []
-    calls = collections.Counter(classify_call(e) for e in entries)
-    run_dir = _newest_run(pathlib.Path(pipeline_root), pipeline)
-    return LocalRunResult(
-        pipeline,
-        not error,
-        seconds,
-        dict(calls),
-        entries,
-        state,
-        error,
-        _task_outputs(run_dir),
-        _task_parameters(run_dir),
-        str(run_dir or ""),
-        "in-process" if in_process else "faithful",
-    )
+            start = time.monotonic()
+            error = ""
+            shown = run_console.capture(console) if console else contextlib.nullcontext()
+            try:
+                with shown:
+                    self.launch(arguments)
+            except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
+                error = str(exc)
+            seconds = time.monotonic() - start
+            entries = vertex_emulator.read_journal(state)[before:] if state else []
+        calls = collections.Counter(local_results.classify_call(e) for e in entries)
+        run_dir = local_results.newest_run(pathlib.Path(pipeline_root), self.pipeline)
+        return LocalRunResult(
+            self.pipeline,
+            not error,
+            seconds,
+            dict(calls),
+            entries,
+            state,
+            error,
+            local_results.task_outputs(run_dir),
+            local_results.task_parameters(run_dir),
+            str(run_dir or ""),
+            self.mode,
+        )
 
 
 def coerce_arguments(pipeline_func: Any, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -289,33 +302,3 @@ def coerce_arguments(pipeline_func: Any, arguments: dict[str, Any]) -> dict[str,
         if inputs[name].type == "Float" and isinstance(value, int) and not isinstance(value, bool):
             coerced[name] = float(value)
     return coerced
-
-
-def _newest_run(root: pathlib.Path, pipeline: str) -> pathlib.Path | None:
-    """kfp.local's folder of the newest run of ``pipeline`` under the pipeline root."""
-    runs = sorted(root.glob(f"{pipeline}-*"), key=lambda p: p.stat().st_mtime)
-    return runs[-1] if runs else None
-
-
-def _task_outputs(run_dir: pathlib.Path | None) -> dict[str, str]:
-    """Output files of a run by ``task/output``."""
-    if run_dir is None:
-        return {}
-    return {
-        str(path.relative_to(run_dir)): str(path)
-        for path in sorted(run_dir.glob("*/*"))
-        if path.is_file() and path.name != "executor_output.json"
-    }
-
-
-def _task_parameters(run_dir: pathlib.Path | None) -> dict[str, dict[str, Any]]:
-    """Output parameters of each task of a run, from kfp.local's executor output files."""
-    if run_dir is None:
-        return {}
-    found = {}
-    for path in sorted(run_dir.glob("*/executor_output.json")):
-        try:
-            found[path.parent.name] = json.loads(path.read_text()).get("parameterValues") or {}
-        except (OSError, ValueError):
-            log.warning("unreadable task output %s", path)
-    return found

@@ -14,7 +14,7 @@ import json
 import pathlib
 import re
 
-from vsp.components.runtime.core import gcp_labels
+from vsp.components.runtime.core import gcp_labels, readable_time
 from vsp.pipelines import local_run
 
 _BODY = re.compile(r"<body>(.*)</body>", re.DOTALL)
@@ -61,7 +61,8 @@ def facts(result: local_run.LocalRunResult) -> list[tuple[str, str]]:
         labels = decide.get("labels") or {}
         if labels.get(gcp_labels.EXPIRES_AT):
             what = "shrunk until" if decide.get("action") == "shrink" else "kept until"
-            rows.append((what, f"{labels['vsp-expires-at']} (UTC), then reaped"))
+            expires = gcp_labels.parse_timestamp(labels[gcp_labels.EXPIRES_AT]).timestamp()
+            rows.append((what, f"{readable_time.utc(expires)}, then reaped"))
     shrink = params.get("shrink-cluster")
     if shrink:
         rows.append(("gpu pools", f"{shrink.get('Output', '')}"))
@@ -107,9 +108,10 @@ def html_report(result: local_run.LocalRunResult) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(result.pipeline)} run</title><style>{style}</style></head><body>"
-        f"<h1>{html.escape(result.pipeline)}: {state} in {result.seconds:.1f} s</h1>"
-        f"<table>{rows}</table><h2>Requests to Vertex AI</h2><table>{calls}</table>"
-        f"{training}{teardown}</body></html>\n"
+        f"<h1>{html.escape(result.pipeline)}: {state} in "
+        f"{readable_time.duration(result.seconds)}</h1><table>{rows}</table>"
+        f"{training}{teardown}<h2>Requests to Vertex AI</h2><table>{calls}</table>"
+        "</body></html>\n"
     )
 
 
@@ -180,6 +182,8 @@ def _metrics_line(path: str) -> str:
         "goodput",
         "work_lost_seconds",
         "node_hours_billed",
+        "vertex_calls",
+        "vertex_calls_per_job_hour",
         "teardown_keep",
         "teardown_shrink",
         "teardown_cost_if_kept",

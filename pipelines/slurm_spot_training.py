@@ -137,7 +137,10 @@ def build(components: dict):
                 ``ondemand`` (with an on-demand pool), seconds.
             spot_price_per_node_hour: Spot price per node-hour (cost metrics).
             ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
-            poll_seconds: Longest interval between job state polls, seconds.
+            poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
+                progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
+                step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
+                every 12 x poll_seconds.
             model_display_name: Display name of the model ('' = model_id).
             version_aliases: Aliases of the new model version, e.g. ``["candidate"]``.
             model_labels: Labels of the model version.
@@ -178,10 +181,12 @@ def build(components: dict):
             check = model_tasks.check_parameters(components, values, model_dir)
             create = cluster_tasks.create_cluster(components, values)
             create.after(check)
+            # The cluster's name from create-cluster: a data dependency, so training waits
+            # for the cluster without an .after().
             train = train_on_cluster(
                 project=project,
                 location=location,
-                cluster_id=cluster_id,
+                cluster_name=create.outputs["cluster_name"],
                 command=command,
                 working_directory=working_directory,
                 checkpoint_dir=checkpoint_dir,
@@ -203,7 +208,6 @@ def build(components: dict):
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
                 task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             )
-            train.after(create)
             task_policy.apply(train, "train-on-cluster")
             register = model_tasks.register_model(components, values, train)
             decide = decide_teardown(

@@ -88,7 +88,8 @@ class EmulatorApp:
             settings: Settings to use and save; None = the saved ones, else defaults.
             extensions: ``register`` functions to use instead of the discovered ones.
         """
-        self.state_dir = pathlib.Path(state_dir)
+        # Absolute: jobs run in other working directories, and paths derived from it must hold.
+        self.state_dir = pathlib.Path(os.path.abspath(state_dir))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # Import resource modules first: they may declare fault actions the faults file uses.
         registers = services() if extensions is None else list(extensions)

@@ -32,6 +32,9 @@ class EmulatorSettings:
         tick_interval_seconds: Period of the background tick (time-driven work).
         default_page_size: Page size of list calls that give no ``pageSize``.
         max_page_size: Largest page a list call returns.
+        operation_retention_seconds: How long a finished long-running operation can still be
+            read; it is then deleted (GET answers 404). Vertex AI's retention is not
+            documented; 7 days is an assumption.
         reject_unknown_fields: Answer 400 to unknown request fields, as the real service does.
         max_request_bytes: Largest request body accepted (Google's front ends: 32 MiB); a
             larger one is answered 413 without being read.
@@ -91,6 +94,7 @@ class EmulatorSettings:
     tick_interval_seconds: float = 0.2
     default_page_size: int = 50
     max_page_size: int = 1000
+    operation_retention_seconds: float = 7 * 24 * 3600.0
     reject_unknown_fields: bool = True
     max_request_bytes: int = 32 * 1024 * 1024
     cluster_fixed_size_pools: bool = False

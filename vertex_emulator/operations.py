@@ -7,7 +7,15 @@ by stored timestamps from the app's tick (before every API request and in the ba
 restarted emulator finishes overdue operations at once, stamped with their due times.
 
 Stored in the ``operations`` collection as ``{"operation": <public JSON>, "kind", "target",
-"due", "payload"}``; operations never expire.
+"due", "payload", "done_at"}``; the pending ones with a due time are also indexed in
+``operations_due`` (``{name: {"due"}}``), so the tick reads only those, not every operation.
+
+A finished operation is kept for ``operation_retention_seconds`` after it finished (scaled by
+``time_scale``): from then on a GET answers 404 NOT_FOUND, as a service that prunes finished
+operations does (clients fall back to reading the resource), and a sweep deletes it (at most
+once per ``PRUNE_EVERY_SECONDS`` of emulated time, so requests do not each scan every
+operation). Google does not document Vertex AI's retention; the default (7 days) is an
+assumption. ``GET P/operations`` lists a location's operations by name, a page at a time.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from vsp.vertex_emulator import clock, errors, router
+from vsp.vertex_emulator import clock, errors, paging, router
 
 COLLECTION = "operations"
+DUE_COLLECTION = "operations_due"
+PRUNE_EVERY_SECONDS = 60.0
 TYPE_URL_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1beta1."
 EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 
@@ -28,6 +38,7 @@ Completer = Callable[[dict[str, Any], float], tuple[Any, Any]]
 _NAME_PATTERN = (
     r"(?P<name>projects/[^/]+/locations/[^/]+/(?:[^:]+/)?operations/(?P<operation>[^/:]+))"
 )
+_LIST_PATTERN = r"(?P<parent>projects/[^/]+/locations/[^/]+)/operations"
 
 
 def type_url(message: str) -> str:
@@ -51,11 +62,15 @@ class OperationManager:
         """
         self._app = app
         self._completers: dict[str, Completer] = {}
+        self._pruned_at: float | None = None
 
     def install(self) -> None:
-        """Registers the operation GET route and the settling tick on the app."""
+        """Registers the operation GET and list routes and the settling tick on the app."""
         self._app.router.add_api("GET", _NAME_PATTERN, self._get_handler, name="operations.get")
+        self._app.router.add_api("GET", _LIST_PATTERN, self._list_handler, name="operations.list")
         self._app.add_tick(self.settle, name="operations.settle")
+        self._app.add_tick(self.prune, name="operations.prune")
+        self._index_pending()
 
     def register_kind(self, kind: str, completer: Completer) -> None:
         """Registers how operations of a kind complete (e.g. ``cluster.create``)."""
@@ -109,12 +124,16 @@ class OperationManager:
                 "payload": payload or {},
             }
             store.put(COLLECTION, name, record)
+            if due is not None:
+                store.put(DUE_COLLECTION, name, {"due": due})
         return public
 
     def get(self, name: str) -> dict[str, Any] | None:
-        """The public JSON of an operation, or None."""
+        """The public JSON of an operation, or None (also once past its retention)."""
         record = self._app.store.get(COLLECTION, name)
-        return None if record is None else record["operation"]
+        if record is None or self._expired(record, self._app.now()):
+            return None
+        return record["operation"]
 
     def record(self, name: str) -> dict[str, Any] | None:
         """The stored record of an operation (public JSON plus kind, target, due, payload)."""
@@ -134,15 +153,20 @@ class OperationManager:
                 return None
             _mark_done(record, at, response, error)
             store.put(COLLECTION, name, record)
+            store.delete(DUE_COLLECTION, name)
             return record["operation"]
 
     def settle(self, app: Any, now: float) -> None:
         """Completes every pending operation whose due time has passed, oldest due first."""
         with app.store.transaction() as store:
-            due = store.select(
-                COLLECTION,
-                lambda r: not r["operation"]["done"] and r["due"] is not None and r["due"] <= now,
-            )
+            ripe = store.select(DUE_COLLECTION, lambda entry: entry["due"] <= now)
+            due = []
+            for name, _ in ripe:
+                record = store.get(COLLECTION, name)
+                if record is None or record["operation"]["done"]:
+                    store.delete(DUE_COLLECTION, name)
+                else:
+                    due.append((name, record))
             for _, record in sorted(due, key=lambda item: item[1]["due"]):
                 completer = self._completers.get(record["kind"])
                 at = record["due"]
@@ -156,6 +180,50 @@ class OperationManager:
                     continue
                 _mark_done(current, at, response, error)
                 store.put(COLLECTION, current["operation"]["name"], current)
+                store.delete(DUE_COLLECTION, current["operation"]["name"])
+
+    def prune(self, app: Any, now: float) -> None:
+        """Deletes the operations past their retention (a sweep per ``PRUNE_EVERY_SECONDS``)."""
+        every = app.settings.scaled(PRUNE_EVERY_SECONDS)
+        if self._pruned_at is not None and self._pruned_at <= now < self._pruned_at + every:
+            return
+        self._pruned_at = now
+        with app.store.transaction() as store:
+            expired = store.select(COLLECTION, lambda r: self._expired(r, now))
+            for name, _ in expired:
+                store.delete(COLLECTION, name)
+
+    def _expired(self, record: dict[str, Any], now: float) -> bool:
+        settings = self._app.settings
+        horizon = now - settings.scaled(settings.operation_retention_seconds)
+        return bool(record["operation"]["done"]) and _done_at(record) <= horizon
+
+    def _index_pending(self) -> None:
+        """Rebuilds the due-time index from the operations (state of any earlier version)."""
+        with self._app.store.transaction() as store:
+            for name in store.keys(DUE_COLLECTION):
+                store.delete(DUE_COLLECTION, name)
+            pending = store.select(
+                COLLECTION, lambda r: not r["operation"]["done"] and r["due"] is not None
+            )
+            for name, record in pending:
+                store.put(DUE_COLLECTION, name, {"due": record["due"]})
+
+    def _list_handler(self, request: router.Request) -> router.Response:
+        if request.query_value("filter"):
+            raise errors.invalid_argument(
+                "The emulator's operations.list takes no filter; list without one and filter "
+                "on the client.",
+                [errors.FieldViolation("filter", "Not supported by the emulator.")],
+            )
+        prefix = f"{request.params['parent']}/operations/"
+        store, now = self._app.store, self._app.now()
+        live = store.select(COLLECTION, lambda r: not self._expired(r, now))
+        names = sorted(name for name, _ in live if name.startswith(prefix))
+        chosen, body = paging.page(request, names, str, prefix)
+        if chosen:
+            body["operations"] = [store.get(COLLECTION, name)["operation"] for name in chosen]
+        return router.Response(body)
 
     def _get_handler(self, request: router.Request) -> router.Response:
         operation = self.get(request.params["name"])
@@ -164,7 +232,19 @@ class OperationManager:
         return router.Response(operation)
 
 
+def _done_at(record: dict[str, Any]) -> float:
+    """When an operation finished (records stored before ``done_at`` use their updateTime)."""
+    if record.get("done_at") is not None:
+        return float(record["done_at"])
+    generic = record["operation"].get("metadata", {}).get("genericMetadata", {})
+    try:
+        return clock.parse_rfc3339(generic.get("updateTime", ""))
+    except ValueError:
+        return float(record.get("due") or 0.0)
+
+
 def _mark_done(record: dict[str, Any], at: float, response: Any, error: Any) -> None:
+    record["done_at"] = at
     public = record["operation"]
     public["done"] = True
     public["metadata"].setdefault("genericMetadata", {})["updateTime"] = clock.rfc3339(at)

@@ -104,7 +104,7 @@ class EmulatorServer:
         Raises:
             RuntimeError: Another emulator holds the state directory.
         """
-        self.state_dir = pathlib.Path(state_dir)
+        self.state_dir = pathlib.Path(os.path.abspath(state_dir))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._host, self._port = host, port
         self._httpd: _HTTPServer | None = None
@@ -240,7 +240,8 @@ def serve(
 ) -> None:
     """Runs an emulator in the foreground until Ctrl-C or SIGTERM.
 
-    Prints ``VERTEX_EMULATOR_HOST=host:port`` on the first line of stdout once it is listening.
+    Prints ``VERTEX_EMULATOR_HOST=host:port`` on the first line of stdout once it is listening,
+    and ``VSP_GCS_FUSE_ROOT=<state>/gcs`` (the emulated Cloud Storage) on the second.
 
     Args:
         state_dir: Directory holding all state.
@@ -257,7 +258,9 @@ def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             restore[signum] = signal.signal(signum, lambda *_: stop.set())
     print(f"VERTEX_EMULATOR_HOST={server.address}", flush=True)
-    print(f"Vertex emulator serving {server.base_url} from {state_dir}", file=sys.stderr)
+    # The emulated Cloud Storage, for steps run by hand against this emulator.
+    print(f"VSP_GCS_FUSE_ROOT={server.state_dir / 'gcs'}", flush=True)
+    print(f"Vertex emulator serving {server.base_url} from {server.state_dir}", file=sys.stderr)
     try:
         while not stop.wait(0.2):
             pass

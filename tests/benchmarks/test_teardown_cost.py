@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks import teardown_cost, teardown_policies, teardown_traces
+from benchmarks import teardown_cost, teardown_ours, teardown_policies, teardown_traces
+from vsp.components.runtime.teardown import cadence
+from vsp.components.runtime.teardown import decision as teardown
 
 BETA_1H = teardown_policies.PRICES[1]  # r = 1.0/h, C = 1.0, beta = 1 h
 
@@ -89,8 +91,53 @@ def test_ours_equals_opt_on_an_exact_cron_trace(cron, prices):
 
 def test_ours_keep_without_cadence_is_the_break_even_ttl():
     trace = teardown_traces.poisson_trace(1.0, BETA_1H.beta_s, seed=3)
-    ttls = teardown_policies.ours_ttls(trace, BETA_1H, "keep")
+    ttls = teardown_policies.ours_ttls(trace, BETA_1H, "keep", reaper_cron=None)
     assert ttls == pytest.approx(np.full(len(ttls), BETA_1H.beta_s), abs=1.0)  # label: whole s
+
+
+def test_the_reaper_deletes_at_its_first_tick_after_the_label():
+    trace = teardown_traces.poisson_trace(1.0, BETA_1H.beta_s, seed=3)
+    ttls = teardown_policies.ours_ttls(trace, BETA_1H, "keep")  # reaper.REAPER_CRON
+    ends = trace.ends[:-1]
+    label = np.floor(ends + BETA_1H.beta_s)
+    assert ttls == pytest.approx((np.floor(label / 600) + 1) * 600 - ends, abs=1e-6)
+    assert np.all((ttls > BETA_1H.beta_s - 1) & (ttls <= BETA_1H.beta_s + 600))
+
+
+@pytest.mark.parametrize("cron", ["*/10 * * * *", "5,35 * * * *", "0 * * * *", "*/7 * * * *"])
+def test_reaped_at_matches_the_cron_ticks(cron):
+    moments = 1.8e9 + np.random.default_rng(2).random(100) * 1e6
+    moments[:10] = np.floor(moments[:10] / 600) * 600  # on a tick: the next one deletes
+    for moment in moments:
+        expected = cadence.ticks_between(cron, math.floor(moment), math.inf, 1)[0]
+        assert teardown_ours.reaped_at(float(moment), cron) == expected
+        label = teardown.parse_label_time(teardown.format_label_time(float(moment)))
+        assert teardown_ours.label_expiry(float(moment)) == label
+
+
+def test_fixed_ttl_totals_match_the_per_gap_sum():
+    gaps = np.append(np.random.default_rng(4).exponential(BETA_1H.beta_s, 300), [0.0, 0.0])
+    ttls = np.concatenate([[0.0, math.inf], np.unique(gaps)])
+    totals = teardown_policies.fixed_ttl_totals(gaps, ttls, BETA_1H)
+    for ttl, total in zip(ttls, totals, strict=True):
+        expected = teardown_policies.gap_costs(gaps, np.full(len(gaps), ttl), BETA_1H).sum()
+        assert total == pytest.approx(expected, rel=1e-12, abs=1e-9)
+
+
+def test_missed_and_shifted_traces():
+    missed = teardown_traces.missed_trace("m", "0 * * * *", 1000, 0.2, seed=1)
+    ticks = teardown_traces.cron_ticks("0 * * * *", 1000)
+    assert missed.family == "cron-missed"
+    assert 0.17 < 1 - len(missed.starts) / 1000 < 0.23
+    # Every run starts 0-60 s after one of the ticks, and some gaps span two ticks or more.
+    offsets = missed.starts - ticks[np.searchsorted(ticks, missed.starts) - 1]
+    assert np.all((offsets >= 0) & (offsets <= teardown_traces.START_JITTER_S))
+    assert np.any(np.diff(missed.starts) > 2 * 3600 - 60)
+    shifted = teardown_traces.shifted_trace("s", "0 * * * *", 1000, seed=1)
+    late = shifted.starts - ticks
+    assert shifted.family == "cron-shifted" and np.all(shifted.gaps > 0)
+    assert np.all((late >= 0) & (late <= 35 * 60))
+    assert 0.07 < np.mean(late > 5 * 60) < 0.13  # one in ten delayed 5-30 min
 
 
 def test_ours_auto_uses_the_cron_of_each_run_across_a_schedule_change():
@@ -160,3 +207,11 @@ def test_goals_mark_met_and_not_met_from_the_numbers():
     assert goals["1"]["met"] and goals["2"]["met"] and goals["2'"]["met"]
     assert not goals["3"]["met"] and goals["3"]["where"] == "poisson-1b at beta 1h"
     assert not goals["5"]["met"] and goals["5"]["measured"] == 1.6
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 20, 99, 100, 999])
+def test_p95_delay_from_counts_is_numpy_percentile(n):
+    recreated = np.random.default_rng(n).random((300, n)) < np.linspace(0, 1, 300)[:, None]
+    delays = np.where(recreated, BETA_1H.provisioning_minutes, 0.0)
+    got = teardown_policies.p95_delay(recreated.sum(axis=1), n, BETA_1H)
+    assert got == pytest.approx(np.percentile(delays, 95, axis=1), abs=1e-12)

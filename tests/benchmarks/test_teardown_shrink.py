@@ -63,6 +63,8 @@ def test_goal_and_report_from_a_small_run(monkeypatch):
         traces, "CRON_TRACES", (("hourly", "0 * * * *", 40), ("weekly", "0 3 * * 1", 20))
     )
     monkeypatch.setattr(traces, "CHANGE_CRONS", (("0 * * * *", 20), ("0 3 * * *", 10)))
+    monkeypatch.setattr(traces, "MISSED_TRACES", (("hourly-missed", "0 * * * *", 40, 0.2),))
+    monkeypatch.setattr(traces, "SHIFTED_TRACES", (("hourly-shifted", "0 * * * *", 40),))
     results = bench.run(1)
     (goal,) = results["goals"]
     assert goal["id"] == "S1" and math.isfinite(goal["measured"])

@@ -33,6 +33,7 @@ def test_serve_prints_its_address_and_stops_cleanly(tmp_path, stop_signal):
         first_line = process.stdout.readline().strip()
         name, _, address = first_line.partition("=")
         assert name == "VERTEX_EMULATOR_HOST"
+        assert process.stdout.readline().strip() == f"VSP_GCS_FUSE_ROOT={tmp_path / 'gcs'}"
         health = requests.get(f"http://{address}/emulator/v1/health", timeout=5).json()
         assert health == {"status": "ok", "stateDir": str(tmp_path)}
         settings = requests.get(f"http://{address}/emulator/v1/settings", timeout=5).json()

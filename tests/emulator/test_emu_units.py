@@ -69,12 +69,59 @@ def test_store_persists_atomically_and_rolls_back(tmp_path):
         state.put("things", "k2", {})
         raise RuntimeError("boom")
     assert state.items("things") == [("k", {"a": [1]})]
-    assert json.loads((tmp_path / "store" / "things.json").read_text()) == {"k": {"a": [1]}}
     assert store.StateStore(tmp_path).get("things", "k") == {"a": [1]}
+    assert store.StateStore(tmp_path).keys("things") == ["k"]
     assert state.delete("things", "k") and not state.delete("things", "k")
-    assert list((tmp_path / "store").iterdir()) == [tmp_path / "store" / "things.json"]
+    assert store.StateStore(tmp_path).items("things") == []
+    assert sorted(p.name for p in (tmp_path / "store").iterdir() if "-" not in p.name) == [
+        "state.sqlite3"
+    ]
     with pytest.raises(ValueError):
         state.get("../escape", "k")
+
+
+def test_store_keeps_insertion_order_across_reopening(tmp_path):
+    state = store.StateStore(tmp_path)
+    for key in ("b", "a", "c"):
+        state.put("things", key, {"key": key})
+    state.put("things", "a", {"key": "a", "changed": True})
+    with state.transaction():
+        state.delete("things", "b")
+        state.put("things", "b", {"key": "b", "again": True})
+    assert state.keys("things") == ["a", "c", "b"]
+    reopened = store.StateStore(tmp_path)
+    assert reopened.items("things") == [
+        ("a", {"key": "a", "changed": True}),
+        ("c", {"key": "c"}),
+        ("b", {"key": "b", "again": True}),
+    ]
+    assert reopened.keys("things", prefix="c") == ["c"]
+    assert reopened.count("things") == 3
+
+
+def test_store_migrates_json_collection_files(tmp_path):
+    legacy = tmp_path / "store"
+    legacy.mkdir()
+    (legacy / "things.json").write_text(json.dumps({"z": {"n": 1}, "y": {"n": 2}}))
+    state = store.StateStore(tmp_path)
+    assert state.items("things") == [("z", {"n": 1}), ("y", {"n": 2})]
+    assert not (legacy / "things.json").exists()
+    assert json.loads((legacy / "things.json.migrated").read_text()) == {
+        "z": {"n": 1},
+        "y": {"n": 2},
+    }
+    assert store.StateStore(tmp_path).keys("things") == ["z", "y"]
+
+
+def test_store_refuses_json_files_beside_a_filled_database(tmp_path):
+    store.StateStore(tmp_path).put("things", "k", {})
+    (tmp_path / "store" / "things.json").write_text("{}")
+    with pytest.raises(store.StoreError, match=r"things\.json.*Fix: remove those files"):
+        store.StateStore(tmp_path)
+    (tmp_path / "store" / "things.json").write_text("[]")
+    (tmp_path / "store" / "state.sqlite3").unlink()
+    with pytest.raises(store.StoreError, match="must hold a JSON object"):
+        store.StateStore(tmp_path)
 
 
 def test_settings_validation_and_round_trip(tmp_path):

@@ -130,7 +130,9 @@ def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically
     assert metrics["preemptions"] == 3 and metrics["resubmissions"] == 0
     assert result.calls["create cluster"] == 1 and result.calls["delete cluster"] == 1
     report = pathlib.Path(result.outputs["train-on-cluster/report"]).read_text()
-    assert report.count("<title>requeued</title>") == 3
+    timeline = re.search(r'<svg[^>]*aria-label="timeline">.*?</svg>', report).group(0)
+    assert len(re.findall(r"<title>preemption \d: job 1 requeued at ", timeline)) == 3
+    assert timeline.count('<g class="marker resume">') == 3
     # The same trainer, uninterrupted, ends with the same bytes.
     reference = tmp_path / "reference"
     env = {
@@ -170,7 +172,9 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     assert [f"SLURM_RESTART_COUNT={n}" in trainer_log for n in range(4)] == [True] * 4
     # Recompute work lost and goodput from the report's running stretches and those times.
     stretches = re.findall(
-        r"<tr><td>1</td><td>([\d.]+)</td><td>([\d.]+)</td><td>[\d.]+</td><td>(\w+)</td>", report
+        r'<tr><td>1</td><td data-epoch="([\d.]+)">[^<]*</td><td data-epoch="([\d.]+)">[^<]*</td>'
+        r"<td>[^<]*</td><td>(\w+)</td>",
+        report,
     )
     assert [ended for _, _, ended in stretches] == ["requeued"] * 3 + ["succeeded"]
     running, lost = 0.0, 0.0

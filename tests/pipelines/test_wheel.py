@@ -1,11 +1,14 @@
-"""The built wheel installs exactly one import root, ``vsp``, holding every package of the tree."""
+"""The built wheel installs exactly one import root, ``vsp``, holding every package of the tree,
+ships the compiled templates, and its public API works from a fresh venv."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import venv
 import zipfile
 
 import pytest
@@ -18,6 +21,7 @@ FOLDERS = {
     "vsp/pipelines": "pipelines",
     "vsp/vertex_emulator": "vertex_emulator",
     "vsp/examples": "examples",
+    "vsp/compiled": "compiled",
 }
 
 
@@ -43,7 +47,7 @@ def layout_problems(names: list[str], expected: set[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def wheel_names(tmp_path_factory) -> list[str]:
+def wheel_path(tmp_path_factory) -> pathlib.Path:
     # Built from a copy: setuptools writes build/ and egg-info next to the sources.
     source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
     for name in ("pyproject.toml", "README.md"):
@@ -57,7 +61,12 @@ def wheel_names(tmp_path_factory) -> list[str]:
         capture_output=True,
     )
     (wheel,) = out.glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel_names(wheel_path) -> list[str]:
+    with zipfile.ZipFile(wheel_path) as archive:
         return archive.namelist()
 
 
@@ -67,6 +76,55 @@ def test_the_wheel_has_one_root_and_every_package(wheel_names):
     assert layout_problems(wheel_names, expected) == []
     assert "vsp/components/runtime/core/rest.py" in wheel_names
     assert not [n for n in wheel_names if n.startswith("vsp/tests") or "__pycache__" in n]
+
+
+def test_the_wheel_ships_every_compiled_template(wheel_names):
+    shipped = sorted(
+        n for n in wheel_names if n.startswith("vsp/compiled/") and n.endswith(".yaml")
+    )
+    committed = sorted(
+        f"vsp/compiled/{p.relative_to(REPO / 'compiled').as_posix()}"
+        for p in (REPO / "compiled").rglob("*.yaml")
+    )
+    assert shipped == committed
+    assert "vsp/compiled/components/train_on_cluster.yaml" in shipped
+
+
+# Run from a folder outside the repository, in a venv holding the wheel: the components come
+# from the installed package, the template from its package data.
+PUBLIC_API_CHECK = """
+import vsp.components
+from vsp.components import train_on_cluster
+print(train_on_cluster)
+print(type(train_on_cluster).__name__, train_on_cluster.name)
+loaded = vsp.components.load("train_on_cluster")
+print(type(loaded).__name__, loaded.name)
+print(vsp.components.__file__)
+print(vsp.components.compiled_path("train_on_cluster"))
+"""
+
+
+def test_the_installed_wheel_serves_the_public_api(wheel_path, tmp_path):
+    # The venv sees the system's packages (kfp and the other requirements) but not the repo.
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+         str(wheel_path)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [python, "-c", PUBLIC_API_CHECK],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = out.stdout.strip().splitlines()
+    assert lines[1:3] == ["PythonComponent train-on-cluster", "YamlComponent train-on-cluster"]
+    site = str(env_dir)
+    assert lines[3].startswith(site) and lines[3].endswith("vsp/components/__init__.py")
+    assert lines[4].startswith(site)
+    assert lines[4].endswith("vsp/compiled/components/train_on_cluster.yaml")
 
 
 def test_a_second_root_or_a_missing_package_is_caught():

@@ -8,9 +8,9 @@ Routes (under ``/v1beta1/`` and ``/v1/``), ``P`` = ``projects/{p}/locations/{l}`
 
 An upload's operation is created already done (the registry entry exists as soon as the upload
 request is accepted), so a client polls it once. Version ids are decimal strings counting from
-1; the first version gets the ``default`` alias and exactly one version holds it. Stored in the
-``models`` collection as ``{"next": <next version number>, "versions": {id: <public JSON>}}``
-keyed by the model name (without ``@``).
+1; the first version gets the ``default`` alias and exactly one version holds it. Lists
+(``models``, ``listVersions``) are paged. Storage: ``models.records`` (a document per model and
+one per version).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import secrets
 from typing import Any
 
 from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, paging, router
+from vsp.vertex_emulator.models import records
 
-COLLECTION = "models"
-DEFAULT_ALIAS = "default"
+COLLECTION = records.MODELS
+DEFAULT_ALIAS = records.DEFAULT_ALIAS
 MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]\Z")
 
@@ -33,7 +34,8 @@ _VERSION = _MODEL + r"(?:@(?P<version>[^/:@]+))?"
 
 
 def register(app: Any) -> None:
-    """Adds the model registry routes to the app."""
+    """Adds the model registry routes to the app (converting models stored the earlier way)."""
+    records.migrate(app.store)
     app.router.add_api("POST", _LIST + ":upload", upload_model, name="models.upload")
     app.router.add_api("GET", _LIST, list_models, name="models.list")
     app.router.add_api("GET", _MODEL + ":listVersions", list_versions, name="models.listVersions")
@@ -82,9 +84,10 @@ def upload_model(request: router.Request) -> router.Response:
         raise errors.invalid_fields("Invalid UploadModelRequest", violations)
     assert isinstance(model, dict)
     now = app.now()
+    stamp = clock.rfc3339(now)
     if parent_model:
         name = parent_model
-        record = app.store.get(COLLECTION, name)
+        record = records.load(app.store, name)
         if record is None:
             raise errors.not_found(f'Model "{name}" not found.')
     else:
@@ -92,12 +95,11 @@ def upload_model(request: router.Request) -> router.Response:
         name = f"{parent}/models/{model_id}"
         if app.store.contains(COLLECTION, name):
             raise errors.already_exists(f'Model "{name}" already exists.')
-        record = {"next": 1, "createTime": clock.rfc3339(now), "versions": {}}
+        record = records.new_model(stamp)
     version_id = str(record["next"])
     record["next"] += 1
-    stamp = clock.rfc3339(now)
     aliases = list(dict.fromkeys(model.get("versionAliases") or []))
-    if not record["versions"] and DEFAULT_ALIAS not in aliases:
+    if DEFAULT_ALIAS not in record["aliases"] and DEFAULT_ALIAS not in aliases:
         aliases.insert(0, DEFAULT_ALIAS)
     version = {
         "name": name,
@@ -114,8 +116,8 @@ def upload_model(request: router.Request) -> router.Response:
         "versionCreateTime": stamp,
         "versionUpdateTime": stamp,
     }
-    record["versions"][version_id] = version
-    _apply_aliases(record, version_id, aliases, stamp)
+    records.give_aliases(app.store, record, version, aliases, stamp)
+    records.put_version(app.store, version)
     app.store.put(COLLECTION, name, record)
     operation = app.operations.create(
         parent=parent,
@@ -137,28 +139,34 @@ def upload_model(request: router.Request) -> router.Response:
 def get_model(request: router.Request) -> router.Response:
     """Returns one version: ``@versionId``, ``@alias``, or the ``default`` one."""
     record, name = _load(request)
-    return router.Response(record["versions"][_resolve(record, name, request.params)])
+    version_id = _resolve(request.app.store, record, name, request.params)
+    return router.Response(records.version(request.app.store, name, version_id))
 
 
 def list_versions(request: router.Request) -> router.Response:
     """Lists the versions of a model, oldest first, a page at a time (``pageSize``)."""
-    record, name = _load(request)
-    versions = sorted(record["versions"].values(), key=lambda v: int(v["versionId"]))
-    chosen, body = paging.page(
-        request, versions, lambda v: f"{name}@{int(v['versionId']):020d}", f"{name}@"
-    )
-    return router.Response({"models": chosen, **body} if chosen else body)
+    _record, name = _load(request)
+    store = request.app.store
+    keys = records.version_keys(store, name)
+    chosen, body = paging.page(request, keys, str, f"{name}@")
+    if chosen:
+        body["models"] = [store.get(records.VERSIONS, key) for key in chosen]
+    return router.Response(body)
 
 
 def list_models(request: router.Request) -> router.Response:
-    """Lists the models of a location (each as its ``default`` version), by name."""
+    """Lists the models of a location (each as its ``default`` version), by name, paged."""
+    store = request.app.store
     prefix = f"{_parent(request.params)}/models/"
-    names = sorted(k for k in request.app.store.keys(COLLECTION) if k.startswith(prefix))
+    names = sorted(store.keys(COLLECTION, prefix=prefix))
+    chosen, body = paging.page(request, names, str, prefix)
     found = []
-    for name in names:
-        record = request.app.store.get(COLLECTION, name)
-        found.append(record["versions"][_holder(record, DEFAULT_ALIAS)])
-    return router.Response({"models": found} if found else {})
+    for name in chosen:
+        record = records.load(store, name)
+        found.append(records.version(store, name, record["aliases"][DEFAULT_ALIAS]))
+    if found:
+        body["models"] = found
+    return router.Response(body)
 
 
 def delete_version(request: router.Request) -> router.Response:
@@ -172,19 +180,21 @@ def delete_version(request: router.Request) -> router.Response:
     app = request.app
     record, name = _load(request)
     version_id = request.params["version"]
-    if version_id not in record["versions"]:
+    version = records.version(app.store, name, version_id)
+    if version is None:
         raise errors.not_found(f'Model version "{name}@{version_id}" not found.')
-    if len(record["versions"]) == 1:
+    if len(records.version_keys(app.store, name)) == 1:
         raise errors.failed_precondition(
             f'Model version "{name}@{version_id}" is the only version of the model; delete the '
             "model instead."
         )
-    if DEFAULT_ALIAS in record["versions"][version_id]["versionAliases"]:
+    if DEFAULT_ALIAS in version["versionAliases"]:
         raise errors.failed_precondition(
             f'Model version "{name}@{version_id}" is the default version; move the default alias '
             "to another version first."
         )
-    del record["versions"][version_id]
+    records.take_aliases(record, version, list(version["versionAliases"]))
+    app.store.delete(records.VERSIONS, records.version_key(name, version_id))
     app.store.put(COLLECTION, name, record)
     now = app.now()
     operation = app.operations.create(
@@ -201,8 +211,9 @@ def delete_version(request: router.Request) -> router.Response:
 
 def merge_aliases(request: router.Request) -> router.Response:
     """Adds (``alias``) or removes (``-alias``) aliases of one version; returns the version."""
+    store = request.app.store
     record, name = _load(request)
-    version_id = _resolve(record, name, request.params)
+    version_id = _resolve(store, record, name, request.params)
     body = _camel(request.json_object())
     wanted = body.get("versionAliases")
     violations: list[errors.FieldViolation] = []
@@ -233,27 +244,13 @@ def merge_aliases(request: router.Request) -> router.Response:
     if violations:
         raise errors.invalid_fields("Invalid MergeVersionAliasesRequest", violations)
     stamp = clock.rfc3339(request.app.now())
-    version = record["versions"][version_id]
-    version["versionAliases"] = [a for a in version["versionAliases"] if a not in removes]
-    _apply_aliases(record, version_id, adds, stamp)
+    version = records.version(store, name, version_id)
+    records.take_aliases(record, version, removes)
+    records.give_aliases(store, record, version, adds, stamp)
     version["versionUpdateTime"] = version["updateTime"] = stamp
-    request.app.store.put(COLLECTION, name, record)
-    return router.Response(record["versions"][version_id])
-
-
-def _apply_aliases(record: dict[str, Any], version_id: str, aliases: list[str], stamp: str) -> None:
-    """Gives ``aliases`` to a version, taking each one away from any other version."""
-    for other_id, other in record["versions"].items():
-        if other_id == version_id:
-            continue
-        kept = [a for a in other["versionAliases"] if a not in aliases]
-        if kept != other["versionAliases"]:
-            other["versionAliases"] = kept
-            other["versionUpdateTime"] = other["updateTime"] = stamp
-    target = record["versions"][version_id]
-    for alias in aliases:
-        if alias not in target["versionAliases"]:
-            target["versionAliases"].append(alias)
+    records.put_version(store, version)
+    store.put(COLLECTION, name, record)
+    return router.Response(version)
 
 
 def _check_model(model: dict[str, Any]) -> list[errors.FieldViolation]:
@@ -299,22 +296,15 @@ def _parent(params: dict[str, str]) -> str:
 
 def _load(request: router.Request) -> tuple[dict[str, Any], str]:
     name = f"{_parent(request.params)}/models/{request.params['model']}"
-    record = request.app.store.get(COLLECTION, name)
+    record = records.load(request.app.store, name)
     if record is None:
         raise errors.not_found(f'Model "{name}" not found.')
     return record, name
 
 
-def _holder(record: dict[str, Any], alias: str) -> str | None:
-    for version_id, version in record["versions"].items():
-        if alias in version["versionAliases"]:
-            return version_id
-    return None
-
-
-def _resolve(record: dict[str, Any], name: str, params: dict[str, str]) -> str:
+def _resolve(store: Any, record: dict[str, Any], name: str, params: dict[str, str]) -> str:
     wanted = params.get("version") or DEFAULT_ALIAS
-    found = wanted if wanted in record["versions"] else _holder(record, wanted)
+    found = records.resolve(store, record, name, wanted)
     if found is None:
         raise errors.not_found(f'Model version "{name}@{wanted}" not found.')
     return found

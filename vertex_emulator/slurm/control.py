@@ -4,7 +4,8 @@
   "afterSeconds": 2, "maxCount": 3}`` or ``{"cluster", "mode": "poisson", "meanSeconds",
   "seed", "maxCount"}`` (optional ``jobName`` regex, ``partition``) sets the cluster's spot
   preemption plan -> ``{"plan": ...}``; ``{"cluster", "mode": "now", "jobId": N}`` preempts
-  a running job at once -> ``{"preemption": entry}``.
+  a running job at once -> ``{"preemption": entry}``. A plan for a cluster that does not
+  exist yet waits (``"source": "pending"``) and applies when the cluster is created.
 * ``GET /emulator/v1/slurm/preemptions[?cluster=c1]`` -> ``{"plan": ... (with cluster),
   "preemptions": [entry, ...]}``: the timeline (``time``, ``epoch``, ``kind`` = spot |
   partition_prio | node_failure, ``jobId``, ``jobName``, ``nodes``, ``restartCount`` before the
@@ -60,10 +61,8 @@ def _get_preemptions(request: router.Request) -> router.Response:
     cluster = request.query_value("cluster")
     if not cluster:
         return router.Response({"preemptions": runtime.preemptions()})
-    runtime.resolve(cluster)
-    return router.Response(
-        {"plan": runtime.preemption_plan(cluster), "preemptions": runtime.preemptions(cluster)}
-    )
+    plan = runtime.preemption_plan(cluster)  # NOT_FOUND: no such cluster, no plan waiting
+    return router.Response({"plan": plan, "preemptions": runtime.preemptions(cluster)})
 
 
 def _delete_preemptions(request: router.Request) -> router.Response:

@@ -23,10 +23,10 @@ from vsp.vertex_emulator import errors
 from vsp.vertex_emulator.clusters import api as clusters
 from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import filesystem as cluster_filesystem
+from vsp.vertex_emulator.slurm import pending_plans, real_preemption
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 from vsp.vertex_emulator.slurm import process as slurm_process
 from vsp.vertex_emulator.slurm import real as real_slurm
-from vsp.vertex_emulator.slurm import real_preemption
 from vsp.vertex_emulator.slurm import sim as slurm_sim
 from vsp.vertex_emulator.slurm import topology as slurm_topology
 
@@ -79,6 +79,9 @@ class SlurmRuntime:
         persisted = state is not None
         if state is None:
             state = slurm_context.new_state(cluster)
+            plan = pending_plans.take(store, name)  # armed before the cluster existed
+            if plan is not None:
+                state["plan"] = plan
         jobs = {
             int(doc["job_id"]): doc
             for _, doc in store.select(
@@ -103,12 +106,13 @@ class SlurmRuntime:
         if self.real is not None:
             self.real.tick(app, now)
         store = app.store
-        live = {name: record["cluster"] for name, record in store.items(clusters.COLLECTION)}
+        # Only the clusters with Slurm state are read, so a tick costs nothing per idle cluster.
         for name in store.keys(slurm_context.STATE_COLLECTION):
-            cluster = live.get(name)
-            if cluster is None:
+            record = store.get(clusters.COLLECTION, name)
+            if record is None:
                 self._forget(name)
                 continue
+            cluster = record["cluster"]
             ctx = self.context(cluster, now)
             if cluster["clusterStatus"]["state"] == "STOPPING":
                 slurm_sim.shut_down_cluster(ctx)
@@ -142,18 +146,18 @@ class SlurmRuntime:
         Raises:
             errors.ApiException: NOT_FOUND when no (single) cluster matches.
         """
-        store = self.app.store
-        if "/" in cluster:
-            record = store.get(clusters.COLLECTION, cluster)
-            matches = [record["cluster"]] if record else []
-        else:
-            suffix = f"/modelDevelopmentClusters/{cluster}"
-            matches = [
-                r["cluster"] for k, r in store.items(clusters.COLLECTION) if k.endswith(suffix)
-            ]
+        matches = self._matches(cluster)
         if len(matches) != 1:
             raise errors.not_found(f'ModelDevelopmentCluster "{cluster}" not found.')
         return matches[0]
+
+    def _matches(self, cluster: str) -> list[dict[str, Any]]:
+        store = self.app.store
+        if "/" in cluster:
+            record = store.get(clusters.COLLECTION, cluster)
+            return [record["cluster"]] if record else []
+        suffix = f"/modelDevelopmentClusters/{cluster}"
+        return [r["cluster"] for k, r in store.items(clusters.COLLECTION) if k.endswith(suffix)]
 
     def _edit(self, cluster: str, change: Any) -> Any:
         with self.app.store.transaction():
@@ -166,15 +170,19 @@ class SlurmRuntime:
         """Sets a cluster's spot preemption plan (see ``slurm_preemption.normalize_plan``).
 
         Example: ``set_preemption_plan("c1", mode="fixed", after_seconds=2, max_count=3)``
-        preempts the running job 3 times, each time 2 s after it started running.
+        preempts the running job 3 times, each time 2 s after it started running. For a
+        cluster that does not exist yet the plan waits and applies once it is created
+        (``pending_plans``).
 
         Returns:
-            The plan as shown by ``preemption_plan``.
+            The plan as shown by ``preemption_plan`` (``source`` ``pending`` when it waits).
 
         Raises:
             ValueError: An invalid plan.
         """
         normalized = slurm_preemption.normalize_plan(plan)
+        if not self._matches(cluster):
+            return pending_plans.arm(self.app.store, cluster, normalized)
 
         def change(ctx: Any) -> dict[str, Any]:
             ctx.state.update(plan=normalized, plan_fired=0, plan_runs=0)
@@ -183,7 +191,10 @@ class SlurmRuntime:
         return self._edit(cluster, change)
 
     def clear_preemption_plan(self, cluster: str) -> bool:
-        """Removes a cluster's own plan (the settings' plan, if any, applies again)."""
+        """Removes a cluster's own plan (the settings' plan, if any, applies again), or the
+        plan waiting for a cluster that does not exist yet."""
+        if not self._matches(cluster):
+            return pending_plans.clear(self.app.store, cluster)
 
         def change(ctx: Any) -> bool:
             had = ctx.state.get("plan") is not None
@@ -193,7 +204,17 @@ class SlurmRuntime:
         return self._edit(cluster, change)
 
     def preemption_plan(self, cluster: str) -> dict[str, Any] | None:
-        """The effective plan with ``source``, ``fired``, ``runs`` (and ``preview``)."""
+        """The effective plan with ``source``, ``fired``, ``runs`` (and ``preview``); for a
+        cluster not created yet, the plan waiting for it.
+
+        Raises:
+            errors.ApiException: NOT_FOUND: no such cluster and no plan waits for it.
+        """
+        if not self._matches(cluster):
+            waiting = pending_plans.get(self.app.store, cluster)
+            if waiting is None:
+                self.resolve(cluster)  # raises NOT_FOUND
+            return pending_plans.describe(waiting)
         return self._edit(cluster, slurm_preemption.describe)
 
     def preempt_now(self, cluster: str, job_id: int) -> dict[str, Any]:

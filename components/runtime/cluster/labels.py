@@ -55,18 +55,15 @@ def labels_refused(error: Exception) -> bool:
     Both shapes are read: a synchronous 400 (``errors.InvalidArgumentError``) and an operation
     that ends with code 3; the message and each BadRequest field violation are searched.
     """
-    if isinstance(error, errors.ApiError):
-        invalid, texts = error.status == "INVALID_ARGUMENT", [error.message]
-    elif isinstance(error, errors.OperationFailedError):
-        invalid, texts = error.code == 3, [str(error)]
-    else:
+    if not errors.is_invalid_argument(error):
         return False
+    texts = [error.message if isinstance(error, errors.ApiError) else str(error)]
     for detail in error.details:
         found = detail.get("fieldViolations") if isinstance(detail, dict) else None
         texts += [
             f"{v.get('field')} {v.get('description')}" for v in found or [] if isinstance(v, dict)
         ]
-    return invalid and any(_REFUSAL.search(str(text)) for text in texts)
+    return any(_REFUSAL.search(str(text)) for text in texts)
 
 
 def check_label_change(set_labels: Mapping[str, str], remove: Iterable[str]) -> list[str]:

@@ -70,12 +70,6 @@ def shrunk_pools(cluster: dict[str, Any]) -> tuple[list[dict[str, Any]], list[st
     return pools, changed
 
 
-def _refused(exc: Exception) -> bool:
-    if isinstance(exc, errors.ApiError):
-        return exc.status == "INVALID_ARGUMENT"
-    return isinstance(exc, errors.OperationFailedError) and exc.code == 3
-
-
 def _scale_down(resource: cluster_resource.ClusterResource) -> str:
     """PATCHes the compute pools to no nodes; returns ``shrunk`` or ``absent``."""
     ref, options = resource.ref, resource.options
@@ -148,7 +142,7 @@ def shrink_or_delete(
     try:
         return _scale_down(resource)
     except (errors.InvalidArgumentError, errors.OperationFailedError) as exc:
-        if not _refused(exc):
+        if not errors.is_invalid_argument(exc):
             raise
         log.warning(
             "the service refused to scale the compute pools of cluster %s to no nodes (%s); "

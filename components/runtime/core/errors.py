@@ -58,6 +58,23 @@ class InternalError(VspError):
     exit_code = EXIT_INTERNAL_ERROR
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages that quote what was given."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def is_invalid_argument(error: Exception) -> bool:
+    """Whether ``error`` is the service refusing a request as invalid.
+
+    Both shapes are read: a synchronous 400 (``INVALID_ARGUMENT``) and a long-running operation
+    that ends with code 3.
+    """
+    if isinstance(error, ApiError):
+        return error.status == "INVALID_ARGUMENT"
+    return isinstance(error, OperationFailedError) and error.code == 3
+
+
 @dataclasses.dataclass(frozen=True)
 class SpecProblem:
     """One problem found while validating a request spec.
@@ -75,8 +92,8 @@ class SpecProblem:
     fix: str
 
     def __str__(self) -> str:
-        shown = "<missing>" if self.value is None else repr(self.value)
-        return f"{self.field} = {shown}: {self.problem} Fix: {self.fix}"
+        given = "<missing>" if self.value is None else shown(self.value)
+        return f"{self.field} = {given}: {self.problem} Fix: {self.fix}"
 
 
 class SpecValidationError(UserError):

@@ -126,6 +126,7 @@ def poll_until(
     describe: Callable[[T], str] = str,
     rng: random.Random | None = None,
     heartbeat: float | None = 60.0,
+    delay_for: Callable[[T], float] | None = None,
 ) -> PollResult[T]:
     """Calls ``probe`` until ``done(value)`` is true, sleeping with backoff in between.
 
@@ -143,6 +144,9 @@ def poll_until(
         rng: Random source for jitter (seed it in tests).
         heartbeat: While the state does not change, log "still ..." at most this often
             (seconds) so long waits show progress; None disables it.
+        delay_for: Seconds to sleep after a probe that returned a value, chosen by the caller
+            (a poll plan); None follows ``backoff``. After a transient error the backoff
+            applies either way.
 
     Returns:
         The final state with the attempt count and elapsed time.
@@ -159,11 +163,11 @@ def poll_until(
     last_log = start
     while True:
         attempts += 1
-        changed, value = False, None
+        changed, value, failed = False, None, False
         try:
             value = probe()
         except errors.TransientError as exc:
-            last_transient = exc
+            failed, last_transient = True, exc
             log.warning("%s: transient error while polling (attempt %d): %s", what, attempts, exc)
         else:
             seen = describe(value)
@@ -176,7 +180,7 @@ def poll_until(
                     progress_log.info("%s: %s (%s)", what, _short(seen), duration(elapsed))
                 return PollResult(value=value, attempts=attempts, elapsed=elapsed)
         elapsed = clock.now() - start
-        delay = next(delays)
+        delay = next(delays) if delay_for is None or failed else delay_for(value)
         if timeout is not None and elapsed + delay > timeout:
             if timeout - elapsed > 0.001:
                 delay = timeout - elapsed

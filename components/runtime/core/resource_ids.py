@@ -27,11 +27,6 @@ PROJECT = re.compile(
 _PROJECT_IN_PATH = re.compile(r"(?:^|/)projects/([^/]*)")
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:77]}..."
-
-
 def check_location(location: object) -> str:
     """The location if it is a Vertex AI location name.
 
@@ -40,7 +35,7 @@ def check_location(location: object) -> str:
     """
     if not isinstance(location, str) or not LOCATION.match(location):
         raise errors.UserError(
-            f"location {_shown(location)} is not a Vertex AI region. Fix: pass a region name "
+            f"location {errors.shown(location)} is not a Vertex AI region. Fix: pass a region name "
             "such as us-central1 or europe-west4 (lowercase, as `gcloud ai locations` lists)."
         )
     return location
@@ -54,7 +49,7 @@ def check_project(project: object) -> str:
     """
     if not isinstance(project, str) or not PROJECT.match(project):
         raise errors.UserError(
-            f"project {_shown(project)} is not a Google Cloud project id. Fix: pass the "
+            f"project {errors.shown(project)} is not a Google Cloud project id. Fix: pass the "
             "project id (6-30 lowercase letters, digits or hyphens, starting with a letter), "
             "or the project number."
         )
@@ -69,7 +64,7 @@ def check_path(path: str) -> str:
     """
     if any(part in (".", "..") for part in path.split("/")):
         raise errors.UserError(
-            f"API path {_shown(path)} has a '.' or '..' segment. Fix: pass project, location "
+            f"API path {errors.shown(path)} has a '.' or '..' segment. Fix: pass project, location "
             "and resource ids without '/' or dots as whole path segments."
         )
     for project in _PROJECT_IN_PATH.findall(path.split("?", 1)[0]):

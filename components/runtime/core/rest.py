@@ -118,6 +118,7 @@ class VertexRestClient:
         self._retry = retry.build()
         self._deadline = retry.deadline
         self._session = session or self._default_session()
+        self.requests_sent = 0  # each counts against the Vertex quota
 
     def _default_session(self) -> requests.Session:
         if self.emulator:
@@ -235,6 +236,7 @@ class VertexRestClient:
     ) -> dict[str, Any]:
         url = self.url(path)
         log.debug("%s %s", method, url)
+        self.requests_sent += 1
         try:
             response = self._session.request(
                 method,

@@ -15,12 +15,13 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from vsp.components.runtime.core import errors, gcp_labels, polling
+from vsp.components.runtime.core import errors, gcp_labels, polling, rest
 from vsp.components.runtime.slurm import api as slurm_api
 from vsp.components.runtime.slurm import error_codes as slurm_errors
 from vsp.components.runtime.slurm import job as slurm_job
 from vsp.components.runtime.slurm import script as slurm_script
 from vsp.components.runtime.trainer import contract
+from vsp.components.runtime.training import beacon as beacon_lib
 from vsp.components.runtime.training import job_logs
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
 from vsp.components.runtime.training.supervisor import TrainingBackend
@@ -83,6 +84,21 @@ class SlurmTraining:
         return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
 
 
+def emulated_storage_environment() -> dict[str, str]:
+    """``VSP_GCS_FUSE_ROOT`` for the job when this step talks to the Vertex emulator.
+
+    On a cluster Cloud Storage is mounted at ``/gcs``; the emulator keeps its buckets in a
+    folder of its state instead (the step's own ``$VSP_GCS_FUSE_ROOT``, set by the local
+    runners), and its Slurm, like a real one, gives a job none of the step's environment. So
+    with the emulator the step passes that folder on, and a ``gs://`` model or checkpoint dir
+    reaches the same files in the job as in the steps. Against Vertex AI: nothing is added.
+    """
+    root = os.environ.get(contract.GCS_FUSE_ROOT_ENV, "")
+    if rest.emulator_host() and root:
+        return {contract.GCS_FUSE_ROOT_ENV: root}
+    return {}
+
+
 class SlurmBackend(TrainingBackend):
     """Attempts as Slurm jobs.
 
@@ -92,6 +108,9 @@ class SlurmBackend(TrainingBackend):
         targets: The partitions attempts may use, by name (Spot or not).
         pipeline_run: The pipeline run, recorded in each job's comment so a teardown tells this
             run's jobs from another run's ('' = none).
+        beacon_dir: Cloud Storage folder (``gs://BUCKET/PATH``) where each job keeps its
+            progress beacon for the step ('' = no beacon: every poll calls Vertex).
+        beacon_heartbeat: Longest time between two beacon writes while nothing changes, s.
     """
 
     resource_type = "SlurmJob"
@@ -102,8 +121,12 @@ class SlurmBackend(TrainingBackend):
         training: SlurmTraining,
         targets: Sequence[Target],
         pipeline_run: str = "",
+        beacon_dir: str = "",
+        beacon_heartbeat: float = beacon_lib.DEFAULT_HEARTBEAT_SECONDS,
     ):
         self.pipeline_run = pipeline_run
+        self.beacon_dir = beacon_dir
+        self.beacon_heartbeat = beacon_heartbeat
         self._logs = job_logs.LogFollower()
         self.client = client
         self.training = training
@@ -138,10 +161,12 @@ class SlurmBackend(TrainingBackend):
         """The submit request of attempt ``index`` on ``target``."""
         training = self.training
         environment = {
+            **emulated_storage_environment(),
             **training.environment,
             contract.CHECKPOINT_DIR_ENV: training.checkpoint_dir,
             contract.MODEL_DIR_ENV: training.model_dir,
             contract.ATTEMPT_ENV: str(index),
+            **beacon_lib.environment(self.beacon_dir, self.beacon_heartbeat),
         }
         return slurm_script.JobDescription(
             run_key=run_key,
@@ -244,6 +269,17 @@ class SlurmBackend(TrainingBackend):
 
     def _log_path(self, attempt: Attempt) -> str:
         return self.training.stdout_path().replace("%j", attempt.job_id)
+
+    @property
+    def writes_beacons(self) -> bool:
+        return bool(self.beacon_dir)
+
+    def beacon(self, attempt: Attempt) -> beacon_lib.Beacon | None:
+        return beacon_lib.read(self.beacon_dir, attempt.job_id)
+
+    def api_calls(self) -> int | None:
+        sent = getattr(self.client.rest, "requests_sent", None)  # None: a stand-in client
+        return sent if isinstance(sent, int) else None
 
     def log_tail(self, attempt: Attempt, lines: int = 20) -> str:
         return job_logs.tail(self._log_path(attempt), lines)

@@ -25,6 +25,14 @@ cluster cannot make it source a file or skip running the payload (``SHELLOPTS=no
 the job COMPLETED 0 without training). The client also refuses those names in a job's
 environment (``slurm.job_checks``).
 
+With ``VSP_BEACON_DIR`` in the job's environment the script also keeps the job's progress
+beacon (``training.beacon``) there: ``started``, ``running`` once the payload runs, ``notice`` when
+a forwarded signal arrives, ``exiting`` with the payload's exit code, and a heartbeat copy every
+``VSP_BEACON_HEARTBEAT`` seconds from a background loop that ends with the batch shell. The
+folder, heartbeat, job id and restart count are read from the environment at run time and
+checked by ``case`` patterns (a heartbeat or id with other characters falls back to a default);
+none is pasted into the script. A failed beacon write never fails the job.
+
 Every argument is quoted with ``shlex.quote``: quotes, ``$()``, backticks, newlines and unicode
 reach the payload unchanged and execute nothing. Environment values never appear in the script
 (they travel in the request's JSON ``environment`` list). NUL cannot be passed in argv and is
@@ -37,6 +45,44 @@ import shlex
 from collections.abc import Sequence
 
 FORWARDED_SIGNALS = ("TERM", "USR1", "INT")
+BEACON_DIR_ENV = "VSP_BEACON_DIR"  # training.beacon.DIR_ENV
+BEACON_HEARTBEAT_ENV = "VSP_BEACON_HEARTBEAT"  # training.beacon.HEARTBEAT_ENV
+
+# Not a format string: the beacon's shell code, inserted as is.
+_BEACON = r"""# Progress beacon for the pipeline step: a JSON file on Cloud Storage, written
+# on each state change and every VSP_BEACON_HEARTBEAT seconds; off without VSP_BEACON_DIR.
+_vsp_bdir=${VSP_BEACON_DIR:-}
+case "$_vsp_bdir" in gs://*) _vsp_bdir="${VSP_GCS_FUSE_ROOT:-/gcs}/${_vsp_bdir#gs://}" ;; esac
+_vsp_hb=${VSP_BEACON_HEARTBEAT:-15}
+case "$_vsp_hb" in ''|.|*[!0-9.]*|*.*.*) _vsp_hb=15 ;; esac
+_vsp_job=${SLURM_JOB_ID:-0}
+case "$_vsp_job" in ''|*[!0-9]*) _vsp_job=0 ;; esac
+_vsp_restart=${SLURM_RESTART_COUNT:-0}
+case "$_vsp_restart" in ''|*[!0-9]*) _vsp_restart=0 ;; esac
+_vsp_bstate="${TMPDIR:-/tmp}/vsp-beacon-$_vsp_job-$$"
+_vsp_write_beacon() {
+  local st since rc tmp
+  [ -n "$_vsp_bdir" ] || return 0
+  read -r st since rc < "$_vsp_bstate" || return 0
+  tmp="$_vsp_bdir/.tmp-vsp-beacon-$_vsp_job-$BASHPID"
+  mkdir -p -- "$_vsp_bdir" &&
+    printf '{"job": "%s", "restart": %s, "state": "%s", "since": %s, "time": %s, "rc": %s}\n' \
+      "$_vsp_job" "$_vsp_restart" "$st" "$since" "$(date +%s)" "$rc" > "$tmp" &&
+    mv -f -- "$tmp" "$_vsp_bdir/vsp-beacon-$_vsp_job.json"
+} 2>/dev/null
+_vsp_beacon() {  # STATE [EXIT_CODE]
+  [ -n "$_vsp_bdir" ] || return 0
+  printf '%s %s %s\n' "$1" "$(date +%s)" "${2:-null}" > "$_vsp_bstate" 2>/dev/null || return 0
+  _vsp_write_beacon || true
+}
+_vsp_beacon started
+_vsp_hbpid=""
+if [ -n "$_vsp_bdir" ]; then
+  ( while sleep "$_vsp_hb" && kill -0 "$$"; do _vsp_write_beacon || true; done ) \
+    >/dev/null 2>&1 &
+  _vsp_hbpid=$!
+fi
+"""
 SCRIPT_ARGV0 = "vsp-payload"
 
 _TEMPLATE = """\
@@ -55,11 +101,12 @@ if [ -z "${{HOME:-}}" ]; then HOME=$(printf '%s' "$_vsp_pw" | cut -d: -f6); fi
 if [ -z "${{SHELL:-}}" ]; then SHELL=$(printf '%s' "$_vsp_pw" | cut -d: -f7); fi
 HOME=${{HOME:-$PWD}}; SHELL=${{SHELL:-/bin/sh}}
 export USER LOGNAME HOME SHELL
-{workdir}_vsp_child=""
+{workdir}{beacon}_vsp_child=""
 _vsp_pending=""
 _vsp_signalled=0
 _vsp_forward() {{
   _vsp_signalled=1
+  _vsp_beacon notice
   if [ -n "$_vsp_child" ]; then
     echo "vsp: forwarding SIG$1 to payload pid $_vsp_child" >&2
     kill -s "$1" "$_vsp_child" 2>/dev/null || true
@@ -70,6 +117,7 @@ _vsp_forward() {{
 {traps}
 ( trap - INT QUIT; exec -- {payload} ) &
 _vsp_child=$!
+_vsp_beacon running
 if [ -n "$_vsp_pending" ]; then
   kill -s "$_vsp_pending" "$_vsp_child" 2>/dev/null || true
 fi
@@ -82,6 +130,12 @@ while :; do
     break
   fi
 done
+if [ -n "$_vsp_hbpid" ]; then
+  kill "$_vsp_hbpid" 2>/dev/null || true
+  wait "$_vsp_hbpid" 2>/dev/null || true
+fi
+_vsp_beacon exiting "$_vsp_rc"
+rm -f -- "$_vsp_bstate" 2>/dev/null || true
 exit "$_vsp_rc"
 """
 
@@ -139,6 +193,7 @@ def render(
         )
     return _TEMPLATE.format(
         workdir=workdir,
+        beacon=_BEACON,
         about=f" for run {run_key}" if run_key else "",
         traps=traps,
         payload=" ".join(shlex.quote(str(arg)) for arg in argv),

@@ -14,6 +14,7 @@ from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest
 from vsp.components.runtime.slurm import api as slurm_api
 from vsp.components.runtime.slurm import backend as slurm_backend
+from vsp.components.runtime.training import beacon as beacon_lib
 from vsp.components.runtime.training import runner as training_step
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,17 @@ def train_on_cluster(
         fallback_after_preemptions=fallback_after_preemptions,
         capacity_wait_seconds=capacity_wait_seconds,
     )
+    settings = supervise_options.get("poll_settings")
+    backend = slurm_backend.SlurmBackend(
+        client,
+        training,
+        targets,
+        pipeline_run=pipeline_run,
+        beacon_dir=beacon_lib.folder_for(training.checkpoint_dir) if settings else "",
+        beacon_heartbeat=settings.heartbeat_seconds if settings else 0.0,
+    )
     return training_step.supervise(
-        slurm_backend.SlurmBackend(client, training, targets, pipeline_run=pipeline_run),
+        backend,
         strategy,
         training_step.run_key_for(pipeline_run, cluster_id, run_key, task_name),
         checkpoint_dir=training.checkpoint_dir,

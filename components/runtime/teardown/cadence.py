@@ -2,12 +2,19 @@
 
 ``parse_cron`` validates a schedule's 5-field cron with an optional ``TZ=Zone `` (or
 ``CRON_TZ=Zone ``) prefix, as Vertex schedules accept; ``predict`` gives the next expected run
-and the run interval around now, used by ``teardown.decide``.
+and the run interval around now, used by ``teardown.decide``; ``ticks_between`` and
+``tick_at_or_before`` list a cron's ticks for the expiry (``teardown.expiry``).
+
+Ticks come from ``croniter`` a UTC day at a time and are cached per (cron, day): a decision
+looks up the scheduled tick of each of its earlier runs, and a replay of thousands of decisions
+(``benchmarks.teardown_cost``) would otherwise expand the cron for every lookup.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime
+import functools
 import math
 import statistics
 import zoneinfo
@@ -24,6 +31,7 @@ def _problem(field: str, value: object, problem: str, fix: str) -> SpecValidatio
     return SpecValidationError("the teardown inputs", [SpecProblem(field, value, problem, fix)])
 
 
+@functools.lru_cache(maxsize=256)
 def parse_cron(schedule_cron: str) -> tuple[str, datetime.tzinfo]:
     """Split an optional ``TZ=Zone `` prefix off a 5-field cron and validate both.
 
@@ -70,10 +78,8 @@ def predict(
     The cron wins over the interval, which wins over the median gap of earlier run starts.
     """
     if schedule_cron is not None:
-        expr, zone = parse_cron(schedule_cron)
-        moment = datetime.datetime.fromtimestamp(now, tz=zone)
-        following = croniter(expr, moment).get_next(float)
-        previous = croniter(expr, moment).get_prev(float)
+        following = ticks_between(schedule_cron, now, math.inf, limit=1)[0]
+        previous = tick_at_or_before(schedule_cron, now - 1e-6)
         # The interval around now (not the one after the next run), so an irregular cron
         # such as business hours gets the slack of its current cadence.
         return following, following - previous, f"cron '{schedule_cron}'"
@@ -89,3 +95,62 @@ def predict(
     if next_run < now:  # roll forward over runs already started (e.g. this one)
         next_run += math.ceil((now - next_run) / interval) * interval
     return next_run, interval, f"median gap {interval:g} s of {len(times)} earlier runs"
+
+
+DAY_SECONDS = 86400.0
+# How many empty days a tick search crosses before asking croniter directly (a yearly cron).
+_MAX_EMPTY_DAYS = 400
+
+
+@functools.lru_cache(maxsize=8192)
+def _day_ticks(schedule_cron: str, day: int) -> tuple[float, ...]:
+    """The epoch ticks of a (validated) cron in the UTC day ``[day, day + 1)`` (days since 1970)."""
+    expr, zone = parse_cron(schedule_cron)
+    start, end = day * DAY_SECONDS, (day + 1) * DAY_SECONDS
+    it = croniter(expr, datetime.datetime.fromtimestamp(start - 1.0, tz=zone))
+    ticks = []
+    while (tick := it.get_next(float)) < end:
+        if tick >= start:
+            ticks.append(tick)
+    return tuple(ticks)
+
+
+def _croniter(schedule_cron: str, moment: float) -> croniter:
+    expr, zone = parse_cron(schedule_cron)
+    return croniter(expr, datetime.datetime.fromtimestamp(moment, tz=zone))
+
+
+def ticks_between(schedule_cron: str, after: float, until: float, limit: int) -> list[float]:
+    """Up to ``limit`` ticks of ``schedule_cron`` in ``(after, until]``, the first always listed.
+
+    The first tick after ``after`` is listed even when it is beyond ``until``, so the result is
+    never empty.
+    """
+    out: list[float] = []
+    day = math.floor(after / DAY_SECONDS)
+    empty = 0
+    while len(out) < limit:
+        ticks = _day_ticks(schedule_cron, day)
+        for tick in ticks[bisect.bisect_right(ticks, after) :]:
+            if out and (tick > until or len(out) >= limit):
+                return out
+            out.append(tick)
+        empty = 0 if ticks else empty + 1
+        if not out and empty > _MAX_EMPTY_DAYS:
+            out.append(_croniter(schedule_cron, after).get_next(float))
+        elif out and (day + 1) * DAY_SECONDS > until:
+            return out
+        day += 1
+    return out
+
+
+def tick_at_or_before(schedule_cron: str, moment: float) -> float:
+    """The last tick of ``schedule_cron`` at or before ``moment``."""
+    day = math.floor(moment / DAY_SECONDS)
+    for _ in range(_MAX_EMPTY_DAYS):
+        ticks = _day_ticks(schedule_cron, day)
+        index = bisect.bisect_right(ticks, moment)
+        if index:
+            return ticks[index - 1]
+        day -= 1
+    return _croniter(schedule_cron, moment + 1e-6).get_prev(float)

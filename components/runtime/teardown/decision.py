@@ -21,11 +21,15 @@ Rule (deterministic ski rental with a prediction):
   delete when that is zero; irregular arrivals make a single predicted time a poor guide.
 * ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
-A kept or shrunk cluster is labelled with ``vsp-expires-at`` = next expected run + slack
-(keep-with-TTL, which is what makes keeping competitive when the prediction is wrong): a reaper
-deletes it once that time has passed (``expired``), and the next run re-labels it (and scales a
-shrunk one back up). A cluster kept (by policy) while the next run is unknown expires after the
-break-even time (24 h when idle is free), so no kept cluster is ever without an expiry.
+A kept or shrunk cluster is labelled with ``vsp-expires-at`` (keep-with-TTL, which is what
+makes keeping competitive when the prediction is wrong): with a cadence,
+``max(t_K + slack, now + B)``, ``t_K`` the last predicted run within the break-even time ``B``
+of the choice, so a missed or late run within ``B`` still finds the cluster warm; with a cron
+and run history, the keep time that costs least over the misses and late starts seen
+(``teardown_expiry``). A reaper deletes it once that time has passed (``expired``), and the
+next run re-labels it (and scales a shrunk one back up). A cluster kept (by policy) while the
+next run is unknown expires after the break-even time (24 h when idle is free), so no kept
+cluster is ever without an expiry.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ import math
 import time
 from collections.abc import Mapping
 
-from vsp.components.runtime.core import gcp_labels
+from vsp.components.runtime.core import gcp_labels, readable_time
 from vsp.components.runtime.teardown import cadence as teardown_cadence
+from vsp.components.runtime.teardown import expiry as teardown_expiry
 from vsp.components.runtime.teardown import history as teardown_history
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 
@@ -192,7 +197,7 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
     now = time.time() if inputs.now is None else float(inputs.now)
     deleted = inputs.recreation_cost
     be = inputs.break_even_seconds
-    be_text = "never" if math.isinf(be) else f"{be / 3600:.2f} h"
+    be_text = readable_time.duration(be)
     cadence = teardown_cadence.predict(
         inputs.schedule_cron, inputs.interval_seconds, inputs.run_start_times, now
     )
@@ -202,23 +207,31 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         if len(gaps) >= teardown_history.MIN_GAPS:
             history = _history_choice(inputs, gaps)
     costs: dict[str, float] = {}
+    planned = None
+    expiry_text = ""
     if cadence is None:
         next_run = idle = expires_at = None
         facts = "the next run is unknown (no cron, interval or run history)"
     else:
         next_run, interval, source = cadence
         idle = max(0.0, next_run - now)
-        costs = inputs.choice_costs(idle)
         slack = max(inputs.slack_fraction * interval, inputs.min_slack_seconds)
-        expires_at = next_run + slack
-        facts = (
-            f"the next run ({source}) is in {idle / 3600:.2f} h: {_costs_text(costs, inputs)}, "
-            f"break-even idle time {be_text}"
-        )
+        planned = teardown_expiry.plan(inputs, next_run, interval, slack, now)
+        costs = planned.averages
+        expires_at = planned.expires_at[KEEP]
+        facts = f"the next run ({source}) is in {readable_time.duration(idle)}"
+        if len(planned.sample) > 1:
+            facts += (
+                f"; over the last {len(planned.sample)} runs of the schedule, "
+                f"{planned.missed} came one or more ticks late and {planned.late} started more "
+                f"than {slack / 60:.0f} min late, so the costs are averages over those gaps"
+            )
+        facts += f": {_costs_text(costs, inputs)}, break-even idle time {be_text}"
     if history is not None:
         best, ttl, costs = history
         expires_at = now + ttl
-        chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {ttl / 3600:.2f} h"
+        kept_for = readable_time.duration(ttl)
+        chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {kept_for}"
         facts += (
             f"; over the last {len(gaps)} idle gaps, {chosen} costs least on average "
             f"({_costs_text(costs, inputs)})"
@@ -235,6 +248,9 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
             why = f"{_GERUND[action]} is cheaper"
     else:
         action, why = inputs.policy, f"policy is '{inputs.policy}', overriding the cost rule"
+    if action in (KEEP, SHRINK) and planned is not None and history is None:
+        expires_at = planned.expires_at.get(action, expires_at)
+        expiry_text = f"{planned.text.get(action, planned.text[KEEP])()}. "
     if action in (KEEP, SHRINK) and expires_at is None:
         # Unknown next run: rent for the break-even time, then let the reaper buy (delete),
         # the deterministic 2-competitive ski-rental rule; never keep without an expiry.
@@ -242,9 +258,9 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         ttl = ttl if math.isfinite(ttl) else UNKNOWN_CADENCE_TTL_SECONDS
         ttl = max(ttl, inputs.min_slack_seconds)
         expires_at = now + ttl
-        why += f" with an expiry after {ttl / 3600:.2f} h idle"
+        why += f" with an expiry after {readable_time.duration(ttl)} idle"
     verb = {KEEP: "Keep", SHRINK: "Shrink", DELETE: "Delete"}[action]
-    reason = f"{verb} the cluster: {why}; {facts}. {inputs.idle_price_text}"
+    reason = f"{verb} the cluster: {why}; {facts}. {expiry_text}{inputs.idle_price_text}"
     return TeardownDecision(
         action=action,
         reason=reason,

@@ -7,10 +7,16 @@ cost over the observed idle gaps: a gap ``g`` costs ``r * min(g, T)`` (idle) plu
 ``g > T`` (re-created), or the reuse cost when ``g <= T`` (0 when kept whole, the scale-up when
 shrunk). The average is piecewise linear and rising between observed gaps, so its
 minimum is at ``T = 0`` or at one of the gaps; ties go to the shorter keep.
+
+``average_costs`` prices many keep times at once from the sorted gaps and their prefix sums
+(``O((n + m) log n)`` instead of ``O(n m)``), in plain Python: the runtime does not depend on
+numpy, and ``bisect`` with ``itertools.accumulate`` is all it takes.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 
 MIN_GAPS = 3
@@ -55,11 +61,46 @@ def best_ttl(
     """
     if not gaps:
         return 0.0, float(recreation_cost)
-    rate = idle_price_per_hour / 3600.0
+    candidates = sorted({0.0, *(float(g) for g in gaps)})
+    averages = average_costs(gaps, candidates, idle_price_per_hour, recreation_cost, reuse_cost)
+    best = cheapest_index(averages, longest=False)
+    return candidates[best], averages[best]
 
-    def average(ttl: float) -> float:
-        total = sum(rate * min(g, ttl) + (recreation_cost if g > ttl else reuse_cost) for g in gaps)
-        return total / len(gaps)
 
-    best = min(sorted({0.0, *gaps}), key=lambda ttl: (round(average(ttl), 12), ttl))
-    return best, average(best)
+def cheapest_index(averages: Sequence[float], longest: bool) -> int:
+    """The index of the least of ``averages`` (equal to 12 decimals: the last, or the first).
+
+    ``averages`` belong to keep times in increasing order, so ``longest`` picks the longest of
+    the cheapest keep times.
+    """
+    rounded = [round(a, 12) for a in averages]
+    low = min(rounded)
+    if longest:
+        return len(rounded) - 1 - rounded[::-1].index(low)
+    return rounded.index(low)
+
+
+def average_costs(
+    gaps: Sequence[float],
+    ttls: Sequence[float],
+    idle_price_per_hour: float,
+    recreation_cost: float,
+    reuse_cost: float = 0.0,
+) -> list[float]:
+    """The average cost per gap of keeping for each of ``ttls`` (seconds), in their order.
+
+    A gap ``g`` costs ``r * min(g, T)`` plus ``reuse_cost`` when ``g <= T``, else
+    ``recreation_cost``; see the module docstring. ``gaps`` must not be empty.
+    """
+    ordered = sorted(float(g) for g in gaps)
+    prefix = [0.0, *itertools.accumulate(ordered)]
+    n = len(ordered)
+    price = idle_price_per_hour
+    out = []
+    for ttl in ttls:
+        reused = bisect.bisect_right(ordered, ttl)
+        missed = n - reused
+        total = price * (prefix[reused] / 3600.0) + reuse_cost * reused
+        total += missed * (price * (ttl / 3600.0) + recreation_cost) if missed else 0.0
+        out.append(total / n)
+    return out

@@ -66,10 +66,11 @@ class TeardownInputs:
             ``CRON_TZ=Zone ``) as Vertex schedules allow. Preferred over the other cadences.
         interval_seconds: Expected seconds between runs, used when there is no cron.
         run_start_times: Epoch start times of earlier runs of the same pipeline; their median
-            gap is the cadence when there is neither a cron nor an interval.
+            gap is the cadence when there is neither a cron nor an interval, and with a cron
+            they show how often runs were missed or started late (``teardown_expiry``).
         now: The current epoch time; ``None`` means ``time.time()``.
-        slack_fraction: Slack added to the next expected run for the expiry, as a fraction of
-            the run interval.
+        slack_fraction: Slack added to a predicted run for the expiry, as a fraction of the
+            run interval (``teardown_expiry``).
         min_slack_seconds: Lower bound of that slack.
         idle_cost: The cluster's priced node pools when ``idle_price_per_hour`` was derived
             from them (``teardown_pricing.decide``); None when it was given as a parameter.

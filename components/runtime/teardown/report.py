@@ -1,10 +1,10 @@
 """The keep-or-delete decision as a small HTML section: the numbers and the cost chart.
 
-The chart plots what each choice costs against the idle time until the next run: keeping grows
-with the idle price per hour, shrinking starts at the scale-up cost and grows with the shrunk
-price, deleting is the flat re-creation cost; the expected idle time is marked. When the idle
-price was derived from the cluster, a table lists each node pool's part (nodes kept, unit
-price, source) and the sources of the prices. No script, no network; every text is escaped.
+The chart (``report_chart``) plots what each choice costs against the idle time until the next
+run, with the break-even point and the expected idle time marked. Times read as
+``2026-12-04 13:05:10 UTC`` and durations as ``1 h 30 min``. When the idle price was derived
+from the cluster, a table lists each node pool's part (nodes kept, unit price, source) and the
+sources of the prices. No script, no network; every text is escaped.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 import html
 import math
 
+from vsp.components.runtime.core import readable_time
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import report_chart
 
-_WIDTH, _HEIGHT, _LEFT, _BOTTOM = 720, 220, 70, 30
 _POOL_COLUMNS = (
     "pool",
     "role",
@@ -28,55 +29,12 @@ _POOL_COLUMNS = (
 )
 
 
-def _chart(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
-    be_hours = decision.break_even_seconds / 3600.0
-    idle_hours = None if decision.idle_seconds is None else decision.idle_seconds / 3600.0
-    candidates = [h for h in (be_hours, idle_hours) if h is not None and math.isfinite(h)]
-    span = max([1.0, *[1.5 * h for h in candidates]])
-    shrunk = inputs.shrunk_price_per_hour if inputs.can_shrink else None
-    lines = [
-        ("keep", "#4e79a7", 0.0, inputs.idle_price_per_hour, "keep: idle price x idle time"),
-        ("delete", "#e15759", decision.cost_if_deleted, 0.0, "delete: re-creation cost"),
-    ]
-    if shrunk is not None:
-        lines.insert(
-            1,
-            ("shrink", "#59a14f", inputs.scale_up_cost, shrunk,
-             "shrink: shrunk price x idle time + scale-up cost"),
-        )  # fmt: skip
-    top = max([1e-9, *[start + rate * span for _, _, start, rate, _ in lines]]) * 1.1
-
-    def x(hours: float) -> float:
-        return _LEFT + hours / span * (_WIDTH - _LEFT - 10)
-
-    def y(cost: float) -> float:
-        return 10 + (1 - cost / top) * (_HEIGHT - _BOTTOM - 10)
-
-    parts = [f'<svg width="{_WIDTH}" height="{_HEIGHT}" role="img" aria-label="teardown costs">']
-    for name, color, start, rate, title in lines:
-        end = start + rate * span
-        parts.append(
-            f'<line x1="{x(0):.1f}" y1="{y(start):.1f}" x2="{x(span):.1f}" y2="{y(end):.1f}" '
-            f'stroke="{color}" stroke-width="2"><title>{title}</title></line>'
-            f'<text x="4" y="{min(y(end), _HEIGHT - _BOTTOM) - 2:.1f}" font-size="11" '
-            f'fill="{color}">{name}</text>'
-        )
-    if idle_hours is not None:
-        parts.append(
-            f'<line x1="{x(idle_hours):.1f}" y1="10" x2="{x(idle_hours):.1f}" '
-            f'y2="{_HEIGHT - _BOTTOM}" stroke="#333" stroke-dasharray="4 3">'
-            "<title>expected idle time until the next run</title></line>"
-        )
-    parts += [
-        f'<text x="{_LEFT}" y="{_HEIGHT - 8}" font-size="11">0 h</text>',
-        f'<text x="{_WIDTH - 70}" y="{_HEIGHT - 8}" font-size="11">{span:.1f} h idle</text>',
-        "</svg>",
-    ]
-    return "".join(parts)
-
-
 def _money(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.2f}"
+    return "unknown" if value is None else f"{value:.2f} {report_chart.CURRENCY}"
+
+
+def _rate(value: float) -> str:
+    return f"{value:g} {report_chart.CURRENCY}/h"
 
 
 def _pools_table(cost: teardown_cost.ClusterCost) -> str:
@@ -119,28 +77,37 @@ def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDec
             _money(decision.cost_if_shrunk) if inputs.can_shrink else "not weighed",
         ),
         ("cost if deleted (re-creation)", _money(decision.cost_if_deleted)),
-        ("break-even idle time", "never" if math.isinf(be) else f"{be / 3600:.2f} h"),
+        (
+            "break-even idle time (keeping costs as much as re-creating)",
+            "never" if math.isinf(be) else readable_time.duration(be),
+        ),
+        (
+            "next run",
+            "unknown" if decision.next_run is None else readable_time.utc(decision.next_run),
+        ),
         (
             "expected idle time",
-            "unknown" if decision.idle_seconds is None else f"{decision.idle_seconds / 3600:.2f} h",
+            "unknown"
+            if decision.idle_seconds is None
+            else readable_time.duration(decision.idle_seconds),
         ),
-        ("idle price per hour", f"{inputs.idle_price_per_hour:g}"),
+        ("idle price per hour", _rate(inputs.idle_price_per_hour)),
         (
             "idle price from",
             "the cluster's node pools (below)" if inputs.idle_cost else "parameter",
         ),
         (
             "shrunk price per hour",
-            "-" if inputs.shrunk_price_per_hour is None else f"{inputs.shrunk_price_per_hour:g}",
+            "-" if inputs.shrunk_price_per_hour is None else _rate(inputs.shrunk_price_per_hour),
         ),
-        ("scale-up minutes", f"{inputs.scale_up_minutes:g}"),
-        ("provisioning minutes", f"{inputs.provisioning_minutes:g}"),
-        ("provisioning price per hour", f"{inputs.provisioning_price_per_hour:g}"),
-        ("delay penalty per hour", f"{inputs.delay_penalty_per_hour:g}"),
+        ("scale-up time", readable_time.duration(inputs.scale_up_minutes * 60)),
+        ("provisioning time", readable_time.duration(inputs.provisioning_minutes * 60)),
+        ("provisioning price per hour", _rate(inputs.provisioning_price_per_hour)),
+        ("delay penalty per hour", _rate(inputs.delay_penalty_per_hour)),
         ("schedule cron", inputs.schedule_cron or "-"),
         (
-            "expires at (UTC)",
-            "-" if decision.expires_at is None else teardown.format_label_time(decision.expires_at),
+            "expires at",
+            "-" if decision.expires_at is None else readable_time.utc(decision.expires_at),
         ),
     ]
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
@@ -149,7 +116,7 @@ def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDec
     return (
         "<section><h2>Teardown: keep the cluster warm, shrink it or delete it</h2>"
         f"<p>{html.escape(decision.reason)}</p><table>{table}</table>"
-        f"{_chart(inputs, decision)}{pools}</section>"
+        f"{report_chart.cost_chart(inputs, decision)}{pools}</section>"
     )
 
 

@@ -5,10 +5,11 @@ The end of a ``slurm-spot-training`` run:
 * ``decide`` (in the graph, after registration) weighs keeping the cluster warm against
   deleting it (``teardown.decide``), with the cadence taken from the schedule's cron, an
   expected interval, or the start times of earlier runs of the same pipeline listed from
-  Vertex AI Pipelines (``teardown_pricing.decide`` first prices the cluster for a price of
-  0). Its ``action`` output drives a ``dsl.If``/``dsl.Elif``/``dsl.Else``: ``keep`` labels
-  the cluster with an expiry (``keep``), ``shrink`` labels it and scales its compute pools to
-  no nodes (``cluster.shrink.shrink``), ``delete`` deletes it.
+  Vertex AI Pipelines, listed with a cron too (they show missed and late runs);
+  ``teardown_pricing.decide`` first prices the cluster for a price of 0. Its ``action``
+  output drives a ``dsl.If``/``dsl.Elif``/``dsl.Else``: ``keep`` labels the cluster with an
+  expiry (``keep``), ``shrink`` labels it and scales its compute pools to no nodes
+  (``cluster.shrink.shrink``), ``delete`` deletes it.
 * the exit task, which runs however the run ended, is ``teardown.exit_task.finalize``.
 
 A cluster a preempted run still needs is never deleted under it: preemptions are handled inside
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import logging
 from collections.abc import Sequence
 
@@ -31,6 +33,8 @@ from vsp.components.runtime.teardown import decision as teardown
 log = logging.getLogger(__name__)
 
 HISTORY_PAGE_SIZE = 50
+# Runs read at most, newest first, across pages: older runs add little to a cadence estimate.
+HISTORY_MAX_JOBS = 500
 FINISHED_OR_RUNNING = frozenset(
     {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_FAILED"}
 )
@@ -51,6 +55,8 @@ def run_history(
 ) -> list[float]:
     """Start times (epoch s) of earlier runs of ``pipeline_name``, oldest first.
 
+    Reads the list page by page (``pageToken``), newest first, up to ``HISTORY_MAX_JOBS`` runs.
+
     Tolerant: when the runs cannot be listed (no permission, no Pipelines API, a transient
     error), the history is empty and the decision treats the cadence as unknown.
     """
@@ -65,12 +71,13 @@ def run_history(
         "pageSize": HISTORY_PAGE_SIZE,
     }
     try:
-        listed = client.get(path, params=params)
+        pages = client.list_all(path, "pipelineJobs", params)
+        listed = list(itertools.islice(pages, HISTORY_MAX_JOBS))
     except (errors.ApiError, errors.TransientError) as exc:
         log.warning("could not list earlier runs of %s (%s); cadence unknown", pipeline_name, exc)
         return []
     times = []
-    for job in listed.get("pipelineJobs") or []:
+    for job in listed:
         if job.get("state") not in FINISHED_OR_RUNNING:
             continue
         moment = _epoch(job.get("startTime") or job.get("createTime") or "")
@@ -87,7 +94,10 @@ def decide(
     location: str = "",
     pipeline_name: str = "",
 ) -> tuple[teardown.TeardownInputs, teardown.TeardownDecision]:
-    """The keep-or-delete decision, with the run history filled in when no cron or interval.
+    """The keep-or-delete decision, with the run history filled in when no interval is given.
+
+    Without a cron the history predicts the cadence; with one, the cron predicts the next run
+    and the history shows how often runs were missed or started late (``teardown_expiry``).
 
     The prices are used as given; ``teardown_pricing.decide`` derives those that are 0 from the
     cluster first.
@@ -99,7 +109,7 @@ def decide(
         errors.UserError: An input is invalid (checked before any request).
     """
     inputs.validate()
-    if inputs.schedule_cron is None and inputs.interval_seconds is None and client is not None:
+    if inputs.interval_seconds is None and client is not None:
         history = run_history(client, project, location, pipeline_name)
         log.info("%d earlier runs of %s found for the cadence", len(history), pipeline_name)
         inputs = dataclasses.replace(inputs, run_start_times=history)

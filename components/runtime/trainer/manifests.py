@@ -178,11 +178,11 @@ def history_path(root: Path, step: int) -> Path:
     return root / HISTORY_DIR / f"{checkpoint_name(step)}.json"
 
 
-def checkpoint_times(directory: file_primitives.PathLike) -> list[float]:
-    """Creation times (epoch s) of every checkpoint committed in ``directory``, ascending.
+def checkpoint_history(directory: file_primitives.PathLike) -> list[tuple[int, float]]:
+    """(step, creation time in epoch s) of every checkpoint committed in ``directory``, by time.
 
     The checkpoints that verify, plus those that retention has deleted since, from their
-    history records (one time per step; a replaced checkpoint counts once, at its newest time).
+    history records (one entry per step; a replaced checkpoint counts once, at its newest time).
     """
     by_step: dict[int, float] = {}
     history = file_primitives.to_local_path(directory) / HISTORY_DIR
@@ -204,7 +204,15 @@ def checkpoint_times(directory: file_primitives.PathLike) -> list[float]:
         created = ref.manifest.get("created_unix")
         if isinstance(created, (int, float)):
             by_step[step] = max(float(created), by_step.get(step, 0.0))
-    return sorted(by_step.values())
+    return sorted(by_step.items(), key=lambda item: (item[1], item[0]))
+
+
+def checkpoint_times(directory: file_primitives.PathLike) -> list[float]:
+    """Creation times (epoch s) of every checkpoint committed in ``directory``, ascending.
+
+    See ``checkpoint_history``, whose times these are.
+    """
+    return sorted(created for _, created in checkpoint_history(directory))
 
 
 def verify_model_dir(path: file_primitives.PathLike) -> dict[str, Any]:

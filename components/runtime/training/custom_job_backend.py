@@ -127,6 +127,10 @@ class CustomJobBackend(TrainingBackend):
     def log_tail(self, attempt: Attempt) -> str:
         return f"(see the job's logs in Cloud Logging: {self.uri(attempt)})"
 
+    def api_calls(self) -> int | None:
+        sent = getattr(self.client, "requests_sent", None)  # None: a stand-in client
+        return sent if isinstance(sent, int) else None
+
 
 def labelled_jobs(
     client: rest.VertexRestClient, parent: str, label: str, value: str

@@ -34,11 +34,6 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
 }
 
 
-def _shown(value: Any) -> Any:
-    text = repr(value)
-    return value if len(text) <= 80 else f"{text[:77]}..."
-
-
 def _number_problem(name: str, value: Any) -> errors.SpecProblem | None:
     low, high, integer = BOUNDS[name]
     kind = "a whole number" if integer else "a number"
@@ -50,7 +45,7 @@ def _number_problem(name: str, value: Any) -> errors.SpecProblem | None:
     if ok:
         return None
     return errors.SpecProblem(
-        name, _shown(value), f"must be {kind} from {low:g} to {high:g}.",
+        name, value, f"must be {kind} from {low:g} to {high:g}.",
         f"set {name} within those bounds.",
     )  # fmt: skip
 
@@ -77,7 +72,7 @@ def problems(**params: Any) -> list[errors.SpecProblem]:
             found.append(
                 errors.SpecProblem(
                     "command",
-                    _shown(command),
+                    command,
                     "must be a non-empty list of strings.",
                     'give the trainer\'s argv, one item per argument, e.g. ["python", "train.py"].',
                 )  # fmt: skip
@@ -86,7 +81,7 @@ def problems(**params: Any) -> list[errors.SpecProblem]:
         environment = params["environment"]
 
         def bad(field: str, value: Any, problem: str, fix: str) -> None:
-            found.append(errors.SpecProblem(field, _shown(value), problem, fix))
+            found.append(errors.SpecProblem(field, value, problem, fix))
 
         env_names.check_environment(environment, bad)
     if params.get("working_directory", "") != "":  # '' = not used (CustomJob training)
@@ -99,7 +94,7 @@ def problems(**params: Any) -> list[errors.SpecProblem]:
             found.append(
                 errors.SpecProblem(
                     "working_directory",
-                    _shown(directory),
+                    directory,
                     "must be an absolute path on one line.",
                     "give the job directory on the cluster's shared storage, e.g. /home/me/run.",
                 )  # fmt: skip

@@ -1,8 +1,10 @@
 """A self-contained report of a training run: Markdown for logs, HTML with inline SVG charts.
 
-The HTML needs no network and no script: a timeline of the attempts (running stretches as bars,
-requeues and preemptions as red marks) and, when the trainer wrote one, the loss curve. Every
-text that comes from a job (ids, details) is escaped.
+The HTML needs no network and no script: the metrics, a timeline of the attempts and, when the
+trainer wrote one, the loss curve (both charts in ``report_charts``, with preemptions and
+resumes marked), the attempts and the running stretches. Times read as ``2026-12-04 13:05:10
+UTC`` and durations as ``3 min 12 s``. Every text that comes from a job (ids, details) is
+escaped.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from vsp.components.runtime.core import readable_time
 from vsp.components.runtime.training import metrics as training_metrics
+from vsp.components.runtime.training import report_charts
 from vsp.components.runtime.training.supervisor import RunResult
-
-_WIDTH, _ROW, _LEFT = 720, 26, 90
 
 
 def markdown(title: str, result: RunResult, metrics: dict[str, float]) -> str:
@@ -34,86 +36,46 @@ def markdown(title: str, result: RunResult, metrics: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _timeline_svg(result: RunResult, now: float) -> str:
-    intervals = training_metrics.run_intervals(result, now)
-    times = [e["time"] for e in result.events] or [0.0]
-    t0, t1 = min(times), max(max(times), now)
-    span = max(t1 - t0, 1e-9)
-    jobs = [a.job_id for a in result.attempts]
-    height = _ROW * len(jobs) + 30
-
-    def x(t: float) -> float:
-        return _LEFT + (t - t0) / span * (_WIDTH - _LEFT - 10)
-
-    parts = [f'<svg width="{_WIDTH}" height="{height}" role="img" aria-label="timeline">']
-    for row, job_id in enumerate(jobs):
-        y = 10 + row * _ROW
-        parts.append(f'<text x="4" y="{y + 14}" font-size="12">job {html.escape(job_id)}</text>')
-        for interval in (i for i in intervals if i.job_id == job_id):
-            color = "#4e79a7" if interval.spot else "#59a14f"
-            parts.append(
-                f'<rect x="{x(interval.start):.1f}" y="{y}" height="18" fill="{color}" '
-                f'width="{max(1.0, x(interval.end) - x(interval.start)):.1f}"/>'
-            )
-        for event in (e for e in result.events if e["job_id"] == job_id):
-            if event["event"] in ("requeued", "preempted"):
-                parts.append(
-                    f'<rect x="{x(event["time"]) - 1:.1f}" y="{y - 2}" width="3" height="22" '
-                    f'fill="#e15759"><title>{event["event"]}</title></rect>'
-                )
-    parts.append(
-        f'<text x="{_LEFT}" y="{height - 4}" font-size="11">0 s</text>'
-        f'<text x="{_WIDTH - 60}" y="{height - 4}" font-size="11">{span:.0f} s</text></svg>'
-    )
-    return "".join(parts)
-
-
-def _loss_svg(losses: Sequence[float]) -> str:
-    if len(losses) < 2:
-        return ""
-    low, high = min(losses), max(losses)
-    scale = (high - low) or 1.0
-    height = 160
-    points = " ".join(
-        f"{_LEFT + i / (len(losses) - 1) * (_WIDTH - _LEFT - 10):.1f},"
-        f"{10 + (high - v) / scale * (height - 30):.1f}"
-        for i, v in enumerate(losses)
-    )
-    return (
-        f'<svg width="{_WIDTH}" height="{height}" role="img" aria-label="loss curve">'
-        f'<polyline fill="none" stroke="#4e79a7" stroke-width="1.5" points="{points}"/>'
-        f'<text x="4" y="16" font-size="11">{high:.4g}</text>'
-        f'<text x="4" y="{height - 20}" font-size="11">{low:.4g}</text>'
-        f'<text x="{_LEFT}" y="{height - 4}" font-size="11">step 0</text>'
-        f'<text x="{_WIDTH - 80}" y="{height - 4}" font-size="11">step {len(losses)}</text></svg>'
-    )
+def _when(epoch: float | None) -> str:
+    """A table cell: the UTC time, with the exact epoch seconds in ``data-epoch``."""
+    if epoch is None:
+        return "<td>none</td>"
+    return f'<td data-epoch="{epoch:.3f}">{readable_time.utc(epoch)}</td>'
 
 
 def _stretches_table(
     result: RunResult, now: float, checkpoint_times: Sequence[float] | None
 ) -> str:
-    """Each running stretch (times in epoch seconds) with its last checkpoint and work lost."""
+    """Each running stretch with its last checkpoint and the work it lost."""
     intervals = training_metrics.run_intervals(result, now)
     rows = training_metrics.interval_losses(intervals, checkpoint_times or ())
     cells = []
     for interval, last, lost in rows:
-        saved = "none" if last is None else f"{last:.3f}"
-        saved = "unknown" if checkpoint_times is None else saved
+        saved = "<td>unknown</td>" if checkpoint_times is None else _when(last)
         interrupted = interval.ended_by in training_metrics.INTERRUPTIONS
-        lost_cell = "unknown" if checkpoint_times is None and interrupted else f"{lost:.3f}"
+        unknown = checkpoint_times is None and interrupted
+        lost_cell = "unknown" if unknown else readable_time.duration(lost)
         cells.append(
-            f"<tr><td>{html.escape(interval.job_id)}</td><td>{interval.start:.3f}</td>"
-            f"<td>{interval.end:.3f}</td><td>{interval.end - interval.start:.3f}</td>"
-            f"<td>{html.escape(interval.ended_by or 'still running')}</td><td>{saved}</td>"
+            f"<tr><td>{html.escape(interval.job_id)}</td>{_when(interval.start)}"
+            f"{_when(interval.end)}<td>{readable_time.duration(interval.end - interval.start)}</td>"
+            f"<td>{html.escape(interval.ended_by or 'still running')}</td>{saved}"
             f"<td>{lost_cell}</td></tr>"
         )
     return (
-        "<h2>Running stretches</h2><p>Times in epoch seconds, as this step saw them (it polls, "
-        "so an end can be up to one poll interval late). Work lost: from the last checkpoint "
-        "written in a stretch to its interruption.</p><table id='stretches'><tr><th>job</th>"
-        "<th>start</th><th>end</th><th>seconds</th><th>ended by</th><th>last checkpoint</th>"
-        "<th>work lost (s)</th></tr>" + "".join(cells) + "</table>"
+        "<h2>Running stretches</h2><p>As this step saw them (it polls, so an end can be up to "
+        "one poll interval late). Work lost: from the last checkpoint written in a stretch to "
+        "its interruption.</p><table id='stretches'><tr><th>job</th><th>start</th><th>end</th>"
+        "<th>duration</th><th>ended by</th><th>last checkpoint</th><th>work lost</th></tr>"
+        + "".join(cells)
+        + "</table>"
     )
+
+
+def _metric_cell(key: str, value: float) -> str:
+    """A metric's value; seconds also as a readable duration (``173.8 (2 min 54 s)``)."""
+    if key.endswith("_seconds"):
+        return f"{value:g} ({readable_time.duration(value)})"
+    return f"{value:g}"
 
 
 def html_report(
@@ -123,6 +85,7 @@ def html_report(
     *,
     losses: Sequence[float] = (),
     checkpoint_times: Sequence[float] | None = None,
+    checkpoints: Sequence[tuple[int, float]] | None = None,
     extra_sections: Sequence[tuple[str, str]] = (),
     now: float | None = None,
 ) -> str:
@@ -134,12 +97,20 @@ def html_report(
         metrics: From ``training_metrics.compute``.
         losses: Loss per step, if the trainer recorded them.
         checkpoint_times: When each checkpoint was written (epoch s); None when the step
-            cannot see them. Shown per running stretch with the work it lost.
+            cannot see them. Shown per running stretch with the work it lost, and on the
+            timeline. Taken from ``checkpoints`` when only those are given.
+        checkpoints: (step, epoch s) of each checkpoint written; None when the step cannot see
+            them. Places preemptions and resumes on the loss curve exactly (estimated without).
         extra_sections: (heading, pre-escaped HTML) pairs appended at the end.
         now: End of still-open intervals (default: the last event).
     """
     end = now if now is not None else max((e["time"] for e in result.events), default=0.0)
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:g}</td></tr>" for k, v in metrics.items())
+    if checkpoint_times is None and checkpoints is not None:
+        checkpoint_times = sorted(when for _, when in checkpoints)
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{_metric_cell(k, v)}</td></tr>"
+        for k, v in metrics.items()
+    )
     attempts = "".join(
         f"<tr><td>{i}</td><td>{html.escape(a.job_id)}</td><td>{html.escape(a.target.name)}</td>"
         f"<td>{a.outcome.value}</td><td>{a.requeues}</td><td>{html.escape(a.detail)}</td></tr>"
@@ -147,15 +118,23 @@ def html_report(
     )
     sections = [
         f"<h1>{html.escape(title)}</h1>",
+        "<h2>Timeline</h2><p>Bars: running (blue Spot, green on-demand); red dashed lines: "
+        "preemptions; green dashed lines: resumes; orange: checkpoint saves. Hover a mark for "
+        "its time.</p>",
+        report_charts.timeline_svg(result, end, checkpoint_times),
+    ]
+    if len(losses) >= 2:
+        sections += [
+            "<h2>Loss</h2><p>Red dashed lines: where a preemption stopped training and the step "
+            "it resumed from (green dot); orange dots: checkpoint saves.</p>",
+            report_charts.loss_svg(losses, result, end, checkpoints),
+        ]
+    sections += [
         "<h2>Metrics</h2><table>" + rows + "</table>",
-        "<h2>Timeline</h2><p>Bars: running (blue Spot, green on-demand); red: preemption.</p>",
-        _timeline_svg(result, end),
         "<h2>Attempts</h2><table><tr><th>#</th><th>job</th><th>target</th><th>outcome</th>"
         "<th>requeues</th><th>detail</th></tr>" + attempts + "</table>",
+        _stretches_table(result, end, checkpoint_times),
     ]
-    sections.append(_stretches_table(result, end, checkpoint_times))
-    if len(losses) >= 2:
-        sections += ["<h2>Loss</h2>", _loss_svg(losses)]
     sections += [f"<h2>{html.escape(h)}</h2>{body}" for h, body in extra_sections]
     style = "body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:2px 6px}"
     return (

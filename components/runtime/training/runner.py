@@ -23,7 +23,7 @@ from vsp.components.runtime.core import errors, file_primitives, gcp_labels, pol
 from vsp.components.runtime.core import step as step_lib
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training import recovery
+from vsp.components.runtime.training import poll_plan, recovery
 from vsp.components.runtime.training import report as training_report
 from vsp.components.runtime.training import supervisor as training_run
 
@@ -116,9 +116,14 @@ def supervise(
     timeout_seconds: float | None = None,
     gcp_resources_path: str = "",
     poll_backoff: polling.Backoff = training_run.DEFAULT_BACKOFF,
+    poll_settings: poll_plan.PlanSettings | None = None,
     write_report: Callable[[str], None] | None = None,
 ) -> TrainOutcome:
     """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
+
+    The metrics include ``vertex_calls`` and ``vertex_calls_per_job_hour`` (per hour the step
+    supervised the run); ``poll_settings`` lets a backend that writes beacons call Vertex only
+    when the beacon asks for it (``poll_plan``).
 
     Raises:
         errors.UserError: The trainer failed beyond its restart budget.
@@ -133,19 +138,29 @@ def supervise(
         gcp_resources_path=gcp_resources_path,
         timeout=timeout_seconds,
         backoff=poll_backoff,
+        poll_settings=poll_settings,
     )
     failure: BaseException | None = None
+    began = supervisor.clock.now()
     try:
         result = supervisor.run()
     except (errors.VspError, errors.StepCancelled) as exc:
         failure = exc
-        result = training_run.RunResult(supervisor.attempts, 0.0, events=list(supervisor.events))
+        result = training_run.RunResult(
+            supervisor.attempts,
+            0.0,
+            events=list(supervisor.events),
+            vertex_calls=supervisor.vertex_calls(),
+        )
+    supervised = supervisor.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
-    times = manifests.checkpoint_times(checkpoint_dir) if visible else None
+    history = manifests.checkpoint_history(checkpoint_dir) if visible else None
+    times = None if history is None else sorted(when for _, when in history)
     now = time.time()
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), checkpoint_times=times, now=now
     )
+    metrics.update(poll_plan.call_metrics(result.vertex_calls, supervised))
     notes = []
     if "goodput" not in metrics:
         note = unknown_goodput_note(checkpoint_dir)
@@ -162,6 +177,7 @@ def supervise(
         metrics,
         losses=_losses(model_dir),
         checkpoint_times=times,
+        checkpoints=history,
         extra_sections=notes,
         now=now,
     )
@@ -212,6 +228,7 @@ def component_options(
         "timeout_seconds": timeout_seconds,
         "gcp_resources_path": gcp_resources_path,
         "poll_backoff": polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
+        "poll_settings": poll_plan.PlanSettings.for_poll_seconds(poll_seconds),
         "write_report": write_text(report_path),
     }
 

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 
 from vsp.components.runtime.core import errors, gcp_resources, polling
 from vsp.components.runtime.core.errors import StepCancelled
+from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.recovery import (
     Attempt,
     Outcome,
@@ -72,6 +74,19 @@ class TrainingBackend(abc.ABC):
         """Log lines of the attempt written since the last call, shown while polling."""
         return []
 
+    def beacon(self, attempt: Attempt) -> Beacon | None:
+        """The attempt's progress beacon as the step sees it (None: none visible)."""
+        return None
+
+    @property
+    def writes_beacons(self) -> bool:
+        """Whether attempts write a beacon, so polls can follow ``poll_plan``."""
+        return False
+
+    def api_calls(self) -> int | None:
+        """Vertex API requests this backend sent so far (None: not counted)."""
+        return None
+
 
 @dataclasses.dataclass
 class RunResult:
@@ -83,12 +98,15 @@ class RunResult:
         reattached: Whether the step found attempts submitted by an earlier try of the step.
         events: Timeline seen by this step: ``{"time": epoch s, "job_id", "event"}`` with
             events submitted, running, requeued, and the final outcome of each attempt.
+        vertex_calls: Vertex API calls the step made for the run (requests sent, or state
+            refreshes when the backend does not count requests).
     """
 
     attempts: list[Attempt]
     seconds: float
     reattached: bool = False
     events: list[dict] = dataclasses.field(default_factory=list)
+    vertex_calls: int = 0
 
     @property
     def preemptions(self) -> int:
@@ -134,6 +152,8 @@ class TrainingSupervisor:
         clock: Monotonic time source for waits.
         on_attempt_change: Called with the attempt whenever its state text changes.
         wall: Epoch-seconds source for the event timeline.
+        poll_settings: When the backend writes beacons, the ``poll_plan`` intervals that
+            decide when a poll calls Vertex (None: every poll calls Vertex, with ``backoff``).
     """
 
     def __init__(
@@ -148,6 +168,7 @@ class TrainingSupervisor:
         clock: polling.Clock | None = None,
         on_attempt_change: Callable[[Attempt], None] | None = None,
         wall: Callable[[], float] = time.time,
+        poll_settings: poll_plan.PlanSettings | None = None,
     ):
         self.backend = backend
         self.strategy = strategy
@@ -160,6 +181,13 @@ class TrainingSupervisor:
         self.attempts: list[Attempt] = []
         self.events: list[dict] = []
         self.wall = wall
+        self.poll_settings = poll_settings
+        self.refreshes = 0
+
+    def vertex_calls(self) -> int:
+        """Vertex calls so far: requests the backend counted, else state refreshes."""
+        counted = self.backend.api_calls()
+        return self.refreshes if counted is None else counted
 
     def _event(self, attempt: Attempt, event: str) -> None:
         self.events.append({"time": self.wall(), "job_id": attempt.job_id, "event": event})
@@ -202,11 +230,19 @@ class TrainingSupervisor:
         pending_since = self.clock.now()
         seen_requeues = attempt.requeues
         switch = ""
+        plan = None
+        if self.poll_settings is not None and self.backend.writes_beacons:
+            plan = poll_plan.PollPlan(self.poll_settings)
 
         def probe() -> Attempt:
             nonlocal pending_since, seen_requeues, switch
             before = attempt.outcome
-            self.backend.refresh(attempt)
+            if plan is None or plan.look(self.clock.now(), self.backend.beacon(attempt)):
+                self.backend.refresh(attempt)
+                self.refreshes += 1
+                if plan is not None:
+                    log.debug("job %s: called Vertex (%s)", attempt.job_id, plan.reason)
+                    plan.called(self.clock.now(), attempt.outcome.value)
             for line in self.backend.new_log_lines(attempt):
                 log.info("[job %s] %s", attempt.job_id, line)
             if attempt.requeues > seen_requeues:
@@ -242,6 +278,7 @@ class TrainingSupervisor:
             backoff=self.backoff,
             clock=self.clock,
             describe=describe,
+            delay_for=None if plan is None else (lambda _: plan.next_look()),
         )
         if switch and not attempt.outcome.terminal:
             log.warning("job %s: %s", attempt.job_id, switch)
@@ -310,7 +347,11 @@ class TrainingSupervisor:
                 self._wait(current, deadline)
             if current.outcome is Outcome.SUCCEEDED:
                 return RunResult(
-                    self.attempts, self.clock.now() - start, reattached, list(self.events)
+                    self.attempts,
+                    self.clock.now() - start,
+                    reattached,
+                    list(self.events),
+                    self.vertex_calls(),
                 )
             decision = self.strategy.after(self.attempts)
             log.info(

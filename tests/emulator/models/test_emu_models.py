@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import requests
 
@@ -194,3 +196,61 @@ def test_list_versions_honours_page_size(api):
         if not token:
             break
     assert seen == [["1", "2"], ["3"]]
+
+
+def test_list_models_honours_page_size(api):
+    for model_id in ("c-model", "a-model", "b-model"):
+        assert api.upload(modelId=model_id, model=_model()).status_code == 200
+    first = api.get(f"{PARENT}/models?pageSize=2").json()
+    assert [m["name"].rsplit("/", 1)[1] for m in first["models"]] == ["a-model", "b-model"]
+    second = api.get(f"{PARENT}/models?pageSize=2&pageToken={first['nextPageToken']}").json()
+    assert [m["name"].rsplit("/", 1)[1] for m in second["models"]] == ["c-model"]
+    assert "nextPageToken" not in second
+
+
+def test_versions_are_stored_one_document_each(emulator, api):
+    assert api.upload(modelId="mnist", model=_model(versionAliases=["prod"])).status_code == 200
+    assert api.upload(parentModel=NAME, model=_model(versionAliases=["prod"])).status_code == 200
+    store = emulator.app.store
+    assert store.get("models", NAME)["aliases"] == {"default": "1", "prod": "2"}
+    assert store.keys("model_versions") == [f"{NAME}@{1:020d}", f"{NAME}@{2:020d}"]
+    assert store.get("model_versions", f"{NAME}@{1:020d}")["versionAliases"] == ["default"]
+    gone = requests.delete(api.url(f"{NAME}@2:deleteVersion"))
+    assert gone.status_code == 200, gone.text
+    assert store.get("models", NAME)["aliases"] == {"default": "1"}
+    assert api.get(f"{NAME}@prod").status_code == 404
+
+
+def test_models_of_the_earlier_layout_are_converted(emulator_factory, tmp_path, emulator_api_for):
+    legacy_dir = tmp_path / "state" / "store"
+    legacy_dir.mkdir(parents=True)
+    version = {
+        "name": NAME,
+        "displayName": "mnist",
+        "labels": {},
+        "createTime": "2026-01-01T00:00:00.000000Z",
+        "updateTime": "2026-01-01T00:00:00.000000Z",
+    }
+    legacy = {
+        NAME: {
+            "next": 3,
+            "createTime": "2026-01-01T00:00:00.000000Z",
+            "versions": {
+                "1": {**version, "versionId": "1", "versionAliases": ["default"]},
+                "2": {**version, "versionId": "2", "versionAliases": ["prod"]},
+            },
+        }
+    }
+    (legacy_dir / "models.json").write_text(json.dumps(legacy))
+    emulator = emulator_factory(tmp_path / "state")
+    api = emulator_api_for(emulator)
+    assert requests.get(api.url(f"{NAME}@prod")).json()["versionId"] == "2"
+    listed = requests.get(api.url(f"{NAME}:listVersions")).json()["models"]
+    assert [(v["versionId"], v["versionAliases"]) for v in listed] == [
+        ("1", ["default"]),
+        ("2", ["prod"]),
+    ]
+    upload = {"parentModel": NAME, "model": _model()}
+    answer = requests.post(api.url(f"{PARENT}/models:upload"), json=upload).json()
+    assert answer["response"]["modelVersionId"] == "3"
+    assert (legacy_dir / "models.json.migrated").exists()

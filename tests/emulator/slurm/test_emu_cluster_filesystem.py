@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import time
 
 import pytest
 
@@ -60,10 +61,16 @@ def test_output_truncated_at_restart_unless_append(slurm_emulator_factory, clust
     )
     truncated = client.submit(script, requeue=True, name="truncate")
     appended = client.submit(script, requeue=True, name="append", open_mode=["APPEND"])
+    home = str(server.state_dir / "slurm" / "c1" / "home")
     for job_id in (truncated, appended):
         client.wait_state(job_id, "RUNNING")
+        # RUNNING comes before the script's first line: preempt once "run 0" is written.
+        output = pathlib.Path(server.app.slurm.host_path("c1", f"{home}/slurm-{job_id}.out"))
+        deadline = time.monotonic() + 10
+        while "run 0" not in (output.read_text() if output.exists() else ""):
+            assert time.monotonic() < deadline, f"job {job_id} never wrote its first line"
+            time.sleep(0.02)
         server.app.slurm.preempt_now("c1", job_id)
-    home = str(server.state_dir / "slurm" / "c1" / "home")
     lines = {}
     for job_id in (truncated, appended):
         done = client.wait_state(job_id, "COMPLETED", timeout=20)

@@ -171,3 +171,49 @@ def test_settings_plan_and_fault_rule(slurm_emulator_factory, cluster_body):
     sources = [e["source"] for e in server.app.slurm.preemptions("c1")]
     assert sources == ["plan", "fault"]
     client.cancel(first)
+
+
+def test_a_plan_armed_before_the_cluster_exists_waits_and_applies_at_creation(
+    slurm_emulator_factory, cluster_body
+):
+    server = slurm_emulator_factory(slurm_requeue_delay_seconds=0)
+    armed = control(
+        server, "POST", json={"cluster": "c1", "mode": "fixed", "afterSeconds": 0.3, "maxCount": 1}
+    )
+    assert armed.status_code == 200
+    assert armed.json()["plan"] == {
+        "mode": "fixed",
+        "after_seconds": [0.3],
+        "mean_seconds": None,
+        "seed": 0,
+        "max_count": 1,
+        "job_name": None,
+        "partition": None,
+        "source": "pending",
+        "fired": 0,
+        "runs": 0,
+    }
+    waiting = control(server, "GET", params={"cluster": "c1"})
+    assert waiting.status_code == 200
+    assert waiting.json() == {"plan": armed.json()["plan"], "preemptions": []}
+    # A plan armed for another id stays out of c1's way, and can be withdrawn.
+    other = {"cluster": "c2", "mode": "fixed", "afterSeconds": 5}
+    assert control(server, "POST", json=other).json()["plan"]["source"] == "pending"
+
+    client = SlurmTestClient.create_cluster(server.base_url, "c1", cluster_body)
+    job_id = client.submit("#!/bin/bash\nsleep 30\n", requeue=True)
+    client.wait_job(job_id, lambda j: j["restart_cnt"] == 1, timeout=10)
+    shown = control(server, "GET", params={"cluster": "c1"}).json()
+    assert (shown["plan"]["source"], shown["plan"]["fired"], shown["plan"]["max_count"]) == (
+        "cluster",
+        1,
+        1,
+    )
+    assert [(e["kind"], e["jobId"], e["source"]) for e in shown["preemptions"]] == [
+        ("spot", job_id, "plan")
+    ]
+    assert server.app.store.keys("slurm_pending_plans") == ["c2"]
+    assert control(server, "DELETE", params={"cluster": "c2"}).json() == {"cleared": True}
+    assert server.app.store.keys("slurm_pending_plans") == []
+    assert control(server, "GET", params={"cluster": "c2"}).status_code == 404
+    client.cancel(job_id)

@@ -131,3 +131,26 @@ def test_progress_lines_say_when_the_wait_gives_up(caplog):
 )
 def test_durations_read_as_people_write_them(seconds, text):
     assert polling.duration(seconds) == text
+
+
+def test_delay_for_sets_each_pause_and_backoff_still_follows_a_transient_error():
+    answers = iter(["a", errors.UnavailableError("flaky"), "b", "done"])
+
+    def probe():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    clock = polling.FakeClock()
+    result = polling.poll_until(
+        probe,
+        lambda s: s == "done",
+        what="job",
+        timeout=None,
+        backoff=polling.Backoff(initial=7, multiplier=1, jitter=0),
+        clock=clock,
+        delay_for=lambda s: {"a": 3.0, "b": 4.0}[s],
+    )
+    assert result.value == "done"
+    assert clock.sleeps == [3.0, 7.0, 4.0]

@@ -17,6 +17,7 @@ from vsp.components.runtime.core import polling, rest
 from vsp.components.runtime.registry import client as model_registry
 from vsp.components.runtime.registry import versions as model_versions
 from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.vertex_emulator.models import records as model_records
 
 PROJECT, LOCATION = "test-project", "us-central1"
 NAME = f"projects/{PROJECT}/locations/{LOCATION}/models/mnist"
@@ -114,10 +115,15 @@ def test_a_duplicate_found_later_is_cleaned_up_by_the_next_look(emulator, gcs_ro
     # Two versions of run-1 already exist (a late POST landed after the step finished): a
     # retried step keeps the lowest and deletes the other.
     register(client(), aliases=())
-    record = emulator.app.store.get("models", NAME)
-    duplicate = {**record["versions"]["1"], "versionId": "2", "versionAliases": ["candidate"]}
-    record["versions"]["2"], record["next"] = duplicate, 3
-    emulator.app.store.put("models", NAME, record)
+    store = emulator.app.store
+    record = model_records.load(store, NAME)
+    first = model_records.version(store, NAME, "1")
+    duplicate = {**first, "versionId": "2", "versionAliases": []}
+    model_records.put_version(store, duplicate)
+    model_records.give_aliases(store, record, duplicate, ["candidate"], first["updateTime"])
+    model_records.put_version(store, duplicate)
+    record["next"] = 3
+    store.put(model_records.MODELS, NAME, record)
     result = register(client())
     assert (result.version_id, result.reused) == ("1", True)
     assert versions(client()) == [("1", "run-1", ["default", "candidate"])]

@@ -212,3 +212,29 @@ def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_p
     with pytest.raises(errors.UserError, match="checkpoint_dir is empty"):
         train(spec)
     assert len(slurm_calls(cluster, SUBMIT)) == before == 0
+
+
+def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
+    cluster, tmp_path, monkeypatch
+):
+    from vsp.components.runtime.training import beacon as beacon_lib
+    from vsp.components.runtime.training import poll_plan
+
+    gcs = tmp_path / "gcs"
+    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(gcs))
+    cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.0, max_count=1)
+    spec = dataclasses.replace(
+        training(tmp_path, [*TRAINER, "--steps", "60", "--step-seconds", "0.05"]),
+        checkpoint_dir=str(gcs / "bucket" / "ckpt"),
+        model_dir=str(gcs / "bucket" / "model"),
+    )
+    before = len(cluster.journal())
+    settings = poll_plan.PlanSettings.for_poll_seconds(0.4)
+    outcome = train(spec, max_preemptions=3, poll_settings=settings)
+    assert outcome.metrics["preemptions"] == 1
+    job_id = outcome.result.job_ids[0]
+    final = beacon_lib.read(str(gcs / "bucket" / "ckpt.beacon"), job_id)
+    assert (final.state, final.rc, final.restart) == ("exiting", 0, 1)
+    # Every request the step sent is counted, and the emulator saw exactly those.
+    assert outcome.metrics["vertex_calls"] == len(cluster.journal()) - before
+    assert outcome.metrics["vertex_calls_per_job_hour"] > 0

@@ -55,7 +55,9 @@ def test_hourly_cron_metrics_exact():
     d = decide(_inputs(schedule_cron="0 * * * *"))
     assert d.action == "keep"
     assert d.next_run == _epoch(2026, 1, 5, 11, 0)
-    assert d.expires_at == _epoch(2026, 1, 5, 11, 15)  # 25% of 1 h
+    # max(t_K + slack, now + B): t_K = 14:00 (the last tick within B = 4 h of 10:30) + 15 min
+    # (25% of 1 h) is before now + B = 14:30, so a run missed or late until 14:30 finds it warm.
+    assert d.expires_at == _epoch(2026, 1, 5, 14, 30)
     assert d.as_metrics() == {
         "teardown_keep": 1.0,
         "teardown_shrink": 0.0,
@@ -64,11 +66,11 @@ def test_hourly_cron_metrics_exact():
         "teardown_next_run": _epoch(2026, 1, 5, 11, 0),
         "teardown_idle_seconds": 1800.0,
         "teardown_cost_if_kept": 3.0,
-        "teardown_expires_at": _epoch(2026, 1, 5, 11, 15),
+        "teardown_expires_at": _epoch(2026, 1, 5, 14, 30),
     }
     assert "keeping is cheaper" in d.reason
-    assert "0.50 h" in d.reason and "3.00" in d.reason and "24.00" in d.reason
-    assert "4.00 h" in d.reason
+    assert "is in 30 min:" in d.reason and "3.00" in d.reason and "24.00" in d.reason
+    assert "break-even idle time 4 h" in d.reason
 
 
 def test_weekly_cron_deletes():
@@ -110,7 +112,8 @@ def test_interval_seconds():
         7200.0,
         12.0,
     )
-    assert d.expires_at == NOW + 7200 + 1800
+    # Predicted runs at now + 2 h and now + 4 h (= B): t_K + slack = now + 4 h + 30 min.
+    assert d.expires_at == NOW + 14400 + 1800
     assert decide(_inputs(interval_seconds=86400)).action == "delete"
 
 
@@ -121,7 +124,8 @@ def test_exactly_break_even_keeps():
 
 def test_min_slack():
     d = decide(_inputs(interval_seconds=1200))
-    assert d.expires_at == NOW + 1200 + 600  # 25% of 20 min is 5 min < 10 min floor
+    # 25% of 20 min is 5 min < 10 min floor; t_K = now + 4 h (B), the 12th run predicted.
+    assert d.expires_at == NOW + 14400 + 600
 
 
 def test_cadence_uses_median_gap_and_rolls_forward():
@@ -246,9 +250,9 @@ def test_label_time_format_roundtrip():
 
 def test_expired():
     labels = decide(_inputs(schedule_cron="0 * * * *")).as_labels()
-    assert labels["vsp-expires-at"] == "20260105t111500z"
-    assert not expired(labels, now=_epoch(2026, 1, 5, 11, 15))
-    assert expired(labels, now=_epoch(2026, 1, 5, 11, 15, 1))
+    assert labels["vsp-expires-at"] == "20260105t143000z"
+    assert not expired(labels, now=_epoch(2026, 1, 5, 14, 30))
+    assert expired(labels, now=_epoch(2026, 1, 5, 14, 30, 1))
     assert not expired({}, now=NOW)
     assert not expired(None, now=NOW)
     assert not expired({"vsp-teardown": "keep"}, now=NOW)

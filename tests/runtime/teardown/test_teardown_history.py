@@ -60,4 +60,4 @@ def test_decide_with_history_keeps_for_the_learned_time():
     decision = teardown.decide(inputs)
     assert decision.action == "keep"
     assert decision.expires_at == pytest.approx(now + 3300)
-    assert "over the last 4 idle gaps, keeping 0.92 h costs least" in decision.reason
+    assert "over the last 4 idle gaps, keeping 55 min costs least" in decision.reason

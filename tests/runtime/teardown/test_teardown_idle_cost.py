@@ -22,11 +22,11 @@ N2_8, A3_SPOT, A3_ON_DEMAND = 0.388472, 35.39575, 88.49  # us-central1, USD/node
 
 def local_cluster_body(**overrides) -> dict:
     """The body ``create_cluster`` sends for a local run: LOCAL_CLUSTER on the defaults."""
-    from vsp.components import cluster as cluster_components  # noqa: PLC0415
+    from vsp.components import catalog  # noqa: PLC0415
     from vsp.pipelines import registry  # noqa: PLC0415
 
     accepted = inspect.signature(cluster_builder.build_cluster_spec).parameters
-    defaults = inspect.signature(cluster_components.create_cluster).parameters
+    defaults = inspect.signature(catalog.COMPONENT_FUNCTIONS["create_cluster"]).parameters
     kwargs = {name: p.default for name, p in defaults.items() if name in accepted}
     kwargs.update({k: v for k, v in registry.LOCAL_CLUSTER.items() if k in accepted})
     kwargs.update(overrides)

@@ -37,6 +37,21 @@ class RecordingClient:
             raise self.error
         return {"pipelineJobs": self.jobs}
 
+    list_all = rest.VertexRestClient.list_all  # pages through ``get``, as the real client
+
+
+class PagedClient(RecordingClient):
+    """Answers the pipelineJobs list ``pageSize`` jobs at a time, with page tokens."""
+
+    def get(self, path, params=None):
+        self.calls.append((path, dict(params or {})))
+        start = int((params or {}).get("pageToken") or 0)
+        end = start + int(params["pageSize"])
+        page = {"pipelineJobs": self.jobs[start:end]}
+        if end < len(self.jobs):
+            page["nextPageToken"] = str(end)
+        return page
+
 
 def _job(hours_ago: float, state="PIPELINE_STATE_SUCCEEDED") -> dict:
     return {"state": state, "startTime": _iso(hours_ago)}
@@ -45,6 +60,24 @@ def _job(hours_ago: float, state="PIPELINE_STATE_SUCCEEDED") -> dict:
 def _iso(hours_ago: float) -> str:
     moment = datetime.datetime.fromtimestamp(NOW - hours_ago * 3600, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_history_is_read_past_the_first_page(monkeypatch):
+    monkeypatch.setattr(teardown_step, "HISTORY_PAGE_SIZE", 2)
+    jobs = [_job(h) for h in (0.0, 1.0)] + [_job(1.5, "PIPELINE_STATE_CANCELLED"), _job(2.0)]
+    client = PagedClient(jobs)
+    history = teardown_step.run_history(client, PROJECT, LOCATION, "p")
+    assert history == [NOW - 2 * 3600, NOW - 3600, NOW]
+    assert [params.get("pageToken") for _, params in client.calls] == [None, "2"]
+
+
+def test_history_stops_at_the_most_runs_it_reads(monkeypatch):
+    monkeypatch.setattr(teardown_step, "HISTORY_PAGE_SIZE", 2)
+    monkeypatch.setattr(teardown_step, "HISTORY_MAX_JOBS", 3)
+    client = PagedClient([_job(h) for h in (0.0, 1.0, 2.0, 3.0, 4.0)])
+    history = teardown_step.run_history(client, PROJECT, LOCATION, "p")
+    assert history == [NOW - 2 * 3600, NOW - 3600, NOW]
+    assert len(client.calls) == 2
 
 
 def test_history_of_hourly_runs_keeps_the_cluster():
@@ -70,12 +103,22 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     assert metrics["teardown_cost_if_kept"] == pytest.approx(1.0)
 
 
-def test_a_cron_wins_over_the_history_and_nothing_is_listed():
+def test_a_cron_wins_over_the_history_which_is_still_listed_for_missed_runs():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
     inputs = teardown.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
+    weighed, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
+    assert len(client.calls) == 1
+    assert weighed.run_start_times == [NOW - 3600, NOW]
+    assert decision.action == "delete"
+    assert "cron '0 0 * * 0'" in decision.reason
+
+
+def test_an_interval_wins_and_nothing_is_listed():
+    client = RecordingClient([_job(h) for h in (0.0, 1.0)])
+    inputs = teardown.TeardownInputs(**PRICES, now=NOW, interval_seconds=3600)
     _, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
     assert client.calls == []
-    assert decision.action == "delete"
+    assert decision.action == "keep"
 
 
 def test_history_that_cannot_be_listed_means_unknown_cadence():

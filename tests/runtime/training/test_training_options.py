@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from vsp.components import training as training_components
+from vsp.components import catalog
 from vsp.components.runtime.core import errors, step
 from vsp.components.runtime.training import options_check
 
@@ -76,7 +76,7 @@ def test_the_component_refuses_wrong_types_cleanly_before_any_request(tmp_path, 
     monkeypatch.setattr(step, "configure_logging", lambda: None)
     output = types.SimpleNamespace(path=str(tmp_path / "out"), metadata={})
     with pytest.raises(SystemExit) as exited:
-        training_components.train_on_cluster(
+        catalog.COMPONENT_FUNCTIONS["train_on_cluster"](
             project="test-project", location="us-central1", cluster_id="c1",
             command=["python"], working_directory="/home/me/run",
             model_dir="/gcs/bucket/model", gcp_resources=str(tmp_path / "gcp_resources"),

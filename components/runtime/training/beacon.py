@@ -1,0 +1,139 @@
+"""The progress beacon: a small JSON file a Slurm job keeps on Cloud Storage for the step.
+
+The batch script (``slurm.batch``) writes ``vsp-beacon-<JOB_ID>.json`` into the beacon folder on
+each state change of the job (``started`` when the batch shell starts, ``running`` once the
+payload runs, ``notice`` when a preemption or time-limit signal arrives, ``exiting`` with the
+payload's exit code when it ended) and re-writes it as a heartbeat at most every
+``VSP_BEACON_HEARTBEAT`` seconds. The training step reads it every few seconds: reading Cloud
+Storage does not count against the Vertex AI quota, so the step calls Vertex (``callSlurmRestApi``)
+only when the beacon changes, goes stale, or after a long cap (``training.poll_plan``).
+
+Document (every field written by the batch shell, none taken from a parameter)::
+
+    {"job": "123", "restart": 0, "state": "running", "since": 1767225600,
+     "time": 1767225615, "rc": null}
+
+``since`` is when the state was entered and ``time`` when the file was written (epoch seconds by
+the cluster's clock; the step never compares them with its own clock). A requeued job starts
+again with ``restart`` one higher (``SLURM_RESTART_COUNT``), so a requeue shows in the beacon even
+when no Vertex poll saw the job PENDING.
+
+Hand-rolled: a read of one small JSON file through the Cloud Storage FUSE mapping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from vsp.components.runtime.core import gcs_paths
+
+STATES = ("started", "running", "notice", "saving", "exiting")
+# States meaning the job still runs (``exiting``: the payload ended, the job ends next).
+LIVE_STATES = ("started", "running", "notice", "saving")
+FILE_PREFIX = "vsp-beacon-"
+DIR_ENV = "VSP_BEACON_DIR"
+HEARTBEAT_ENV = "VSP_BEACON_HEARTBEAT"
+DEFAULT_HEARTBEAT_SECONDS = 15
+MAX_BYTES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Beacon:
+    """One read of a job's beacon.
+
+    Attributes:
+        job: Slurm job id that wrote it.
+        restart: ``SLURM_RESTART_COUNT`` of the run that wrote it (0 on the first run).
+        state: One of ``STATES``.
+        since: Epoch seconds (cluster clock) the state was entered.
+        time: Epoch seconds (cluster clock) this copy was written (moves at each heartbeat).
+        rc: The payload's exit code with ``exiting``; None otherwise.
+    """
+
+    job: str
+    restart: int
+    state: str
+    since: float
+    time: float
+    rc: int | None = None
+
+    @property
+    def key(self) -> tuple[int, str, float]:
+        """What identifies a state change: the run (restart count), the state, when entered."""
+        return (self.restart, self.state, self.since)
+
+    @property
+    def live(self) -> bool:
+        """Whether the beacon says the job still runs."""
+        return self.state in LIVE_STATES
+
+    @classmethod
+    def parse(cls, text: str | bytes) -> Beacon | None:
+        """The beacon in ``text``; None when not a beacon document (partly written, foreign)."""
+        try:
+            data = json.loads(text)
+            state = data["state"]
+            if state not in STATES:
+                return None
+            rc = data.get("rc")
+            return cls(
+                job=str(data["job"]),
+                restart=int(data.get("restart") or 0),
+                state=state,
+                since=float(data["since"]),
+                time=float(data["time"]),
+                rc=None if rc is None else int(rc),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+def folder_for(checkpoint_dir: str) -> str:
+    """The beacon folder of a run: ``<checkpoint folder>.beacon`` beside the checkpoints.
+
+    Beside rather than inside, so the checkpoint library never meets a foreign file; in the
+    checkpoint folder's own form (``gs://`` URI or path), which the job and the step both
+    resolve as they do the checkpoints. '' when the checkpoints are not on Cloud Storage
+    (``gs://``, ``/gcs/`` or under ``$VSP_GCS_FUSE_ROOT``): the step could not read a beacon
+    kept on the cluster's own disks.
+    """
+    text = (checkpoint_dir or "").rstrip("/")
+    on_gcs = text.startswith(gcs_paths.DEFAULT_FUSE_ROOT + "/") or bool(
+        text and gcs_paths.to_gcs_uri(text)
+    )
+    return text + ".beacon" if on_gcs else ""
+
+
+def path_for(folder: str, job_id: str) -> str:
+    """The beacon file of ``job_id`` in ``folder`` (a ``gs://`` URI or a path)."""
+    return f"{folder.rstrip('/')}/{FILE_PREFIX}{job_id}.json"
+
+
+def read(folder: str, job_id: str) -> Beacon | None:
+    """The job's beacon as the step sees it; None when absent, unreadable or not visible here."""
+    if not folder:
+        return None
+    local = gcs_paths.to_local_path(path_for(folder, job_id))
+    try:
+        with open(local, "rb") as handle:
+            text = handle.read(MAX_BYTES)
+    except OSError:
+        return None
+    found = Beacon.parse(text)
+    return found if found is not None and found.job == str(job_id) else None
+
+
+def environment(
+    folder: str, heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+) -> dict[str, str]:
+    """The job environment that turns the batch script's beacon on (values travel as JSON).
+
+    Args:
+        folder: Beacon folder (``gs://BUCKET/PATH`` or a path the cluster sees); '' = no beacon.
+        heartbeat_seconds: Longest time between two writes while nothing changes, seconds.
+    """
+    if not folder:
+        return {}
+    return {DIR_ENV: os.fspath(folder), HEARTBEAT_ENV: f"{max(0.1, heartbeat_seconds):g}"}

@@ -1,0 +1,41 @@
+"""The benchmark goals table: read from the results files, quoted verbatim by the README."""
+
+import json
+import pathlib
+
+from benchmarks import summary
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_quotes_the_table_the_results_give():
+    quoted = summary.quoted((ROOT / "README.md").read_text())
+    assert quoted, "README.md lacks the bench-summary block"
+    assert quoted == summary.table(summary.rows()), (
+        "README's benchmark table is stale. Fix: python -m benchmarks.summary --readme README.md"
+    )
+
+
+def test_listed_goals_and_the_campaign_reader_give_one_row_per_goal(tmp_path):
+    (tmp_path / "alpha.json").write_text(
+        json.dumps(
+            {
+                "goals": [
+                    {"id": "1", "goal": "x <= 2", "measured": 1.23456, "met": True},
+                    {"id": "2", "what": "y | z", "measured": 7, "where": "hourly", "met": False},
+                ]
+            }
+        )
+    )
+    (tmp_path / "fault_campaign.json").write_text(
+        json.dumps({"violation_count": 1, "fault_plans": 10, "bad_inputs": 5})
+    )
+    (tmp_path / "summary.json").write_text("[]")
+    found = summary.rows(tmp_path)
+    assert [(r["benchmark"], r["measured"], r["met"]) for r in found] == [
+        ("alpha", "1.235", True),
+        ("alpha", "7 (hourly)", False),
+        ("fault_campaign", "1 violations in 10 fault plans and 5 bad inputs", False),
+    ]
+    lines = summary.table(found).splitlines()
+    assert lines[3] == "| `alpha` | y / z | 7 (hourly) | **not met** |"

@@ -1,0 +1,172 @@
+"""register_model's ``google.VertexModel`` output without google-cloud-pipeline-components.
+
+The type is ``vsp.components.artifact_types.VertexModel``, embedded with the runtime; GCPC is
+installed in the development environment only, to prove its ops accept the output.
+"""
+
+# No postponed annotations: pipelines and components below are defined here and kfp reads
+# their types.
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from google_cloud_pipeline_components.v1.batch_predict_job import ModelBatchPredictOp
+from google_cloud_pipeline_components.v1.endpoint import EndpointCreateOp, ModelDeployOp
+from kfp import compiler, dsl
+
+from tests.pipelines import compiled_steps
+from vsp.components import artifact_types, catalog, packaging
+
+
+def _register(register_op, project: str, model_dir: str):
+    return register_op(
+        project=project,
+        location="us-central1",
+        model_id="digits",
+        model_dir=model_dir,
+        serving_image="us-docker.pkg.dev/p/r/serve:1",
+    )
+
+
+def test_python_component_output_feeds_gcpc_deploy_and_batch_predict(tmp_path):
+    """The component as Python users build it (not the YAML) wires into two GCPC consumers;
+    kfp's compile-time type check accepts the schema title."""
+    register_op = catalog.component_set()["register_model"]
+
+    @dsl.pipeline(name="register-deploy-predict")
+    def register_deploy_predict(project: str, model_dir: str):
+        registered = _register(register_op, project, model_dir)
+        endpoint = EndpointCreateOp(project=project, display_name="digits")
+        ModelDeployOp(
+            model=registered.outputs["model"],
+            endpoint=endpoint.outputs["endpoint"],
+            dedicated_resources_machine_type="n1-standard-4",
+            dedicated_resources_min_replica_count=1,
+        )
+        ModelBatchPredictOp(
+            project=project,
+            job_display_name="digits-batch",
+            model=registered.outputs["model"],
+            gcs_source_uris=["gs://b/in.jsonl"],
+            gcs_destination_output_uri_prefix="gs://b/out",
+        )
+
+    path = tmp_path / "pipeline.yaml"
+    compiler.Compiler().compile(register_deploy_predict, str(path))
+    spec = yaml.safe_load(path.read_text())
+    ours = spec["components"]["comp-register-model"]["outputDefinitions"]["artifacts"]["model"]
+    assert ours["artifactType"] == {"schemaTitle": "google.VertexModel", "schemaVersion": "0.0.1"}
+    for consumer in ("comp-model-deploy", "comp-model-batch-predict"):
+        model_input = spec["components"][consumer]["inputDefinitions"]["artifacts"]["model"]
+        assert model_input["artifactType"]["schemaTitle"] == "google.VertexModel"
+    tasks = spec["root"]["dag"]["tasks"]
+    for consumer in ("model-deploy", "model-batch-predict"):
+        assert tasks[consumer]["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
+            "outputArtifactKey": "model",
+            "producerTask": "register-model",
+        }
+
+
+def test_the_type_matches_gcpc_schema_title_and_version():
+    from google_cloud_pipeline_components.types.artifact_types import VertexModel as Gcpc
+
+    ours = artifact_types.VertexModel
+    assert (ours.schema_title, ours.schema_version) == (Gcpc.schema_title, Gcpc.schema_version)
+    assert ours.schema_title == "google.VertexModel" and ours.schema_version == "0.0.1"
+
+
+def test_register_model_installs_no_gcpc():
+    step = compiled_steps.CompiledStep.load("register_model")
+    assert step.requirements() == [*packaging.RUNTIME_REQUIREMENTS, "kfp==2.17.3"]
+    assert "google-cloud-pipeline-components" not in step.install_stage
+    assert "google_cloud_pipeline_components" not in step.program
+    assert "vsp/components/artifact_types.py" in step.embedded_files()
+
+
+def test_the_step_program_takes_the_type_from_its_embedded_archive(tmp_path):
+    """The program as kfp's executor loads it, in an interpreter that cannot see the
+    repository: the type is imported after the archive is unpacked, from the archive."""
+    step = compiled_steps.CompiledStep.load("register_model")
+    program = tmp_path / "ephemeral_component.py"
+    program.write_text(step.program)
+    code = (
+        "import runpy, sys\n"
+        "sys.path = [p for p in sys.path if p and not p.startswith('/work')]\n"
+        f"namespace = runpy.run_path({str(program)!r})\n"
+        "module = sys.modules['vsp.components.artifact_types']\n"
+        "unpacked = namespace['__KFP_EMBEDDED_ASSET_DIR']\n"
+        "assert module.__file__.startswith(unpacked), module.__file__\n"
+        "annotation = namespace['register_model'].__annotations__['model']\n"
+        "print(module.VertexModel.schema_title, annotation.__args__[0] is module.VertexModel)\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code],
+        cwd=tmp_path, env={**environment, "_KFP_RUNTIME": "true"},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "google.VertexModel True"
+
+
+def test_the_import_is_moved_after_the_archive_is_unpacked():
+    program = catalog.component_set()["register_model"].component_spec.implementation
+    text = program.container.command[-1]
+    line = "from vsp.components.artifact_types import VertexModel"
+    assert text.count(line) == 1
+    assert text.index("__kfp_sys.path.insert(0, __KFP_EMBEDDED_ASSET_DIR)") < text.index(line)
+
+
+def test_an_unknown_program_shape_fails_loudly():
+    with pytest.raises(RuntimeError, match="defer_embedded_imports"):
+        packaging.defer_embedded_imports(
+            "from vsp.components.artifact_types import VertexModel\n\ndef f(): pass\n",
+            ["from vsp.components.artifact_types import VertexModel"],
+        )
+
+
+class Foreign(dsl.Artifact):
+    schema_title = "google.Foreign"
+    schema_version = "0.0.1"
+
+
+Foreign.__module__ = "vsp.pipelines.elsewhere"
+
+
+def test_a_type_outside_the_components_package_is_refused():
+    def uses_foreign(out: dsl.Output[Foreign]):
+        pass
+
+    with pytest.raises(ValueError, match="only modules directly in vsp.components"):
+        packaging.component_module_imports(uses_foreign)
+
+
+def test_kfp_types_need_no_rewrite():
+    def uses_model(out: dsl.Output[dsl.Model]):
+        pass
+
+    assert packaging.component_module_imports(uses_model) == {}
+
+
+def test_vsp_compile_base_image_templates_install_nothing_and_keep_the_type(tmp_path):
+    from click.testing import CliRunner
+
+    from vsp.pipelines import cli
+
+    image = "us-central1-docker.pkg.dev/my-project/vsp/vsp-step:0.1.0"
+    done = CliRunner().invoke(cli.main, ["compile", "--base-image", image, "--out", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    components = sorted((tmp_path / "components").glob("*.yaml"))
+    assert [p.stem for p in components] == compiled_steps.component_names()
+    for path in components:
+        spec = yaml.safe_load(path.read_text())
+        [container] = [e["container"] for e in spec["deploymentSpec"]["executors"].values()]
+        assert container["image"] == image, path.name
+        assert container["command"][:2] == ["sh", "-ec"], path.name
+        assert "pip install" not in "\n".join(container["command"]), path.name
+    spec = yaml.safe_load((tmp_path / "components" / "register_model.yaml").read_text())
+    model = spec["root"]["outputDefinitions"]["artifacts"]["model"]["artifactType"]
+    assert model == {"schemaTitle": "google.VertexModel", "schemaVersion": "0.0.1"}

@@ -1,0 +1,156 @@
+"""The poll plan: when Vertex is called, given the beacon, on made-up time."""
+
+from __future__ import annotations
+
+import pytest
+
+from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training.beacon import Beacon
+from vsp.components.runtime.training.poll_plan import PENDING, RUNNING, PlanSettings, PollPlan
+
+SETTINGS = PlanSettings(
+    beacon_seconds=5, cap_seconds=240, expect_seconds=10, stale_seconds=30, fallback_seconds=20,
+    pending_seconds=60,
+)  # fmt: skip
+
+
+def beacon(state, since, time=None, restart=0, rc=None, job="7"):
+    return Beacon(job, restart, state, since, since if time is None else time, rc)
+
+
+def beat(t):
+    """The write time of the newest heartbeat at t (one every 15 s)."""
+    return t - t % 15
+
+
+def drive(plan, until, beacon_at, vertex_at, start=0.0):
+    """Looks every beacon_seconds from ``start`` to ``until``; returns the times Vertex was
+    called. ``beacon_at(t)`` and ``vertex_at(t)`` give what each source shows at t."""
+    calls = []
+    now = start
+    while now <= until:
+        if plan.look(now, beacon_at(now)):
+            plan.called(now, vertex_at(now))
+            calls.append(now)
+        now += plan.next_look()
+    return calls
+
+
+def test_quiet_running_job_is_called_only_at_the_cap():
+    plan = PollPlan(SETTINGS)
+    heartbeats = lambda t: beacon("running", 0, beat(t))  # noqa: E731
+    calls = drive(plan, 1000, heartbeats, lambda t: RUNNING)
+    assert calls == [0, 240, 480, 720, 960]
+    assert plan.calls == 5
+
+
+def test_a_beacon_state_change_calls_at_the_next_look():
+    plan = PollPlan(SETTINGS)
+    states = lambda t: beacon("running", 0, beat(t)) if t < 101 else beacon("exiting", 101, rc=0)  # noqa: E731
+    vertex = lambda t: RUNNING if t < 102 else "SUCCEEDED"  # noqa: E731
+    calls = drive(plan, 120, states, vertex)
+    # 105: the beacon changed (Vertex already ended); the plan agrees with Vertex afterwards.
+    assert calls == [0, 105]
+    assert plan.vertex_state == "SUCCEEDED"
+
+
+def test_notice_polls_vertex_at_the_expect_interval_until_it_shows_the_end():
+    plan = PollPlan(SETTINGS)
+    states = lambda t: beacon("running", 0, beat(t)) if t < 50 else beacon("notice", 50, beat(t))  # noqa: E731
+    vertex = lambda t: RUNNING if t < 83 else PENDING  # noqa: E731
+    calls = drive(plan, 200, states, vertex)
+    assert calls == [0, 50, 60, 70, 80, 90, 150]  # then pending checks every 60 s
+    assert plan.vertex_state == PENDING
+
+
+def test_requeue_is_seen_from_a_new_run_in_the_beacon():
+    plan = PollPlan(SETTINGS)
+
+    def states(t):
+        if t < 20:
+            return beacon("running", 0, beat(t))
+        if t < 150:
+            return beacon("exiting", 20, rc=143)
+        return beacon("started", 150, beat(t), restart=1)
+
+    vertex = lambda t: RUNNING if t < 20 or t >= 150 else PENDING  # noqa: E731
+    calls = drive(plan, 300, states, vertex)
+    # 20: exiting; 80 and 140: pending checks; 150: the new run's beacon.
+    assert calls == [0, 20, 80, 140, 150]
+    assert plan.vertex_state == RUNNING
+
+
+def test_a_lost_beacon_falls_back_to_the_fixed_interval():
+    plan = PollPlan(SETTINGS)
+    # Heartbeats every 15 s until 100, then nothing (the node died); Vertex says RUNNING.
+    states = lambda t: beacon("running", 0, beat(min(t, 100)))  # noqa: E731
+    calls = drive(plan, 200, states, lambda t: RUNNING)
+    # Last change seen at 90 (the 90 s heartbeat); lost from 120, then every 20 s.
+    assert calls == [0, 120, 140, 160, 180, 200]
+    assert plan.beacon_lost(200)
+
+
+def test_no_beacon_at_all_polls_pending_then_the_fallback():
+    plan = PollPlan(SETTINGS)
+    vertex = lambda t: PENDING if t < 100 else RUNNING  # noqa: E731
+    calls = drive(plan, 200, lambda t: None, vertex)
+    # Pending every 60 s; RUNNING seen at 120; lost 30 s later (150), then every 20 s.
+    assert calls == [0, 60, 120, 150, 170, 190]
+
+
+def test_beacon_ahead_of_vertex_is_rechecked_at_the_expect_interval():
+    plan = PollPlan(SETTINGS)
+    states = lambda t: None if t < 40 else beacon("started", 40, beat(t))  # noqa: E731
+    vertex = lambda t: PENDING if t < 52 else RUNNING  # noqa: E731
+    calls = drive(plan, 100, states, vertex)
+    assert calls == [0, 40, 50, 60]
+
+
+def test_shared_plan_makes_one_list_call_for_many_jobs():
+    shared = poll_plan.SharedPlan(SETTINGS)
+    now = 0.0
+    while now <= 500:
+        beacons = {
+            "1": beacon("running", 0, beat(now), job="1"),
+            "2": beacon("running", 0, beat(now), job="2")
+            if now < 300
+            else beacon("exiting", 300, rc=0, job="2"),
+        }
+        if shared.look(now, beacons):
+            shared.called(now, {"1": RUNNING, "2": RUNNING if now < 300 else "SUCCEEDED"})
+        now += 5
+    assert shared.calls == 3  # 0, 240, 300 (job 2's beacon), not 0/240/480 per job
+    assert shared.plans["1"].vertex_state == RUNNING
+    assert shared.plans["2"].vertex_state == "SUCCEEDED"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"cap_seconds": 0}, "cap_seconds=0 must be a positive number of seconds"),
+        ({"stale_seconds": 5}, "stale_seconds=5 must exceed beacon_seconds=5"),
+        ({"cap_seconds": 10}, "cap_seconds=10 is below fallback_seconds=20"),
+    ],
+)
+def test_wrong_settings_are_refused_with_the_fix(change, message):
+    settings = PlanSettings(**{**SETTINGS.__dict__, **change})
+    with pytest.raises(ValueError, match=message):
+        PollPlan(settings)
+
+
+def test_beacon_documents_are_parsed_or_refused():
+    text = '{"job": "12", "restart": 2, "state": "notice", "since": 100, "time": 115, "rc": null}'
+    assert Beacon.parse(text) == Beacon("12", 2, "notice", 100.0, 115.0, None)
+    assert Beacon.parse('{"job": "12", "state": "resting", "since": 1, "time": 1}') is None
+    assert Beacon.parse('{"job": "12", "sta') is None  # a partly written copy
+    assert Beacon.parse("[]") is None
+
+
+def test_after_the_beacon_was_found_missing_pending_is_polled_at_the_fallback():
+    plan = PollPlan(SETTINGS)
+    vertex = lambda t: RUNNING if t < 200 else PENDING  # noqa: E731
+    calls = drive(plan, 300, lambda t: None, vertex)
+    # RUNNING at 0; no beacon by 30: missing, every 20 s; PENDING from 200 still every 20 s
+    # (not the 60 s of a job whose beacon was never looked for).
+    assert calls == [0, 30, 50, 70, 90, 110, 130, 150, 170, 190, 210, 230, 250, 270, 290]
+    assert plan.vertex_state == PENDING and plan.beacon_missing
