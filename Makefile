@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the README's test command and what CI runs.
 PYTHON ?= python3
 
-.PHONY: install run-local test lint format compile campaign bench lock
+.PHONY: install run-local test lint format compile campaign bench lock goodput
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -27,6 +27,11 @@ compile:
 campaign:
 	$(PYTHON) -m benchmarks.fault_campaign --plans 2000 --inputs 1000 --out benchmarks/results
 
+# Goodput of checkpoint policies: scaled trainer runs (~10 min), then the full-scale simulation.
+goodput:
+	nice -n 10 $(PYTHON) -m benchmarks.goodput_scaled --out benchmarks/results
+	$(PYTHON) -m benchmarks.goodput_policy --out benchmarks/results
+
 # The runtime lock the prebuilt step image installs: requirements/runtime.in from the
 # components, then pip-compile (needs the package index). See README "Prebuilt step image".
 lock:
@@ -43,4 +48,6 @@ bench: install
 	nice -n 10 $(BENCH).goodput_metric --out benchmarks/results
 	nice -n 10 $(BENCH).report_chart_cost --out benchmarks/results
 	nice -n 10 $(BENCH).step_start --out benchmarks/results
+	nice -n 10 $(BENCH).goodput_scaled --out benchmarks/results
+	nice -n 10 $(BENCH).goodput_policy --out benchmarks/results
 	$(BENCH).summary --readme README.md

@@ -37,7 +37,7 @@ def _listed_goals(name: str, data: dict) -> Iterator[Row]:
             "benchmark": name,
             "goal": str(goal.get("goal") or goal.get("what")),
             "measured": _measured(goal.get("measured")) + where,
-            "met": bool(goal.get("met")),
+            "met": None if goal.get("met") is None else bool(goal["met"]),
         }
 
 

@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import checkpoint, contract
+from vsp.components.runtime.trainer import checkpoint, contract, strategies
 from vsp.components.runtime.trainer import policy as checkpoint_policy
-from vsp.examples.trainer import loop
+from vsp.examples.trainer import loop, state
 
 log = logging.getLogger("vsp.examples.trainer")
 
@@ -57,14 +57,53 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--checkpoint-every-steps", type=int, help="save every N steps")
     when.add_argument(
         "--checkpoint-interval",
-        help="'auto' (default: Daly interval from the measured save cost and --mtbf-seconds) "
-        "or seconds",
+        help="'auto' (default: the --checkpoint-strategy interval from the measured save costs"
+        " and --mtbf-seconds) or seconds",
     )
     add(
         "--mtbf-seconds",
         type=float,
         default=None,
         help="prior mean time between preemptions for 'auto' ($VSP_MTBF_SECONDS, default 3600)",
+    )
+    add(
+        "--checkpoint-strategy",
+        choices=sorted(strategies.STRATEGIES),
+        default="notice-first",
+        help="'auto' interval: notice-first (default; periodic saves insure a failed notice save"
+        " when a save fits in the notice, else Daly) or young-daly",
+    )
+    add(
+        "--p-notice-fail",
+        type=float,
+        default=strategies.DEFAULT_P_NOTICE_FAIL,
+        help="probability that a save on the notice fails, for notice-first (default 0.02)",
+    )
+    add(
+        "--notice-seconds",
+        type=float,
+        default=checkpoint_policy.GCP_SPOT_NOTICE_S,
+        help="preemption notice window in seconds (default 30, GCP Spot)",
+    )
+    add(
+        "--save-mode",
+        choices=state.SAVE_MODES,
+        default="async",
+        help="async (default: snapshot in memory, write in the background, manifest last)"
+        " or blocking",
+    )
+    add(
+        "--save-block-seconds",
+        type=float,
+        default=0.0,
+        help="simulated extra seconds a save blocks training (default 0)",
+    )
+    add(
+        "--save-persist-seconds",
+        type=float,
+        default=0.0,
+        help="simulated extra seconds to write a checkpoint (default 0; in the background"
+        " when async)",
     )
     add("--keep", type=int, default=3, help="checkpoints to keep (default 3)")
     add("--step-seconds", type=float, default=0.0, help="artificial sleep per step (default 0)")
@@ -120,8 +159,13 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> lo
     for flag, value in positive.items():
         if value < 1:
             raise errors.UserError(f"{flag} must be >= 1, got {value}")
-    if args.step_seconds < 0:
-        raise errors.UserError(f"--step-seconds must be >= 0, got {args.step_seconds}")
+    for flag, value in {
+        "--step-seconds": args.step_seconds,
+        "--save-block-seconds": args.save_block_seconds,
+        "--save-persist-seconds": args.save_persist_seconds,
+    }.items():
+        if not value >= 0:
+            raise errors.UserError(f"{flag} must be >= 0 seconds, got {value}")
     return loop.TrainConfig(
         steps=args.steps,
         seed=args.seed,
@@ -135,6 +179,9 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> lo
         step_log=checkpoint.to_local_path(args.step_log) if args.step_log else None,
         samples=args.samples,
         hidden=args.hidden,
+        save_mode=args.save_mode,
+        save_block_seconds=args.save_block_seconds,
+        save_persist_seconds=args.save_persist_seconds,
     )
 
 
@@ -149,12 +196,12 @@ def policy_from_args(
             mtbf = float(text)
         except ValueError:
             raise errors.UserError(f"VSP_MTBF_SECONDS={text!r} is not a number") from None
+    strategy = strategies.from_name(args.checkpoint_strategy, p_notice_fail=args.p_notice_fail)
+    common = {"mtbf_s": mtbf, "strategy": strategy, "notice_s": args.notice_seconds}
     if args.checkpoint_every_steps is not None:
-        return checkpoint_policy.CheckpointPolicy(
-            every_steps=args.checkpoint_every_steps, mtbf_s=mtbf
-        )
+        return checkpoint_policy.CheckpointPolicy(every_steps=args.checkpoint_every_steps, **common)
     interval = args.checkpoint_interval or "auto"
-    return checkpoint_policy.CheckpointPolicy.parse(interval, mtbf_s=mtbf)
+    return checkpoint_policy.CheckpointPolicy.parse(interval, **common)
 
 
 def _log_to_stdout() -> logging.Handler:

@@ -1,36 +1,32 @@
 """The training loop: resume, train, checkpoint periodically and on notice, write the model.
 
-Checkpoint contents (``vsp.components.runtime.trainer.checkpoint`` format):
-
-* arrays: ``param.<name>``, ``adam.m.<name>``, ``adam.v.<name>`` (float64), ``data.perm`` (the
-  current epoch's permutation, int64) and ``history.loss`` (loss of every finished step).
-* metadata: ``step``, ``epoch``, ``index`` (position in the permutation), ``rng`` (the PCG64
-  ``bit_generator.state``, 128-bit ints as JSON ints), ``adam_t``, ``config`` (what must match
-  to resume), ``policy`` (measured save cost, preemptions, run time), ``saved_on_notice``,
-  ``slurm_restart_count``.
-
-Restoring all of it makes a resumed run continue with exactly the bits an uninterrupted run
-would have, however many times it is stopped (by notice or SIGKILL).
+The state and its checkpoint form are in ``state``; how a save is made (blocking, or a snapshot
+persisted in the background) in ``saving``. The periodic interval and its explanation come from
+the ``CheckpointPolicy``; the explanation is logged and written to ``metrics.json``, which the
+training step's report shows.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from vsp.components.runtime.core import errors
 from vsp.components.runtime.trainer import checkpoint
 from vsp.components.runtime.trainer import model_files as model_dir
 from vsp.components.runtime.trainer import policy as checkpoint_policy
-from vsp.examples.trainer import model
+from vsp.examples.trainer import model, saving
+from vsp.examples.trainer import state as train_state
 from vsp.examples.trainer.step_log import StepLog
+
+# The state lives in ``state``; named here too, so callers need one import.
+TrainConfig = train_state.TrainConfig
+TrainState = train_state.TrainState
+fresh_state = train_state.fresh_state
+to_checkpoint = train_state.to_checkpoint
+from_checkpoint = train_state.from_checkpoint
 
 log = logging.getLogger("vsp.examples.trainer")
 
@@ -41,109 +37,6 @@ class Preempted(Exception):
     def __init__(self, step: int, reason: str, saved: bool):
         self.step, self.reason, self.saved = step, reason, saved
         super().__init__(f"preempted ({reason}) after step {step}")
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Everything the run needs; see ``cli`` for the meaning of each flag."""
-
-    steps: int
-    seed: int
-    batch_size: int
-    lr: float
-    model_dir: Path
-    checkpoint_dir: Path | None = None
-    keep: int = 3
-    step_seconds: float = 0.0
-    log_every: int = 10
-    step_log: Path | None = None
-    samples: int = 1024
-    features: int = 8
-    hidden: int = 32
-    classes: int = 3
-    input_noise: float = 0.05
-
-    def identity(self) -> dict[str, Any]:
-        """The settings a checkpoint must share with this run to be resumed (not ``steps``)."""
-        names = ("seed", "batch_size", "lr", "samples", "features", "hidden", "classes")
-        return {name: getattr(self, name) for name in (*names, "input_noise")}
-
-
-@dataclasses.dataclass
-class TrainState:
-    """The complete mutable state of a run."""
-
-    step: int
-    params: dict[str, np.ndarray]
-    adam: model.Adam
-    order: model.BatchOrder
-    rng: np.random.Generator
-    losses: list[float]
-    resumes: int = 0
-
-
-def fresh_state(cfg: TrainConfig) -> TrainState:
-    """The state at step 0."""
-    params = model.init_params(cfg.seed, cfg.features, cfg.hidden, cfg.classes)
-    return TrainState(
-        step=0,
-        params=params,
-        adam=model.Adam(params, cfg.lr),
-        order=model.BatchOrder(cfg.samples, cfg.batch_size),
-        rng=model.stream(cfg.seed, model.TRAIN_STREAM),
-        losses=[],
-    )
-
-
-def to_checkpoint(state: TrainState, cfg: TrainConfig, extra: dict[str, Any]) -> tuple[dict, dict]:
-    """(arrays, metadata) holding ``state`` completely."""
-    arrays: dict[str, np.ndarray] = {}
-    for name in model.PARAM_NAMES:
-        arrays[f"param.{name}"] = state.params[name]
-        arrays[f"adam.m.{name}"] = state.adam.m[name]
-        arrays[f"adam.v.{name}"] = state.adam.v[name]
-    arrays["data.perm"] = state.order.perm
-    arrays["history.loss"] = np.asarray(state.losses, dtype=np.float64)
-    metadata = {
-        "step": state.step,
-        "epoch": state.order.epoch,
-        "index": state.order.index,
-        "rng": state.rng.bit_generator.state,
-        "adam_t": state.adam.t,
-        "resumes": state.resumes,
-        "config": cfg.identity(),
-        **extra,
-    }
-    return arrays, metadata
-
-
-def from_checkpoint(ckpt: checkpoint.Checkpoint, cfg: TrainConfig) -> TrainState:
-    """Rebuilds the state saved in ``ckpt``; UserError if it belongs to a different run."""
-    meta, arrays = ckpt.metadata, ckpt.arrays
-    saved = meta.get("config", {})
-    diffs = [
-        f"{key}: checkpoint {saved.get(key)!r} != {value!r}"
-        for key, value in cfg.identity().items()
-        if saved.get(key) != value
-    ]
-    if diffs:
-        raise errors.UserError(
-            f"checkpoint {ckpt.path} was written by a run with other settings ({'; '.join(diffs)})."
-            " Fix: use the same arguments, or a fresh --checkpoint-dir."
-        )
-    state = fresh_state(cfg)
-    for name in model.PARAM_NAMES:
-        state.params[name] = arrays[f"param.{name}"]
-        state.adam.m[name] = arrays[f"adam.m.{name}"]
-        state.adam.v[name] = arrays[f"adam.v.{name}"]
-    state.adam.t = int(meta["adam_t"])
-    state.order.perm = arrays["data.perm"]
-    state.order.epoch, state.order.index = int(meta["epoch"]), int(meta["index"])
-    state.rng.bit_generator.state = meta["rng"]
-    state.losses = arrays["history.loss"].tolist()
-    state.step = ckpt.step
-    state.resumes = int(meta.get("resumes", 0)) + 1
-    return state
 
 
 class Trainer:
@@ -169,7 +62,10 @@ class Trainer:
         self.attempt_start = time.monotonic()
         self.prior_run_seconds = 0.0
         self.last_saved_step: int | None = None
+        self._warned_slow = False
+        self.saver = saving.Saver(cfg, policy)
         self.state = self._restore()
+        log.info("checkpoint policy: %s", policy.explain())
 
     def _restore(self) -> TrainState:
         cfg = self.cfg
@@ -194,7 +90,7 @@ class Trainer:
         return state
 
     def save(self, why: str) -> None:
-        """Saves a checkpoint of the current state and records its cost in the policy."""
+        """Saves a checkpoint of the current state and records its costs in the policy."""
         state = self.state
         started = time.monotonic()
         self.policy.observe(state.resumes, self.prior_run_seconds + started - self.attempt_start)
@@ -204,27 +100,32 @@ class Trainer:
             "slurm_restart_count": self.slurm_restart_count,
         }
         arrays, metadata = to_checkpoint(state, self.cfg, extra)
-        checkpoint.save(
-            self.cfg.checkpoint_dir, state.step, arrays, metadata, keep=self.cfg.keep, reason=why
-        )
-        duration = time.monotonic() - started
-        self.policy.record_save(state.step, duration)
+        blocked = self.saver.save(state.step, arrays, metadata, reason=why)
         self.last_saved_step = state.step
         interval = self.policy.interval_s
         next_in = f"; next in {interval:.1f} s" if interval is not None else ""
-        log.info("saved checkpoint at step %d in %.3f s (%s)%s", state.step, duration, why, next_in)
-        if not self.policy.save_fits_notice():
-            cost = self.policy.save_cost_s
-            log.warning("saves take %.1f s: too slow for a 30 s Spot notice", cost)
+        how = "snapshot, persisting in the background" if self.saver.is_async else "saved"
+        log.info("checkpoint at step %d: %s, blocked %.3f s (%s)%s", state.step, how, blocked, why,
+                 next_in)  # fmt: skip
+        measured = self.policy.measured_persists > 0
+        if measured and not self.policy.save_fits_notice() and not self._warned_slow:
+            self._warned_slow = True
+            log.warning(
+                "a save takes %.3g s: it does not fit in the %.3g s notice (margin %.2gx)",
+                self.policy.save_total_s, self.policy.notice_s, self.policy.notice_margin,
+            )  # fmt: skip
 
     def _boundary(self) -> None:
         step, has_dir = self.state.step, self.cfg.checkpoint_dir is not None
         if has_dir and not self.notice.requested and self.policy.should_save(step):
             self.save("periodic")
         if self.notice.requested:
-            if has_dir and self.last_saved_step != step:
-                self.save("notice")
-            if not has_dir:
+            if has_dir:
+                self.saver.wait()  # the persist in flight first: its checkpoint is then valid
+                if self.last_saved_step != step:
+                    self.save("notice")
+                self.saver.wait()
+            else:
                 log.warning("preemption notice but no checkpoint dir: progress is lost")
             raise Preempted(step, self.notice.reason, saved=has_dir)
 
@@ -236,7 +137,7 @@ class Trainer:
             log.warning("checkpoint is at step %d, past --steps %d", state.step, cfg.steps)
         with StepLog(cfg.step_log) as step_log:
             while state.step < cfg.steps:
-                began = time.time()
+                began, step_started = time.time(), time.monotonic()
                 batch = state.order.next_indices(state.rng)
                 noise = cfg.input_noise * state.rng.standard_normal((len(batch), cfg.features))
                 x = self.x[batch] + noise
@@ -246,12 +147,15 @@ class Trainer:
                 state.step += 1
                 if cfg.step_seconds > 0:
                     time.sleep(cfg.step_seconds)
+                state.train_seconds += time.monotonic() - step_started
                 if state.step % cfg.log_every == 0 or state.step == cfg.steps:
                     log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
                 step_log.write(state.step, began, time.time())
                 self._boundary()
         if cfg.checkpoint_dir is not None and self.last_saved_step != state.step:
             self.save("final")
+        if cfg.checkpoint_dir is not None:
+            self.saver.wait()
         return state
 
     def write_model(self) -> dict[str, Any]:
@@ -263,8 +167,10 @@ class Trainer:
             "steps": state.step,
             "final_loss": final_loss,
             "loss_history": state.losses,
+            "train_seconds": state.train_seconds,
             "resumes": state.resumes,
             "slurm_restart_count": self.slurm_restart_count,
+            "checkpoint_policy": self.policy.explain(),
         }
         metadata = {"step": state.step, "config": cfg.identity(), "model": "mlp-tanh-2layer"}
         params = {name: state.params[name] for name in model.PARAM_NAMES}

@@ -132,9 +132,12 @@ def test_sigterm_interrupted_runs_end_bit_identical(tmp_path: Path, reference: P
     _assert_identical(tmp_path, reference)
 
 
-def test_sigkill_interrupted_runs_end_bit_identical(tmp_path: Path, reference: Path) -> None:
+@pytest.mark.parametrize("mode", ["blocking", "async"])
+def test_sigkill_interrupted_runs_end_bit_identical(
+    tmp_path: Path, reference: Path, mode: str
+) -> None:
     rng = random.Random(2)
-    args = _args(tmp_path, "--checkpoint-every-steps", "3", "--keep", "2")
+    args = _args(tmp_path, "--checkpoint-every-steps", "3", "--keep", "2", "--save-mode", mode)
     for at_step in (5, 12, 20, 29):
         code, out = _interrupt(
             args, at_step, signal.SIGKILL, delay=rng.uniform(0, 2 * STEP_SECONDS)
@@ -143,7 +146,10 @@ def test_sigkill_interrupted_runs_end_bit_identical(tmp_path: Path, reference: P
     assert len(checkpoint.list_checkpoints(tmp_path / "ckpt")) <= 3
     code, out = _run(args)
     assert code == 0, out
-    assert "resume #4" in out
+    if mode == "blocking":
+        assert "resume #4" in out
+    else:  # a kill during a background persist resumes from the save before it
+        assert 1 <= int(re.search(r"resume #(\d+)", out).group(1)) <= 4
     _assert_identical(tmp_path, reference)
 
 
@@ -168,6 +174,8 @@ def test_in_process_run_writes_verified_model_and_metrics(tmp_path: Path, capsys
         len(metrics["loss_history"]) == 6 and metrics["final_loss"] == metrics["loss_history"][-1]
     )
     assert checkpoint.latest_valid(tmp_path / "c").step == 6  # final checkpoint
+    saved = checkpoint.load_latest(tmp_path / "c")
+    assert metrics["train_seconds"] == saved.metadata["train_seconds"] > 0
     assert (
         _main(tmp_path, "--model-dir", str(tmp_path / "m"), "--checkpoint-dir", str(tmp_path / "c"))
         == 0
@@ -223,6 +231,7 @@ def test_state_round_trip_is_exact(tmp_path: Path) -> None:
     state.order.next_indices(state.rng)
     state.rng.standard_normal(3)
     state.losses = [0.5, 0.25]
+    state.train_seconds = 1.25
     arrays, metadata = loop.to_checkpoint(state, cfg, {})
     ref = checkpoint.save(tmp_path / "c", 2, arrays, metadata)
     restored = loop.from_checkpoint(checkpoint.load(ref), cfg)
@@ -230,4 +239,55 @@ def test_state_round_trip_is_exact(tmp_path: Path) -> None:
     assert (restored.order.epoch, restored.order.index) == (1, 8)
     assert np.array_equal(restored.order.perm, state.order.perm)
     assert restored.losses == [0.5, 0.25] and restored.resumes == 1
+    assert restored.train_seconds == 1.25
     assert restored.rng.random() == state.rng.random()
+
+
+def test_notice_during_a_background_persist_waits_for_it_then_saves(tmp_path: Path) -> None:
+    args = _args(
+        tmp_path,
+        *("--checkpoint-every-steps", "2", "--save-persist-seconds", "0.3"),
+        *("--step-seconds", "0.02"),
+    )
+    code, out = _interrupt(args, at_step=3, sig=signal.SIGTERM, delay=0.0)
+    assert code == 143, out
+    last = _steps_logged(out)[-1]
+    saved = checkpoint.load_latest(tmp_path / "ckpt")
+    assert saved.step == last
+    # the persist of step 2 finished (and was measured) before the notice save started
+    assert "checkpoint at step 2: snapshot, persisting in the background" in out
+    assert saved.metadata["policy"]["save_total_s"] >= 0.3
+    assert saved.metadata["saved_on_notice"] is (last != 2)
+    assert checkpoint.latest_valid(tmp_path / "ckpt").step == last
+
+
+@pytest.mark.parametrize("mode", ["async", "blocking"])
+def test_policy_explanation_reaches_the_log_and_metrics(tmp_path: Path, capsys, mode: str) -> None:
+    common = ("--model-dir", str(tmp_path / "m"), "--checkpoint-dir", str(tmp_path / "c"))
+    extra = ("--save-mode", mode, "--save-persist-seconds", "0.02", "--mtbf-seconds", "60")
+    assert _main(tmp_path, *common, *extra, "--notice-seconds", "0.5") == 0
+    out = capsys.readouterr().out
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    text = metrics["checkpoint_policy"]
+    assert text.startswith("notice-first: ") and "0.5 s notice" in text
+    assert "checkpoint policy: notice-first: " in out
+    how = "snapshot, persisting in the background" if mode == "async" else "saved"
+    assert f"checkpoint at step 6: {how}" in out
+    saved = checkpoint.load_latest(tmp_path / "c")
+    assert saved.step == 6
+    policy = saved.metadata["policy"]
+    assert policy["measured_saves"] == 0  # the policy state saved is the one before this save
+    if mode == "blocking":  # a blocking save measures its whole cost at once
+        assert "checkpoint persisted" not in out
+    else:
+        assert "checkpoint persisted " in out
+
+
+def test_strategy_flags_are_checked(tmp_path: Path, capsys) -> None:
+    common = ("--model-dir", str(tmp_path / "m"))
+    assert _main(tmp_path, *common, "--p-notice-fail", "0") == 2
+    assert "p_notice_fail must be a probability in (0, 1], got 0.0" in capsys.readouterr().out
+    assert _main(tmp_path, *common, "--save-persist-seconds", "-1") == 2
+    assert "--save-persist-seconds must be >= 0 seconds, got -1.0" in capsys.readouterr().out
+    assert _main(tmp_path, *common, "--checkpoint-strategy", "young-daly") == 0
+    assert "checkpoint policy: young-daly: " in capsys.readouterr().out

@@ -106,6 +106,8 @@ def save(
     *,
     keep: int | None = None,
     reason: str = "periodic",
+    blocked_before: float = 0.0,
+    in_background: bool = False,
 ) -> CheckpointRef:
     """Saves a checkpoint atomically (see the module docstring for the protocol).
 
@@ -119,11 +121,16 @@ def save(
         reason: Why the save is taken: ``periodic``, ``notice`` (a preemption notice) or
             ``final``; recorded with its start time and the seconds it blocked in the
             history.
+        blocked_before: Seconds the caller already held training for this save before
+            calling (serialising, snapshotting); the recorded start moves back by as much,
+            and the recorded blocking time includes it.
+        in_background: The call runs beside training (an asynchronous save's persist): the
+            history records only ``blocked_before`` as time training was held.
 
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
     """
-    started, clock = time.time(), time.monotonic()
+    started, clock = time.time() - blocked_before, time.monotonic() - blocked_before
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise errors.UserError(f"step must be a non-negative int, got {step!r}")
     if reason not in history.SAVE_REASONS:
@@ -165,15 +172,22 @@ def save(
     # The history line goes first: a process killed between it and the manifest leaves a line
     # for a save nobody resumes from, which goodput ignores (it follows the step the next
     # process resumed from); the other order could lose the line of a save that is resumed.
-    history_writer.record_save(root, step, started, time.monotonic() - clock, reason)
+    history_writer.record_save(
+        root, step, started, _held(clock, blocked_before, in_background), reason
+    )
     file_primitives.write_file_atomic(final / MANIFEST, model_dir.encode_json(manifest))
     ref = CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
     else:
         clean_temp_files(root)
-    history_writer.record_saved(root, step, started, time.monotonic() - clock)
+    history_writer.record_saved(root, step, started, _held(clock, blocked_before, in_background))
     return ref
+
+
+def _held(clock: float, blocked_before: float, in_background: bool) -> float:
+    """Seconds the save has held training so far (see ``save``'s ``in_background``)."""
+    return blocked_before if in_background else time.monotonic() - clock
 
 
 def _move_dir(source: Path, target: Path) -> None:

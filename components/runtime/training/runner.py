@@ -88,13 +88,28 @@ def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
     )
 
 
-def _losses(model_dir: str) -> list[float]:
+def _trainer_metrics(model_dir: str) -> dict[str, Any]:
     path = os.path.join(file_primitives.to_local_path(model_dir), "metrics.json")
     try:
         with open(path) as handle:
-            return [float(v) for v in json.load(handle).get("loss_history", [])]
-    except (OSError, ValueError, TypeError):
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _losses(model_dir: str) -> list[float]:
+    try:
+        return [float(v) for v in _trainer_metrics(model_dir).get("loss_history", [])]
+    except (ValueError, TypeError):
         return []
+
+
+def checkpoint_policy_text(model_dir: str) -> str:
+    """The trainer's own explanation of its checkpoint interval (``checkpoint_policy`` in its
+    ``metrics.json``), or "" when it wrote none."""
+    text = _trainer_metrics(model_dir).get("checkpoint_policy", "")
+    return text if isinstance(text, str) else ""
 
 
 def supervise(
@@ -157,6 +172,10 @@ def supervise(
         note = unknown_goodput_note(checkpoint_dir, visible)
         log.warning("%s", note)
         notes.append(("Goodput", html.escape(note)))
+    policy_text = checkpoint_policy_text(model_dir)
+    if policy_text:
+        log.info("checkpoint policy: %s", policy_text)
+        notes.append(("Checkpoint policy", html.escape(policy_text)))
     title = f"Training run {run_key}" + (" (failed)" if failure else "")
     page = training_report.html_report(
         title,

@@ -11,6 +11,7 @@ import pytest
 
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.trainer import policy as cp
+from vsp.components.runtime.trainer import strategies
 
 MIN, HOUR = 60.0, 3600.0
 
@@ -100,7 +101,13 @@ def test_fixed_seconds_policy() -> None:
 
 def test_auto_policy_uses_daly_of_measured_cost() -> None:
     clock = FakeClock()
-    policy = cp.CheckpointPolicy(mtbf_s=HOUR, initial_save_cost_s=1.0, smoothing=0.5, clock=clock)
+    policy = cp.CheckpointPolicy(
+        mtbf_s=HOUR,
+        initial_save_cost_s=1.0,
+        smoothing=0.5,
+        clock=clock,
+        strategy=strategies.YoungDaly(),
+    )
     assert policy.mode == "auto"
     assert policy.interval_s == pytest.approx(cp.daly_interval(1.0, HOUR))
     policy.record_save(10, 30.0)  # the first measurement replaces the guess
@@ -112,6 +119,7 @@ def test_auto_policy_uses_daly_of_measured_cost() -> None:
     assert not policy.should_save(21)
     clock.now += 0.02
     assert policy.should_save(22)
+    # 30 s does not fit in the 30 s notice: the default notice-first strategy uses the formula
     young = cp.CheckpointPolicy(formula="young", mtbf_s=HOUR, initial_save_cost_s=30.0)
     assert young.interval_s == pytest.approx(cp.young_interval(30.0, HOUR))
 
@@ -142,9 +150,17 @@ def test_state_dict_round_trip() -> None:
 
 
 def test_save_fits_notice() -> None:
-    assert cp.CheckpointPolicy(initial_save_cost_s=15.0).save_fits_notice()
-    assert not cp.CheckpointPolicy(initial_save_cost_s=15.1).save_fits_notice()
+    # the whole save times the 1.1 margin must fit in the 30 s notice: 27.27 * 1.1 = 29.997
+    assert cp.CheckpointPolicy(initial_save_cost_s=27.27).save_fits_notice()
+    assert not cp.CheckpointPolicy(initial_save_cost_s=27.28).save_fits_notice()
     assert cp.CheckpointPolicy(initial_save_cost_s=50.0).save_fits_notice(notice_s=120.0)
+    assert not cp.CheckpointPolicy(initial_save_cost_s=20.0, notice_margin=2.0).save_fits_notice()
+    policy = cp.CheckpointPolicy(initial_save_cost_s=1.0)
+    policy.record_save(5, 2.0, persisted=False)  # the snapshot blocked 2 s ...
+    assert policy.save_fits_notice()
+    policy.record_persist(28.0)  # ... but the whole save took 28 s
+    assert (policy.save_cost_s, policy.save_total_s) == (2.0, 28.0)
+    assert not policy.save_fits_notice()
 
 
 def test_parse() -> None:
@@ -166,6 +182,8 @@ def test_parse() -> None:
         {"formula": "fastest"},
         {"smoothing": 0.0},
         {"mtbf_s": 0.0},
+        {"notice_s": -1.0},
+        {"notice_margin": 0.9},
     ],
 )
 def test_bad_policy_settings(kwargs: dict) -> None:

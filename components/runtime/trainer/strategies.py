@@ -1,0 +1,187 @@
+"""Interval strategies of the checkpoint policy: Young/Daly, and notice-first.
+
+Each strategy is a small class (in the spirit of SkyPilot's recovery strategies) that turns the
+measured costs into the compute time between two periodic saves and explains its choice in one
+sentence with the numbers.
+
+* ``YoungDaly``: the periodic save is the only protection. Daly (2006) or Young (1974), see
+  ``policy``.
+* ``NoticeFirst``: a Spot VM gets a notice (30 s on GCP) before the hard stop, and a save that
+  completes within it loses no work. When the whole save (blocking part plus background persist)
+  fits in the notice with a safety margin, periodic saves only insure against the notice save
+  failing, with probability ``p`` (``p_notice_fail``). With ``C`` the blocking cost of a save,
+  ``M`` the mean time between preemptions and ``tau`` the interval, the expected overhead per
+  unit of time is ``C / tau`` (saving) plus ``p * tau / (2 M)`` (half an interval lost, on the
+  fraction ``p`` of preemptions whose notice save fails). Its minimum is at
+  ``tau = sqrt(2 C M / p)``: Young's interval with ``M / p`` for ``M``. When the save does not fit
+  in the notice, the strategy falls back to Young/Daly.
+
+Hand-written: the formulas are a few lines, and no maintained library computes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from vsp.components.runtime.core import errors
+
+DEFAULT_P_NOTICE_FAIL = 0.02
+DEFAULT_NOTICE_MARGIN = 1.1
+
+
+def young_interval(save_cost_s: float, mtbf_s: float) -> float:
+    """Young's first-order optimal checkpoint interval ``sqrt(2 C M)``, in seconds."""
+    check_costs(save_cost_s, mtbf_s)
+    return math.sqrt(2.0 * save_cost_s * mtbf_s)
+
+
+def daly_interval(save_cost_s: float, mtbf_s: float) -> float:
+    """Daly's higher-order optimal checkpoint interval, in seconds (``M`` when ``C >= 2M``)."""
+    check_costs(save_cost_s, mtbf_s)
+    c, m = float(save_cost_s), float(mtbf_s)
+    if c >= 2.0 * m:
+        return m
+    return math.sqrt(2.0 * c * m) * (1.0 + math.sqrt(c / (2.0 * m)) / 3.0 + c / (18.0 * m)) - c
+
+
+def check_costs(save_cost_s: float, mtbf_s: float) -> None:
+    """UserError unless the save cost is finite and >= 0 s and the MTBF finite and > 0 s."""
+    if not (math.isfinite(save_cost_s) and save_cost_s >= 0):
+        raise errors.UserError(f"save cost must be a finite number >= 0 s, got {save_cost_s!r}")
+    if not (math.isfinite(mtbf_s) and mtbf_s > 0):
+        raise errors.UserError(f"mean time between preemptions must be > 0 s, got {mtbf_s!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Costs:
+    """What the strategies decide from, all in seconds.
+
+    Attributes:
+        save_block_s: Training time a save blocks (the whole save when saves are blocking; the
+            in-memory snapshot when they persist in the background).
+        save_total_s: Time from the start of a save until its manifest is written.
+        mtbf_s: Estimated mean time between preemptions.
+        notice_s: Preemption notice window (30 s on GCP Spot).
+        notice_margin: Safety factor: a save fits when ``save_total_s * notice_margin <= notice_s``.
+        preemptions: Preemptions observed so far (for the explanation).
+    """
+
+    save_block_s: float
+    save_total_s: float
+    mtbf_s: float
+    notice_s: float
+    notice_margin: float = DEFAULT_NOTICE_MARGIN
+    preemptions: int = 0
+
+    @property
+    def fits_notice(self) -> bool:
+        """Whether a whole save, with the margin, completes within the notice window."""
+        return self.save_total_s * self.notice_margin <= self.notice_s
+
+    def describe(self) -> str:
+        """The measured costs in words."""
+        if self.save_total_s > self.save_block_s:
+            save = f"a save takes {self.save_total_s:.3g} s ({self.save_block_s:.3g} s blocking)"
+        else:
+            save = f"a save blocks training {self.save_block_s:.3g} s"
+        seen = "prior" if self.preemptions == 0 else f"{self.preemptions} preemptions observed"
+        return f"{save}, mean time between preemptions {self.mtbf_s:.4g} s ({seen})"
+
+
+class IntervalStrategy:
+    """Base class: chooses the compute time between periodic saves from ``Costs``."""
+
+    name = "base"
+
+    def interval(self, costs: Costs) -> float:
+        """Seconds of compute between the end of one periodic save and the start of the next."""
+        raise NotImplementedError
+
+    def explain(self, costs: Costs) -> str:
+        """One sentence with the numbers behind ``interval(costs)``."""
+        raise NotImplementedError
+
+
+class YoungDaly(IntervalStrategy):
+    """Periodic saves as the only protection: Daly's (or Young's) optimal interval.
+
+    Args:
+        formula: "daly" or "young".
+    """
+
+    name = "young-daly"
+
+    def __init__(self, formula: str = "daly"):
+        if formula not in ("young", "daly"):
+            raise errors.UserError(f"formula must be 'young' or 'daly', got {formula!r}")
+        self.formula = formula
+
+    def interval(self, costs: Costs) -> float:
+        """Daly's (or Young's) interval from the blocking save cost and the MTBF."""
+        function = daly_interval if self.formula == "daly" else young_interval
+        return function(costs.save_block_s, costs.mtbf_s)
+
+    def explain(self, costs: Costs) -> str:
+        """E.g. "young-daly: a save blocks training 30 s, ...: a periodic save every 444 s ..."."""
+        return (
+            f"{self.name}: {costs.describe()}; {self.formula.capitalize()}'s interval gives a"
+            f" periodic save every {self.interval(costs):.4g} s of training"
+        )
+
+
+class NoticeFirst(IntervalStrategy):
+    """Save on the notice; periodic saves insure against the notice save failing.
+
+    Args:
+        p_notice_fail: Probability that a save started on the notice does not complete (the
+            notice is missed, the VM dies without one, the save hits an error), in (0, 1].
+        fallback: The strategy used when a save does not fit in the notice.
+    """
+
+    name = "notice-first"
+
+    def __init__(
+        self, p_notice_fail: float = DEFAULT_P_NOTICE_FAIL, fallback: IntervalStrategy | None = None
+    ):
+        if not (isinstance(p_notice_fail, (int, float)) and 0 < p_notice_fail <= 1):
+            raise errors.UserError(
+                f"p_notice_fail must be a probability in (0, 1], got {p_notice_fail!r}"
+            )
+        self.p_notice_fail = float(p_notice_fail)
+        self.fallback = fallback or YoungDaly()
+
+    def interval(self, costs: Costs) -> float:
+        """``sqrt(2 C M / p)`` when the save fits in the notice, else the fallback's interval."""
+        if not costs.fits_notice:
+            return self.fallback.interval(costs)
+        return young_interval(costs.save_block_s, costs.mtbf_s / self.p_notice_fail)
+
+    def explain(self, costs: Costs) -> str:
+        """One sentence: whether the save fits the notice, and the interval that follows."""
+        limit = f"{costs.notice_s:.3g} s notice with a {costs.notice_margin:.3g}x margin"
+        if not costs.fits_notice:
+            fallback = self.fallback.explain(costs)
+            return f"{self.name}: the save does not fit in the {limit}, so {fallback}"
+        return (
+            f"{self.name}: {costs.describe()}; the save fits in the {limit}, so periodic saves"
+            f" only insure against a failed notice save (p = {self.p_notice_fail:.3g}):"
+            f" every {self.interval(costs):.4g} s of training = sqrt(2 x"
+            f" {costs.save_block_s:.3g} s x {costs.mtbf_s:.4g} s / {self.p_notice_fail:.3g})"
+        )
+
+
+STRATEGIES = {"notice-first": NoticeFirst, "young-daly": YoungDaly}
+
+
+def from_name(name: str, *, formula: str = "daly", p_notice_fail: float | None = None):
+    """The strategy called ``name`` ("notice-first" or "young-daly")."""
+    if name not in STRATEGIES:
+        raise errors.UserError(
+            f"unknown checkpoint strategy {name!r}. Fix: use one of {sorted(STRATEGIES)}."
+        )
+    fallback = YoungDaly(formula)
+    if name == "young-daly":
+        return fallback
+    p = DEFAULT_P_NOTICE_FAIL if p_notice_fail is None else p_notice_fail
+    return NoticeFirst(p, fallback)

@@ -1,0 +1,66 @@
+"""The trainer's checkpoint-policy explanation reaches the training step's report."""
+
+from __future__ import annotations
+
+import json
+
+from vsp.components.runtime.core import polling
+from vsp.components.runtime.training import runner as training_step
+from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.training.supervisor import TrainingBackend
+
+EXPLAINED = "notice-first: a save takes 26 s (2 s blocking) & <more>"
+
+
+class SucceedingBackend(TrainingBackend):
+    resource_type = "SlurmJob"
+
+    def find(self, run_key):
+        return []
+
+    def submit(self, run_key, index, target):
+        return Attempt("100", target)
+
+    def refresh(self, attempt):
+        attempt.outcome, attempt.requeues = Outcome.SUCCEEDED, 0
+
+    def cancel(self, attempt):
+        raise AssertionError("nothing to cancel")
+
+    def uri(self, attempt):
+        return f"https://h/v1/jobs/{attempt.job_id}"
+
+    def log_tail(self, attempt):
+        return ""
+
+
+def _supervise(tmp_path):
+    pages = []
+    training_step.supervise(
+        SucceedingBackend(),
+        SpotRecovery(Target("spot", spot=True)),
+        "run-1",
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        model_dir=str(tmp_path / "model"),
+        poll_backoff=polling.Backoff(initial=0, maximum=0, jitter=0),
+        write_report=pages.append,
+    )
+    return pages[0]
+
+
+def test_the_report_shows_the_trainers_policy_explanation(tmp_path):
+    (tmp_path / "model").mkdir()
+    metrics = {"loss_history": [2.0, 1.0], "checkpoint_policy": EXPLAINED}
+    (tmp_path / "model" / "metrics.json").write_text(json.dumps(metrics))
+    assert training_step.checkpoint_policy_text(str(tmp_path / "model")) == EXPLAINED
+    page = _supervise(tmp_path)
+    escaped = "notice-first: a save takes 26 s (2 s blocking) &amp; &lt;more&gt;"
+    assert f"<h2>Checkpoint policy</h2>{escaped}" in page
+
+
+def test_no_section_without_an_explanation(tmp_path):
+    assert training_step.checkpoint_policy_text(str(tmp_path / "missing")) == ""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "metrics.json").write_text('{"checkpoint_policy": 3}')
+    assert training_step.checkpoint_policy_text(str(tmp_path / "model")) == ""
+    assert "Checkpoint policy" not in _supervise(tmp_path)
