@@ -13,22 +13,10 @@ import sys
 
 import pytest
 import yaml
-from google_cloud_pipeline_components.v1.batch_predict_job import ModelBatchPredictOp
-from google_cloud_pipeline_components.v1.endpoint import EndpointCreateOp, ModelDeployOp
-from kfp import compiler, dsl
+from kfp import dsl
 
-from tests.pipelines import compiled_steps
+from tests.pipelines import compiled_steps, gcpc_wiring
 from vsp.components import artifact_types, catalog, packaging
-
-
-def _register(register_op, project: str, model_dir: str):
-    return register_op(
-        project=project,
-        location="us-central1",
-        model_id="digits",
-        model_dir=model_dir,
-        serving_image="us-docker.pkg.dev/p/r/serve:1",
-    )
 
 
 def test_python_component_output_feeds_gcpc_deploy_and_batch_predict(tmp_path):
@@ -36,38 +24,14 @@ def test_python_component_output_feeds_gcpc_deploy_and_batch_predict(tmp_path):
     kfp's compile-time type check accepts the schema title."""
     register_op = catalog.component_set()["register_model"]
 
-    @dsl.pipeline(name="register-deploy-predict")
-    def register_deploy_predict(project: str, model_dir: str):
-        registered = _register(register_op, project, model_dir)
-        endpoint = EndpointCreateOp(project=project, display_name="digits")
-        ModelDeployOp(
-            model=registered.outputs["model"],
-            endpoint=endpoint.outputs["endpoint"],
-            dedicated_resources_machine_type="n1-standard-4",
-            dedicated_resources_min_replica_count=1,
-        )
-        ModelBatchPredictOp(
-            project=project,
-            job_display_name="digits-batch",
-            model=registered.outputs["model"],
-            gcs_source_uris=["gs://b/in.jsonl"],
-            gcs_destination_output_uri_prefix="gs://b/out",
-        )
-
-    path = tmp_path / "pipeline.yaml"
-    compiler.Compiler().compile(register_deploy_predict, str(path))
-    spec = yaml.safe_load(path.read_text())
+    spec = gcpc_wiring.compiled_spec(register_op, tmp_path, batch_predict=True)
     ours = spec["components"]["comp-register-model"]["outputDefinitions"]["artifacts"]["model"]
     assert ours["artifactType"] == {"schemaTitle": "google.VertexModel", "schemaVersion": "0.0.1"}
     for consumer in ("comp-model-deploy", "comp-model-batch-predict"):
         model_input = spec["components"][consumer]["inputDefinitions"]["artifacts"]["model"]
         assert model_input["artifactType"]["schemaTitle"] == "google.VertexModel"
-    tasks = spec["root"]["dag"]["tasks"]
     for consumer in ("model-deploy", "model-batch-predict"):
-        assert tasks[consumer]["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
-            "outputArtifactKey": "model",
-            "producerTask": "register-model",
-        }
+        assert gcpc_wiring.model_source(spec, consumer) == gcpc_wiring.FROM_REGISTER
 
 
 def test_the_type_matches_gcpc_schema_title_and_version():

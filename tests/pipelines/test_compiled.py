@@ -13,6 +13,7 @@ import yaml
 from kfp import components as kfp_components
 from kfp import dsl, local
 
+from tests.pipelines import gcpc_wiring
 from vsp.pipelines import compile as compile_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -100,40 +101,13 @@ def test_every_command_argument_fits_the_linux_per_argument_limit():
 
 def test_register_model_output_feeds_gcpc_model_deploy_op(tmp_path):
     """A pipeline built from our compiled YAML wires its VertexModel into ModelDeployOp."""
-    from google_cloud_pipeline_components.v1.endpoint import EndpointCreateOp, ModelDeployOp
-    from kfp import compiler
-
     register_op = kfp_components.load_component_from_file(
         str(COMPILED / "components" / "register_model.yaml")
     )
-
-    @dsl.pipeline(name="register-then-deploy")
-    def register_then_deploy(project: str, model_dir: str):
-        registered = register_op(
-            project=project,
-            location="us-central1",
-            model_id="digits",
-            model_dir=model_dir,
-            serving_image="us-docker.pkg.dev/p/r/serve:1",
-        )
-        endpoint = EndpointCreateOp(project=project, display_name="digits")
-        ModelDeployOp(
-            model=registered.outputs["model"],
-            endpoint=endpoint.outputs["endpoint"],
-            dedicated_resources_machine_type="n1-standard-4",
-            dedicated_resources_min_replica_count=1,
-        )
-
-    path = tmp_path / "deploy.yaml"
-    compiler.Compiler().compile(register_then_deploy, str(path))
-    spec = yaml.safe_load(path.read_text())
+    spec = gcpc_wiring.compiled_spec(register_op, tmp_path)
     ours = spec["components"]["comp-register-model"]["outputDefinitions"]["artifacts"]["model"]
     assert ours["artifactType"]["schemaTitle"] == "google.VertexModel"
-    deploy_inputs = spec["root"]["dag"]["tasks"]["model-deploy"]["inputs"]["artifacts"]
-    assert deploy_inputs["model"]["taskOutputArtifact"] == {
-        "outputArtifactKey": "model",
-        "producerTask": "register-model",
-    }
+    assert gcpc_wiring.model_source(spec, "model-deploy") == gcpc_wiring.FROM_REGISTER
 
 
 def test_every_pipeline_and_component_input_is_documented():

@@ -121,35 +121,7 @@ def test_wrapping_a_public_name_with_dsl_component_fails_at_once():
 
 def test_the_built_register_model_feeds_gcpc_deploy(tmp_path):
     """The README's register-then-deploy example, with the component from ``vsp.components``."""
-    from google_cloud_pipeline_components.v1.endpoint import (  # noqa: PLC0415
-        EndpointCreateOp,
-        ModelDeployOp,
-    )
-    from kfp import compiler, dsl  # noqa: PLC0415
+    from tests.pipelines import gcpc_wiring  # noqa: PLC0415
 
-    from vsp.components import register_model  # noqa: PLC0415
-
-    @dsl.pipeline(name="register-then-deploy")
-    def register_then_deploy(project: str, model_dir: str):
-        registered = register_model(
-            project=project,
-            location="us-central1",
-            model_id="digits",
-            model_dir=model_dir,
-            serving_image="us-docker.pkg.dev/my-project/serving/digits:1",
-        )
-        endpoint = EndpointCreateOp(project=project, display_name="digits")
-        ModelDeployOp(
-            model=registered.outputs["model"],
-            endpoint=endpoint.outputs["endpoint"],
-            dedicated_resources_machine_type="n1-standard-4",
-            dedicated_resources_min_replica_count=1,
-        )
-
-    path = tmp_path / "deploy.yaml"
-    compiler.Compiler().compile(register_then_deploy, str(path))
-    spec = yaml.safe_load(path.read_text())
-    deploy = spec["root"]["dag"]["tasks"]["model-deploy"]["inputs"]["artifacts"]["model"]
-    assert deploy == {
-        "taskOutputArtifact": {"outputArtifactKey": "model", "producerTask": "register-model"}
-    }
+    spec = gcpc_wiring.compiled_spec(vsp.components.register_model, tmp_path)
+    assert gcpc_wiring.model_source(spec, "model-deploy") == gcpc_wiring.FROM_REGISTER
