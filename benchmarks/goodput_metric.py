@@ -110,6 +110,21 @@ def start_emulator(state_dir: pathlib.Path, notice: float) -> server.EmulatorSer
     return emulator
 
 
+def trainer_training(seed: int, work: pathlib.Path) -> slurm_backend.SlurmTraining:
+    """The example trainer's run for ``seed`` in ``work``, writing its step log there."""
+    command = [sys.executable, "-m", "vsp.examples.trainer", "--seed", str(seed)]
+    command += ["--samples", "256", "--steps", str(STEPS)]
+    command += ["--step-seconds", str(STEP_SECONDS), "--keep", "1"]
+    command += ["--checkpoint-every-steps", str(SAVE_EVERY)]
+    command += ["--step-log", str(work / "steps.log")]
+    return slurm_backend.SlurmTraining(
+        command=command,
+        working_directory=str(work),
+        checkpoint_dir=str(work / "ckpt"),
+        model_dir=str(work / "model"),
+    )
+
+
 def run_seed(seed: int, root: pathlib.Path, notice: float = 0.4) -> dict[str, Any]:
     """One preempted run; the metric and the truth."""
     emulator = start_emulator(root / "emulator", notice)
@@ -118,17 +133,7 @@ def run_seed(seed: int, root: pathlib.Path, notice: float = 0.4) -> dict[str, An
             CLUSTER, mode="poisson", mean_seconds=MEAN_SECONDS, seed=seed, max_count=PREEMPTIONS
         )
         work = root / "shared"
-        command = [sys.executable, "-m", "vsp.examples.trainer", "--seed", str(seed)]
-        command += ["--samples", "256", "--steps", str(STEPS)]
-        command += ["--step-seconds", str(STEP_SECONDS), "--keep", "1"]
-        command += ["--checkpoint-every-steps", str(SAVE_EVERY)]
-        command += ["--step-log", str(work / "steps.log")]
-        training = slurm_backend.SlurmTraining(
-            command=command,
-            working_directory=str(work),
-            checkpoint_dir=str(work / "ckpt"),
-            model_dir=str(work / "model"),
-        )
+        training = trainer_training(seed, work)
         outcome = train_step.train_on_cluster(
             project=PROJECT,
             location=LOCATION,

@@ -10,19 +10,17 @@ helpers are the goodput benchmark's (``benchmarks.goodput_metric``), which runs 
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
+from benchmarks import goodput_metric
 from benchmarks.goodput_metric import true_billed_seconds, true_useful_seconds
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.slurm import backend as slurm_backend
 from vsp.components.runtime.slurm import train_runner as train_step
 from vsp.components.runtime.training import goodput
 
 CLUSTER = "llmtrain"
 POLL = polling.Backoff(initial=0.05, maximum=0.1, jitter=0)
-STEPS = 240
+STEPS = goodput_metric.STEPS
 
 
 # Seeds whose first three draws (mean 2.5 s) all fall inside a run of the trainer, which needs
@@ -43,15 +41,7 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(
     )
     work = tmp_path / "shared"
     step_log = work / "steps.log"
-    command = [sys.executable, "-m", "vsp.examples.trainer", "--seed", str(seed)]
-    command += ["--samples", "256", "--steps", str(STEPS), "--step-seconds", "0.04"]
-    command += ["--checkpoint-every-steps", "30", "--keep", "1", "--step-log", str(step_log)]
-    training = slurm_backend.SlurmTraining(
-        command=command,
-        working_directory=str(work),
-        checkpoint_dir=str(work / "ckpt"),
-        model_dir=str(work / "model"),
-    )
+    training = goodput_metric.trainer_training(seed, work)  # 240 steps, a save every 30
     outcome = train_step.train_on_cluster(
         project="test-project",
         location="us-central1",
