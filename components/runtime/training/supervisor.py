@@ -288,7 +288,9 @@ class TrainingSupervisor:
             return attempt
 
         def describe(a: Attempt) -> str:
-            text = f"{a.outcome.value} {a.detail}".strip()
+            # The backend's detail may repeat the job id ("job 1 RUNNING ..."): said once.
+            detail = a.detail.removeprefix(f"job {a.job_id} ")
+            text = f"{a.outcome.value}; backend: {detail}" if detail else a.outcome.value
             if self.on_attempt_change is not None:
                 self.on_attempt_change(a)
             return text
