@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import platform
@@ -24,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from benchmarks import polling_sim as sim
+from benchmarks import results_files
 from vsp.components.runtime.training import poll_plan
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent / "results"
@@ -177,13 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1 or args.shared_jobs < 1:
         parser.error("--seeds and --shared-jobs must be >= 1")
     results = run(args.seeds, args.shared_jobs)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "polling.json").write_text(json.dumps(results, indent=1) + "\n")
-    (args.out / "polling.md").write_text(markdown(results))
-    for goal in results["goals"]:
-        state = "met" if goal["met"] else "NOT met"
-        print(f"goal {goal['id']}: {state}: {goal['measured']:.1f}")
-    print(f"wrote {args.out / 'polling.json'} and {args.out / 'polling.md'}")
+    results_files.write(args.out, "polling", results, markdown(results))
     return 0
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import math
 import os
 import pathlib
 import platform
@@ -25,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from benchmarks import results_files
 from benchmarks import teardown_goals as goals_module
 from benchmarks import teardown_ours as ours
 from benchmarks import teardown_policies as policies
@@ -195,22 +194,6 @@ def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
     }
 
 
-def _write(path: pathlib.Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point: runs the benchmark and writes the JSON and Markdown results."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.teardown_cost", description=__doc__)
@@ -227,15 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"ran in {results['run_seconds']:.1f} s ({results['cpu_seconds']:.1f} s of CPU)",
         file=sys.stderr,
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    json_path = args.out / "teardown_cost.json"
-    md_path = args.out / "teardown_cost.md"
-    _write(json_path, json.dumps(_finite(results), indent=1, sort_keys=False) + "\n")
-    _write(md_path, report.markdown(results))
-    for goal in results["goals"]:
-        state = "met" if goal["met"] else "NOT met"
-        print(f"goal {goal['id']}: {state}: {goal['measured']:.4f} ({goal['where']})")
-    print(f"wrote {json_path} and {md_path}")
+    results_files.write(args.out, "teardown_cost", results, report.markdown(results))
     return 0
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 import sys
 import time
@@ -37,8 +36,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from benchmarks import results_files, teardown_goals, teardown_ours
 from benchmarks import teardown_cost as normalised
-from benchmarks import teardown_goals, teardown_ours
 from benchmarks import teardown_traces as traces
 from vsp.components.runtime.cluster import builder as cluster_builder
 from vsp.components.runtime.teardown import cost as teardown_cost
@@ -239,14 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
     results = run(args.seeds, progress=lambda m: print(m, file=sys.stderr))
-    args.out.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = args.out / "teardown_shrink.json", args.out / "teardown_shrink.md"
-    normalised._write(json_path, json.dumps(normalised._finite(results), indent=1) + "\n")
-    normalised._write(md_path, report.markdown(results))
-    for goal in results["goals"]:
-        state = "met" if goal["met"] else "NOT met"
-        print(f"goal {goal['id']}: {state}: {goal['measured']:.4f} ({goal['where']})")
-    print(f"wrote {json_path} and {md_path}")
+    results_files.write(args.out, "teardown_shrink", results, report.markdown(results))
     return 0
 
 
