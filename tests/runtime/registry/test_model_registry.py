@@ -5,27 +5,15 @@ from __future__ import annotations
 import json
 import pathlib
 
-import numpy as np
 import pytest
 
 from vsp.components.runtime.core import errors, polling, rest
 from vsp.components.runtime.registry import client as model_registry
-from vsp.components.runtime.trainer import model_files as model_dir
 
 PROJECT, LOCATION = "test-project", "us-central1"
 NAME = f"projects/{PROJECT}/locations/{LOCATION}/models/mnist"
 UPLOAD = "models:upload$"
 FAST = polling.Backoff(initial=0.02, maximum=0.05, jitter=0)
-
-
-@pytest.fixture
-def gcs_root(tmp_path, monkeypatch):
-    """A fake GCS FUSE root holding a verified model dir at ``gs://bucket/model``."""
-    root = tmp_path / "gcs"
-    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(root))
-
-    model_dir.write_model_dir(root / "bucket" / "model", {"w": np.arange(4.0)}, {})
-    return root
 
 
 def _client():
