@@ -104,9 +104,14 @@ class Trainer:
         self.last_saved_step = state.step
         interval = self.policy.interval_s
         next_in = f"; next in {interval:.1f} s" if interval is not None else ""
-        how = "snapshot, persisting in the background" if self.saver.is_async else "saved"
-        log.info("checkpoint at step %d: %s, blocked %.3f s (%s)%s", state.step, how, blocked, why,
-                 next_in)  # fmt: skip
+        # "saved checkpoint at step N" is logged once the checkpoint is durable: here for a
+        # blocking save, by the background persist for an asynchronous one.
+        if self.saver.is_async:
+            log.info("checkpoint at step %d: snapshot, persisting in the background, blocked "
+                     "%.3f s (%s)%s", state.step, blocked, why, next_in)  # fmt: skip
+        else:
+            log.info("saved checkpoint at step %d in %.3f s (%s)%s", state.step, blocked, why,
+                     next_in)  # fmt: skip
         measured = self.policy.measured_persists > 0
         if measured and not self.policy.save_fits_notice() and not self._warned_slow:
             self._warned_slow = True

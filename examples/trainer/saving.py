@@ -74,13 +74,17 @@ class Saver:
         )
 
     def _persisted(self, timing: async_save.SaveTiming) -> None:  # background thread
-        self._finished.append(self._blocked_before.get(timing.step, 0.0) + (timing.total_s or 0.0))
+        total = self._blocked_before.get(timing.step, 0.0) + (timing.total_s or 0.0)
+        self._finished.append(total)
+        log.info(
+            "saved checkpoint at step %d: checkpoint persisted %.3f s after its save started",
+            timing.step, total,
+        )  # fmt: skip
 
     def _apply_finished(self) -> None:
         while self._finished:
             total = self._finished.pop(0)
             self.policy.record_persist(total)
-            log.info("checkpoint persisted %.3f s after its save started", total)
 
     @property
     def in_flight(self) -> bool:
