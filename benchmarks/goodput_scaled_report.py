@@ -38,11 +38,14 @@ def markdown(results: dict[str, Any]) -> str:
         " end, which also bills the restart gaps (node down, requeue delay). *Step metric*: the"
         " goodput the training step itself reports. Restart gap: SIGKILL to the next run's"
         " start, from the run records; start-up: a run's start to its first training step"
-        " (interpreter, prolog, checkpoint reload), from the trainer's step log.",
+        " (interpreter, prolog, checkpoint reload), from the trainer's step log. Step s: the"
+        " trainer's time per step (its sleep plus compute; above the sleep when the machine is"
+        " busy).",
         "",
         "| case | goodput (mean) | per seed | elapsed (mean) | step metric (mean) |"
-        " preemptions per seed | restart gap s (mean / max) | start-up s (mean) | goal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " preemptions per seed | restart gap s (mean / max) | start-up s (mean) | step s (mean)"
+        " | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case in cases:
         per_seed = ", ".join(f"{g:.3f}" for g in case["goodput_per_seed"])
@@ -51,7 +54,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| {case['name']} | {case['goodput_mean']:.3f} | {per_seed} |"
             f" {case['goodput_elapsed_mean']:.3f} | {case['step_metric_mean']:.3f} | {counts} |"
-            f" {gap} | {_seconds(case['startup_mean_s'])} | {case.get('goal', '')} |"
+            f" {gap} | {_seconds(case['startup_mean_s'])} | {case['step_time_mean_s']:.4f} |"
+            f" {case.get('goal', '')} |"
         )
     lines += ["", "Goals:", ""]
     marks = {True: "met", False: "NOT met", None: "reported"}

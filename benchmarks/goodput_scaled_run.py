@@ -159,7 +159,8 @@ def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict
 
 def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """A case's figures over its runs (one per seed): goodput per seed and mean for the
-    run-record billing and the elapsed billing, the step's metric, preemptions, restart gaps."""
+    run-record billing and the elapsed billing, the step's metric, preemptions, restart gaps,
+    and the mean time per training step (above ``--step-seconds`` when the machine is busy)."""
 
     def mean(values: Sequence[float]) -> float | None:
         return statistics.fmean(values) if values else None
@@ -181,4 +182,5 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "restart_gap_mean_s": mean(gaps),
         "restart_gap_max_s": max(gaps) if gaps else None,
         "startup_mean_s": mean(startups),
+        "step_time_mean_s": statistics.fmean(r["train_seconds"] / r["steps"] for r in runs),
     }

@@ -38,6 +38,7 @@ def test_trainer_flags_add_the_scaled_prior_and_notice() -> None:
 
 def _run(train: float, billed: float, elapsed: float, metric: float, **rest: object) -> dict:
     return {
+        "steps": 4000,
         "train_seconds": train,
         "billed_node_seconds": billed,
         "elapsed_seconds": elapsed,
@@ -65,6 +66,7 @@ def test_summarize_takes_goodput_over_the_runs_billed_and_elapsed_time() -> None
     assert (got["preemptions_per_seed"], got["preemptions"]) == ([2, 0], 2)
     assert (got["restart_gap_mean_s"], got["restart_gap_max_s"]) == (2.5, 3.0)
     assert got["startup_mean_s"] == 0.375
+    assert got["step_time_mean_s"] == (90.0 / 4000 + 80.0 / 4000) / 2
 
 
 def _case(name: str, mean: float, elapsed: float, per_seed: list[int]) -> dict:
@@ -80,6 +82,7 @@ def _case(name: str, mean: float, elapsed: float, per_seed: list[int]) -> dict:
         "restart_gap_mean_s": 2.03,
         "restart_gap_max_s": 2.1,
         "startup_mean_s": 0.16,
+        "step_time_mean_s": 0.0203,
     }
 
 
@@ -140,7 +143,7 @@ def test_report_rows_and_goal_lines() -> None:
     text = goodput_scaled_report.markdown(results)
     assert (
         f"| {goodput_scaled.OURS_ASYNC} | 0.951 | 0.951 | 0.930 | 0.970 | 4, 5, 6 |"
-        " 2.03 / 2.10 | 0.16 |  |"
+        " 2.03 / 2.10 | 0.16 | 0.0203 |  |"
     ) in text
     assert "Expected preemptions per run (billed running time / M): 1.7, 1.7, 1.7 by case." in text
     assert "**0.9510** (15 preemptions (4/5/6 per seed)): met" in text
