@@ -63,7 +63,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"- {goal['goal']}: **{goal['measured']:.4f}** ({goal['where']}): {marks[goal['met']]}"
         )
-    few = [g for g in results["goals"] if "too few" in g.get("where", "")]
+    few = [g for g in results["goals"] if "too few" in str(g.get("where", ""))]
     if few:
         lines += [
             "",

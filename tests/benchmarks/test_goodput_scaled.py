@@ -116,7 +116,7 @@ def test_goals_mark_the_async_goal_met_only_at_or_above_095() -> None:
 def test_goals_say_when_a_seed_saw_too_few_preemptions() -> None:
     found = goodput_scaled.goals(_cases(0.97, 0.95, [5, 1, 6]), seeds=3)
     assert found[0]["where"] == (
-        "12 preemptions (5/1/6 per seed); too few preemptions to be meaningful"
+        "12 preemptions (5/1/6 per seed); seed 1: too few to be meaningful"
     )
     assert found[0]["met"] is True
 
