@@ -27,7 +27,8 @@ compile:
 campaign:
 	$(PYTHON) -m benchmarks.fault_campaign --plans 2000 --inputs 1000 --out benchmarks/results
 
-# Goodput of checkpoint policies: scaled trainer runs (~10 min), then the full-scale simulation.
+# Goodput of checkpoint policies: scaled runs on the emulator (~20 min), then the full-scale
+# simulation.
 goodput:
 	nice -n 10 $(PYTHON) -m benchmarks.goodput_scaled --out benchmarks/results
 	$(PYTHON) -m benchmarks.goodput_policy --out benchmarks/results

@@ -28,6 +28,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import requests
@@ -83,10 +84,13 @@ def true_billed_seconds(
     return billed, len(events)
 
 
-def start_emulator(state_dir: pathlib.Path, notice: float) -> server.EmulatorServer:
-    """An in-process emulator (``notice`` s from SIGTERM to SIGKILL on a Spot preemption) with
-    a running cluster the caller may submit to."""
-    settings = SETTINGS.replace(slurm_preempt_notice_seconds=notice)
+def start_emulator(
+    state_dir: pathlib.Path, notice: float, settings: config.EmulatorSettings = SETTINGS
+) -> server.EmulatorServer:
+    """An in-process emulator (``notice`` s from SIGTERM to SIGKILL on a Spot preemption;
+    ``settings`` for the rest) with a running cluster the caller may submit to. It sets
+    ``VERTEX_EMULATOR_HOST`` for this process, so one emulator per process at a time."""
+    settings = settings.replace(slurm_preempt_notice_seconds=notice)
     emulator = server.EmulatorServer(state_dir, port=0, settings=settings)
     emulator.start()
     os.environ["VERTEX_EMULATOR_HOST"] = emulator.address
@@ -110,12 +114,26 @@ def start_emulator(state_dir: pathlib.Path, notice: float) -> server.EmulatorSer
     return emulator
 
 
-def trainer_training(seed: int, work: pathlib.Path) -> slurm_backend.SlurmTraining:
-    """The example trainer's run for ``seed`` in ``work``, writing its step log there."""
+def trainer_training(
+    seed: int,
+    work: pathlib.Path,
+    *,
+    steps: int = STEPS,
+    step_seconds: float = STEP_SECONDS,
+    save: Sequence[str] = ("--checkpoint-every-steps", str(SAVE_EVERY)),
+) -> slurm_backend.SlurmTraining:
+    """The example trainer's run for ``seed`` in ``work``, writing its step log there.
+
+    Args:
+        seed: The trainer's seed.
+        work: Host folder of the step log, checkpoints and model.
+        steps: Training steps.
+        step_seconds: Simulated seconds of work per step.
+        save: The trainer's checkpoint flags (default: a periodic save every 30 steps).
+    """
     command = [sys.executable, "-m", "vsp.examples.trainer", "--seed", str(seed)]
-    command += ["--samples", "256", "--steps", str(STEPS)]
-    command += ["--step-seconds", str(STEP_SECONDS), "--keep", "1"]
-    command += ["--checkpoint-every-steps", str(SAVE_EVERY)]
+    command += ["--samples", "256", "--steps", str(steps)]
+    command += ["--step-seconds", str(step_seconds), "--keep", "1", *save]
     command += ["--step-log", str(work / "steps.log")]
     return slurm_backend.SlurmTraining(
         command=command,

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from benchmarks import goodput_policy, goodput_scaled
+from benchmarks import goodput_policy
 from benchmarks import goodput_sim as sim
 
 SMALL = sim.Scenario("small", work_s=20 * 3600.0)
@@ -76,22 +76,3 @@ def test_policies_get_the_project_intervals() -> None:
     daly = sim.strategies.daly_interval(30.0, 3600.0)
     assert sim.make_policy("ours", blocking).interval_s == daly
     assert sim.make_policy("notice-only", blocking) is None
-
-
-def test_scaled_markdown_reports_goal_and_noise() -> None:
-    run = {"preemptions": 2, "train_seconds": 150.0, "checkpoint_policy": "notice-first: x"}
-    results = {
-        "seeds": 1,
-        "work_steps": 10,
-        "step_time_s": 0.02,
-        "startup_s": 0.2,
-        "machine": {"date": "D", "platform": "P", "cpus": 2},
-        "cases": [
-            {"name": "ours", "runs": [run], "goodput_per_seed": [0.96], "goodput_mean": 0.96,
-             "goal": ">= 0.95: met"},
-        ],
-    }  # fmt: skip
-    text = goodput_scaled.markdown(results)
-    assert "| ours | 0.960 | 0.960 | 2 | >= 0.95: met |" in text
-    assert "With 2 preemptions over 1 cases (2.5 expected per case at M = 60 s)" in text
-    assert "Ours: notice-first: x." in text
