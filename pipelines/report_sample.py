@@ -21,8 +21,8 @@ from vsp.components.runtime.teardown import report as teardown_report
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import report as training_report
+from vsp.components.runtime.training.backend_api import RunResult
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
-from vsp.components.runtime.training.supervisor import RunResult
 from vsp.pipelines import local_run, run_summary
 
 START = 1796389200.0  # 2026-12-04 13:00:00 UTC

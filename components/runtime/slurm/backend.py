@@ -23,8 +23,8 @@ from vsp.components.runtime.slurm import script as slurm_script
 from vsp.components.runtime.trainer import contract
 from vsp.components.runtime.training import beacon as beacon_lib
 from vsp.components.runtime.training import job_logs
+from vsp.components.runtime.training.backend_api import TrainingBackend
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
-from vsp.components.runtime.training.supervisor import TrainingBackend
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import logging
 from typing import Any
 
 from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.components.runtime.training.backend_api import TrainingBackend
 from vsp.components.runtime.training.custom_job_spec import CustomJobTraining
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
-from vsp.components.runtime.training.supervisor import TrainingBackend
 
 log = logging.getLogger(__name__)
 

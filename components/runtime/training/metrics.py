@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import goodput
+from vsp.components.runtime.training.backend_api import RunResult
 from vsp.components.runtime.training.recovery import Attempt
-from vsp.components.runtime.training.supervisor import RunResult
 
 _STOPS = {"requeued", "pending", "preempted", "succeeded", "user_failure", "cancelled"}
 INTERRUPTIONS = {"requeued", "preempted", "cancelled"}

@@ -16,7 +16,7 @@ from vsp.components.runtime.core import readable_time
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import goodput, report_charts
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training.supervisor import RunResult
+from vsp.components.runtime.training.backend_api import RunResult
 
 
 def markdown(title: str, result: RunResult, metrics: dict[str, float]) -> str:

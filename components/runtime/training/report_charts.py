@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from vsp.components.runtime.core import readable_time, svg_chart
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training.supervisor import RunResult
+from vsp.components.runtime.training.backend_api import RunResult
 
 WIDTH = 860
 PREEMPTING = ("requeued", "preempted")

@@ -23,8 +23,8 @@ from vsp.components.runtime.core import errors, file_primitives, gcp_labels, pol
 from vsp.components.runtime.core import step as step_lib
 from vsp.components.runtime.trainer import history as checkpoint_history
 from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.training import backend_api, poll_plan, recovery
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training import poll_plan, recovery
 from vsp.components.runtime.training import report as training_report
 from vsp.components.runtime.training import supervisor as training_run
 
@@ -41,7 +41,7 @@ class TrainOutcome:
         report_html: The HTML report.
     """
 
-    result: training_run.RunResult
+    result: backend_api.RunResult
     metrics: dict[str, float]
     report_html: str
 
@@ -113,7 +113,7 @@ def checkpoint_policy_text(model_dir: str) -> str:
 
 
 def supervise(
-    backend: training_run.TrainingBackend,
+    backend: backend_api.TrainingBackend,
     strategy: recovery.RecoveryStrategy,
     run_key: str,
     *,
@@ -153,7 +153,7 @@ def supervise(
         result = supervisor.run()
     except (errors.VspError, errors.StepCancelled) as exc:
         failure = exc
-        result = training_run.RunResult(
+        result = backend_api.RunResult(
             supervisor.attempts,
             0.0,
             events=list(supervisor.events),

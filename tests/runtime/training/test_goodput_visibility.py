@@ -12,7 +12,7 @@ from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import recovery
 from vsp.components.runtime.training import runner as training_step
-from vsp.components.runtime.training.supervisor import RunResult
+from vsp.components.runtime.training.backend_api import RunResult
 
 
 def _preempted_run() -> RunResult:

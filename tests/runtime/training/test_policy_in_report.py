@@ -6,8 +6,8 @@ import json
 
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.training import runner as training_step
+from vsp.components.runtime.training.backend_api import TrainingBackend
 from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
-from vsp.components.runtime.training.supervisor import TrainingBackend
 
 EXPLAINED = "notice-first: a save takes 26 s (2 s blocking) & <more>"
 

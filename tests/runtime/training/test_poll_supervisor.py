@@ -5,9 +5,10 @@ from __future__ import annotations
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.training import poll_plan
 from vsp.components.runtime.training import runner as training_step
+from vsp.components.runtime.training.backend_api import TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
-from vsp.components.runtime.training.supervisor import TrainingBackend, TrainingSupervisor
+from vsp.components.runtime.training.supervisor import TrainingSupervisor
 
 SPOT = Target("spot", spot=True)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.training import metrics as training_metrics
+from vsp.components.runtime.training.backend_api import TrainingBackend
 from vsp.components.runtime.training.poll_window import PollWindow
 from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
-from vsp.components.runtime.training.supervisor import TrainingBackend, TrainingSupervisor
+from vsp.components.runtime.training.supervisor import TrainingSupervisor
 
 SPOT = Target("spot", spot=True)
 R, P, OK = Outcome.RUNNING, Outcome.PENDING, Outcome.SUCCEEDED

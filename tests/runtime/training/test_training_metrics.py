@@ -6,8 +6,8 @@ import pytest
 
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
+from vsp.components.runtime.training.backend_api import RunResult
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
-from vsp.components.runtime.training.supervisor import RunResult
 
 SPOT, ONDEMAND = Target("spot", True), Target("ondemand", False)
 

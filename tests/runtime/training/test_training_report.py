@@ -5,8 +5,8 @@ from __future__ import annotations
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import report as training_report
+from vsp.components.runtime.training.backend_api import RunResult
 from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
-from vsp.components.runtime.training.supervisor import RunResult
 
 
 def _result():

@@ -9,8 +9,9 @@ import pytest
 
 from vsp.components.runtime.core import errors, gcp_resources, polling
 from vsp.components.runtime.core.errors import StepCancelled
+from vsp.components.runtime.training.backend_api import TrainingBackend
 from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
-from vsp.components.runtime.training.supervisor import TrainingBackend, TrainingSupervisor
+from vsp.components.runtime.training.supervisor import TrainingSupervisor
 
 SPOT, ONDEMAND = Target("spot", spot=True), Target("ondemand", spot=False)
 FAST = polling.Backoff(initial=1, maximum=1, jitter=0)
