@@ -25,6 +25,7 @@ import numpy as np
 
 from benchmarks import results_files
 from benchmarks import teardown_goals as goals_module
+from benchmarks import teardown_law as law
 from benchmarks import teardown_ours as ours
 from benchmarks import teardown_policies as policies
 from benchmarks import teardown_report as report
@@ -55,7 +56,9 @@ def run_cell(
 ) -> dict[str, dict[str, float]]:
     """Metrics of every policy (and of OPT and the best fixed TTL) on one trace.
 
-    Ours is decided once per run end and priced with each reaper cadence of ``REAPERS``.
+    Ours is decided once per run end and priced with each reaper cadence of ``REAPERS``. On the
+    scheduled families the rule that knows the trace's law (``teardown_law``) is priced too,
+    with the least expected cost / OPT of any online rule (``bound``).
     """
     gaps = trace.gaps
     metrics = {"opt": policies.evaluate_opt(gaps, prices)}
@@ -77,6 +80,8 @@ def run_cell(
     best = policies.best_fixed_ttl(gaps, prices)
     metrics[BEST_FIXED] = policies.evaluate(gaps, np.full(len(gaps), best), prices)
     metrics[BEST_FIXED]["ttl_minutes"] = best / 60.0
+    if trace.family in law.FAMILIES:
+        metrics[law.POLICY] = law.evaluate(trace, prices)
     return metrics
 
 
@@ -184,7 +189,7 @@ def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
         "duration_median_s": traces.DURATION_MEDIAN_S,
         "duration_sigma": traces.DURATION_SIGMA,
         "start_jitter_s": traces.START_JITTER_S,
-        "history_page_size": teardown_step.HISTORY_PAGE_SIZE,
+        "history_max_runs": teardown_step.HISTORY_MAX_JOBS,
         "slack_fraction": teardown.DEFAULT_SLACK_FRACTION,
         "min_slack_seconds": teardown.DEFAULT_MIN_SLACK_SECONDS,
         "randomized_expected_ratio": policies.RANDOMIZED_EXPECTED_RATIO,

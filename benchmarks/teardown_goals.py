@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from benchmarks import teardown_law as law
 from benchmarks import teardown_policies as policies
 
 BEST_FIXED = "best-fixed-ttl"
@@ -65,6 +66,7 @@ def goals(rows: list[dict], ttl_draws: int) -> list[dict[str, object]]:
         "ours-auto <= 1.02x OPT on every cron trace, missed and shifted runs included (worst seed)"
     )
     out.append(_goal("1", text, 1.02, value, where, tol))
+    out.append(_bound_goal(rows, tol))
     value, where = _worst(pick("ours-auto"), "ratio_max")
     out.append(
         _goal("7", "ours-auto <= 2x OPT on every trace (worst seed)", 2.0, value, where, tol)
@@ -83,6 +85,32 @@ def goals(rows: list[dict], ttl_draws: int) -> list[dict[str, object]]:
     goal["average"] = float(np.mean([r["ratio"] for r in stochastic]))
     out.append(goal)
     return out
+
+
+def _bound_goal(rows: list[dict], tol: float) -> dict[str, object]:
+    """Goal 1': ours-auto (mean of seeds) within 1.02x of the online lower bound, every cron cell.
+
+    The bound (``teardown_law``) is what no online rule beats in expectation; goal 1 measures
+    against the offline optimum, which no rule that cannot see the future can match where the
+    bound itself is above 1.02.
+    """
+    bound = {(r["trace"], r["beta"]): r["bound"] for r in rows if r["policy"] == law.POLICY}
+    cells = [
+        {**r, "over_bound": r["ratio"] / bound[(r["trace"], r["beta"])]}
+        for r in rows
+        if r["policy"] == "ours-auto" and (r["trace"], r["beta"]) in bound
+    ]
+    value, where = _worst(cells, "over_bound")
+    text = (
+        "ours-auto <= 1.02x the online lower bound (least expected cost / OPT of any rule that "
+        "cannot see the future) on every cron trace, missed and shifted runs included (mean of "
+        "seeds)"
+    )
+    goal = _goal("1'", text, 1.02, value, where, tol)
+    goal["bound_over_1.02"] = sorted(
+        f"{t} at beta {b} ({v:.4f})" for (t, b), v in bound.items() if v > 1.02 + tol
+    )
+    return goal
 
 
 def _goal(ident: str, text: str, target: float, value: float, where: str, tol: float) -> dict:

@@ -1,7 +1,7 @@
 """Ours in the teardown benchmarks: ``teardown.decide`` at every run end, enforced by the reaper.
 
 At the end of run ``i`` of a trace the decision gets what the component would have: the start
-times ``teardown_step.run_history`` lists (the newest ``HISTORY_PAGE_SIZE`` runs, the running
+times ``teardown_step.run_history`` lists (the newest ``HISTORY_MAX_JOBS`` runs, the running
 one included) and, when a schedule started the run, its cron. A kept or shrunk cluster is
 labelled ``vsp-expires-at``; the reaper, scheduled on ``reaper.REAPER_CRON``, deletes it at its
 first tick after that label (``teardown.expired`` is ``now > expires_at``), so a run that starts
@@ -80,7 +80,7 @@ def decisions(
     Raises:
         AssertionError: a kept cluster without an expiry (which no reaper would ever delete).
     """
-    page = teardown_step.HISTORY_PAGE_SIZE
+    page = teardown_step.HISTORY_MAX_JOBS
     starts, ends = trace.starts, trace.ends
     actions, expiries = [], np.full(len(starts) - 1, math.nan)
     for i in range(len(expiries)):

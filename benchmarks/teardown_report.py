@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from benchmarks import teardown_law as law
 from benchmarks import teardown_policies as policies
-from benchmarks.teardown_goals import CRON_FAMILIES
 
 REFERENCE = "best-fixed-ttl"
 REAPER_VARIANTS = ("ours-auto-instant-reaper", "ours-auto-hourly-reaper")
@@ -43,6 +43,41 @@ def _cells(results: dict) -> dict[tuple[str, str], dict[str, dict]]:
     return cells
 
 
+def _goal_one_note(by_id: dict, cells: dict) -> list[str]:
+    """Why goal 1 is not met: per cron cell over 1.02x, ours beside the online lower bound."""
+    target = by_id["1"]["target"]
+    over = [
+        f"  - {trace}, beta {beta}: ours {row['ours-auto']['ratio']:.4f} (worst seed "
+        f"{row['ours-auto']['ratio_max']:.4f}); online lower bound "
+        f"{row[law.POLICY]['bound']:.4f}, the rule that knows the law "
+        f"{row[law.POLICY]['ratio']:.4f} on these traces (worst seed "
+        f"{row[law.POLICY]['ratio_max']:.4f}); best fixed TTL in hindsight "
+        f"{row[REFERENCE]['ratio']:.4f}, always delete {row['always-delete']['ratio']:.4f}"
+        for (trace, beta), row in cells.items()
+        if law.POLICY in row
+        and max(row["ours-auto"]["ratio_max"], row[law.POLICY]["bound"]) > target
+    ]
+    bound_over = by_id["1'"]["bound_over_1.02"]
+    return [
+        "**Why goal 1 is not met.** A missed run, or a start delayed beyond the slack, is "
+        "independent of everything a decision at the run end can see, so each decision in "
+        "effect picks a keep time for a gap it cannot foresee. The *online lower bound* "
+        "(`teardown_law`) is the least expected cost / OPT of any such rule: the rule that "
+        "knows the generator's law exactly (the miss rate, the delay distribution) and keeps "
+        "each time for the least expected cost under it. Where the next tick is close to the "
+        "break-even time (an hourly cron at beta 1 h: about 55 min idle against 60), keeping "
+        "through the tick and deleting at once cost nearly the same on the runs that come, and "
+        "a missed or late one costs the re-creation either way plus, when kept, the idle time "
+        "until the expiry. The bound is above 1.02x in "
+        f"{len(bound_over)} cells ({'; '.join(bound_over)}), so no online rule meets goal 1 "
+        "there; goal 1' measures ours against the bound instead. Per cron cell where ours or "
+        "the bound is over 1.02x:",
+        "",
+        *over,
+        "",
+    ]
+
+
 def _goal_notes(results: dict, cells: dict) -> list[str]:
     notes = []
     by_id = {g["id"]: g for g in results["goals"]}
@@ -65,12 +100,13 @@ def _goal_notes(results: dict, cells: dict) -> list[str]:
         notes += [
             "**Why goal 5 is not met.** Without a cron, `decide` keeps the cluster for the time "
             "that would have cost least over the idle gaps it observed (start-to-start gaps of "
-            f"the last {results['config']['history_page_size']} runs less this run's duration), "
+            f"the last {results['config']['history_max_runs']} runs less this run's duration), "
             "or deletes it when that time is zero. On memoryless (Poisson) gaps no online rule "
             "can do much better: with exponential gaps of mean beta every TTL costs r*beta per "
             "gap in expectation against an OPT of r*beta*(1-1/e), i.e. e/(e-1) = 1.582 "
             "(derived; the bound per trace is listed below), so 1.3x is out of reach there. On "
-            "heavy-tailed Pareto gaps a fixed keep time learned from 50 gaps is noisy; ours "
+            "heavy-tailed Pareto gaps a fixed keep time learned from a few hundred gaps is "
+            "still noisy; ours "
             "stays within a few percent of the break-even TTL and of the best fixed TTL in "
             "hindsight.",
             "",
@@ -78,33 +114,8 @@ def _goal_notes(results: dict, cells: dict) -> list[str]:
             "",
         ]
     if not by_id["1"]["met"]:
-        over = [
-            f"  - {trace}, beta {beta}: ours {row['ours-auto']['ratio']:.4f} (worst seed "
-            f"{row['ours-auto']['ratio_max']:.4f}), with an instant reaper "
-            f"{row['ours-auto-instant-reaper']['ratio']:.4f}, best fixed TTL in hindsight "
-            f"{row[REFERENCE]['ratio']:.4f}, always delete {row['always-delete']['ratio']:.4f}"
-            for (trace, beta), row in cells.items()
-            if row["ours-auto"]["family"] in CRON_FAMILIES
-            and row["ours-auto"]["ratio_max"] > by_id["1"]["target"]
-        ]
-        notes += [
-            "**Why goal 1 is not met.** A missed run, or a start delayed beyond the slack, is "
-            "independent of everything a decision at the run end can see, so each decision in "
-            "effect picks a keep time for a gap it cannot foresee. Where the next tick is close "
-            "to the break-even time (an hourly cron at beta 1 h: about 55 min idle against "
-            "60), keeping through the tick and deleting at once cost nearly the same on the "
-            "runs that come, and the missed or late ones cost the re-creation either way plus, "
-            "when kept, the idle time until the expiry: the best fixed keep time chosen in "
-            "hindsight (with the whole trace known) is itself above 1.02x there. The same holds "
-            "where a 4-hourly tick is 3 h 55 min away at beta 4 h, and where one hourly run in "
-            "ten starts 5-30 min late at beta 1 h. In each cell over the goal the best fixed "
-            "keep time in hindsight costs more than 1.02x too (it is a reference, not a "
-            "bound: ours may vary its keep time from run to run and can cost less):",
-            "",
-            *over,
-            "",
-        ]
-    for ident in ("2", "2'", "3", "7"):
+        notes += _goal_one_note(by_id, cells)
+    for ident in ("1'", "2", "2'", "3", "7"):
         goal = by_id[ident]
         if not goal["met"]:
             notes.append(
@@ -135,7 +146,7 @@ def markdown(results: dict) -> str:
         "total OPT per trace, the mean over the trace seeds (the randomized TTL: also over its "
         "draws). *ours auto*: `teardown.decide(policy='auto')` at every run end with the run's "
         "cron, if any, and the start times `run_history` would list (the newest "
-        f"{config['history_page_size']}, the running one included); kept clusters are "
+        f"{config['history_max_runs']}, the running one included); kept clusters are "
         "reused by a run that starts before the reaper deletes them, at its first tick "
         f"(`{config['reapers']['ours-auto']}`) after the `vsp-expires-at` label; *instant "
         "reaper*: deleted at the very second of the label; *hourly reaper*: "

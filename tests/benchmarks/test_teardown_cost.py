@@ -202,9 +202,16 @@ def test_goals_mark_met_and_not_met_from_the_numbers():
         row("poisson-1b", "poisson", "ours-auto", 1.6),
         row("poisson-1b", "poisson", "break-even-ttl", 2.0 + 1e-12, worst=2.0),
         row("poisson-1b", "poisson", "randomized-ttl", 1.61),
+        {**row("hourly", "cron", "knows-the-law", 1.0), "bound": 0.99},
+        row("hourly-missed-10%", "cron-missed", "ours-auto", 1.09),
+        {**row("hourly-missed-10%", "cron-missed", "knows-the-law", 1.08), "bound": 1.07},
     ]
     goals = {g["id"]: g for g in teardown_cost.goals(rows, ttl_draws=10)}
-    assert goals["1"]["met"] and goals["2"]["met"] and goals["2'"]["met"]
+    assert not goals["1"]["met"] and goals["1"]["where"] == "hourly-missed-10% at beta 1h"
+    assert goals["1'"]["met"] and goals["1'"]["measured"] == pytest.approx(1.09 / 1.07)
+    assert goals["1'"]["where"] == "hourly-missed-10% at beta 1h"
+    assert goals["1'"]["bound_over_1.02"] == ["hourly-missed-10% at beta 1h (1.0700)"]
+    assert goals["2"]["met"] and goals["2'"]["met"]
     assert not goals["3"]["met"] and goals["3"]["where"] == "poisson-1b at beta 1h"
     assert not goals["5"]["met"] and goals["5"]["measured"] == 1.6
 

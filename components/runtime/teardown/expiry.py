@@ -130,7 +130,8 @@ def history_sample(
     gaps = []
     for ticks, delay in patterns:
         tick = base if ticks == 0 else (ahead[ticks - 1] if ticks <= len(ahead) else math.inf)
-        gaps.append(max(0.0, tick + delay - now))
+        gap = tick + delay - now
+        gaps.append(gap if gap > 0.0 else 0.0)
     missed = sum(1 for m, _ in patterns if m > 1)
     late = sum(1 for _, delay in patterns if delay > slack)
     return gaps, missed, late

@@ -73,11 +73,13 @@ def cheapest_index(averages: Sequence[float], longest: bool) -> int:
     ``averages`` belong to keep times in increasing order, so ``longest`` picks the longest of
     the cheapest keep times.
     """
-    rounded = [round(a, 12) for a in averages]
-    low = min(rounded)
-    if longest:
-        return len(rounded) - 1 - rounded[::-1].index(low)
-    return rounded.index(low)
+    least = min(averages)
+    low = round(least, 12)
+    # Only averages within 1e-12 of the least can round to the same value: round the few.
+    indices = range(len(averages) - 1, -1, -1) if longest else range(len(averages))
+    return next(
+        i for i in indices if averages[i] <= least + 1e-12 and round(averages[i], 12) == low
+    )
 
 
 def average_costs(
