@@ -57,6 +57,15 @@ def markdown(results: dict[str, Any]) -> str:
             f" {gap} | {_seconds(case['startup_mean_s'])} | {case['step_time_mean_s']:.4f} |"
             f" {case.get('goal', '')} |"
         )
+    for case in cases:
+        unannounced = case.get("unannounced_per_seed") or []
+        if any(unannounced):
+            lines += [
+                "",
+                f"{case['name']}: unannounced preemptions per seed (SIGKILL at once, no notice"
+                f" save): {', '.join(str(n) for n in unannounced)} of"
+                f" {', '.join(str(n) for n in case['preemptions_per_seed'])}.",
+            ]
     lines += ["", "Goals:", ""]
     marks = {True: "met", False: "NOT met", None: "reported"}
     for goal in results["goals"]:

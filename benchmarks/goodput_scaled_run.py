@@ -10,7 +10,8 @@ comes from records:
   steps the model holds, carried in every checkpoint), and beside it the step log's truth
   (``goodput_metric.true_useful_seconds``);
 * billed node seconds: the emulator's record of each run (``goodput_metric.true_billed_seconds``:
-  a preempted run from its start to the end of its notice, the last one to its end); and
+  a preempted run from its start to the end of its notice, none for an unannounced one, the
+  last one to its end); and
   elapsed seconds from the first run's start to the last one's end, which also bills the gaps
   between runs (node down, requeue delay);
 * the restart gap (SIGKILL to the next run's start) from the same records, and the start-up
@@ -84,7 +85,13 @@ def trainer_flags(extra: Sequence[str]) -> list[str]:
     return [*extra, "--mtbf-seconds", f"{MTBF_S:g}", "--notice-seconds", f"{NOTICE_S:g}"]
 
 
-def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict[str, Any]:
+def run_case(
+    extra: Sequence[str],
+    seed: int,
+    steps: int,
+    step_s: float,
+    plan: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One run of ``steps`` steps of ``step_s`` s under the plan of ``seed``, to completion.
 
     Args:
@@ -92,6 +99,7 @@ def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict
         seed: Seed of the preemption plan and of the trainer.
         steps: Training steps.
         step_s: Simulated seconds per step.
+        plan: More preemption plan fields (e.g. ``unannounced_share``).
 
     Returns:
         The run's records: useful, billed and elapsed seconds, the step's own metric, runs,
@@ -103,7 +111,12 @@ def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict
         cluster = goodput_metric.CLUSTER
         try:
             emulator.app.slurm.set_preemption_plan(
-                cluster, mode="poisson", mean_seconds=MTBF_S, seed=seed, max_count=MAX_PREEMPTIONS
+                cluster,
+                mode="poisson",
+                mean_seconds=MTBF_S,
+                seed=seed,
+                max_count=MAX_PREEMPTIONS,
+                **(plan or {}),
             )
             work = root / "shared"
             training = goodput_metric.trainer_training(
@@ -126,7 +139,7 @@ def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict
                 e for e in emulator.app.slurm.preemptions(cluster) if str(e["jobId"]) == job_id
             ]
             job = next(j for j in emulator.app.slurm.jobs(cluster) if str(j["job_id"]) == job_id)
-            plan = emulator.app.slurm.preemption_plan(cluster)
+            fired = emulator.app.slurm.preemption_plan(cluster)
         finally:
             emulator.app.slurm.shutdown()
             emulator.stop()
@@ -145,7 +158,8 @@ def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict
         "billed_node_seconds": billed,
         "elapsed_seconds": windows[-1][1] - windows[0][0],
         "preemptions": preempted,
-        "plan_fired": plan["fired"],
+        "unannounced": sum(1 for e in events if not e["noticeSeconds"]),
+        "plan_fired": fired["fired"],
         "restart_gaps_s": gaps,
         "startup_s": startups,
         "step_metric": {
@@ -159,8 +173,9 @@ def run_case(extra: Sequence[str], seed: int, steps: int, step_s: float) -> dict
 
 def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """A case's figures over its runs (one per seed): goodput per seed and mean for the
-    run-record billing and the elapsed billing, the step's metric, preemptions, restart gaps,
-    and the mean time per training step (above ``--step-seconds`` when the machine is busy)."""
+    run-record billing and the elapsed billing, the step's metric, preemptions (and how many
+    came unannounced), restart gaps, and the mean time per training step (above
+    ``--step-seconds`` when the machine is busy)."""
 
     def mean(values: Sequence[float]) -> float | None:
         return statistics.fmean(values) if values else None
@@ -179,6 +194,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "step_metric_mean": statistics.fmean(metric),
         "preemptions_per_seed": [r["preemptions"] for r in runs],
         "preemptions": sum(r["preemptions"] for r in runs),
+        "unannounced_per_seed": [r.get("unannounced", 0) for r in runs],
         "restart_gap_mean_s": mean(gaps),
         "restart_gap_max_s": max(gaps) if gaps else None,
         "startup_mean_s": mean(startups),

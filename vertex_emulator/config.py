@@ -65,6 +65,8 @@ class EmulatorSettings:
             preemption (used when the fixed delay above is 0); 0 = off.
         slurm_spot_preempt_max_count: Most preemptions the default plan makes per cluster.
         slurm_spot_preempt_seed: Seed of the default Poisson plan.
+        slurm_spot_preempt_unannounced_share: Share (0 to 1) of the default plan's preemptions
+            that come without notice (SIGKILL at once; see ``slurm.preemption``).
         slurmrestd: A real slurmrestd (unix socket path or ``http://HOST:PORT``) that serves
             ``:callSlurmRestApi`` of every cluster instead of the emulated Slurm; '' = emulate
             (see ``slurm.real``).
@@ -112,6 +114,7 @@ class EmulatorSettings:
     slurm_spot_preempt_mean_seconds: float = 0.0
     slurm_spot_preempt_max_count: int = 1
     slurm_spot_preempt_seed: int = 0
+    slurm_spot_preempt_unannounced_share: float = 0.0
     slurmrestd: str = ""
     slurmrestd_preemption: str = "partition"
     custom_job_queue_delay_seconds: float = 1.0

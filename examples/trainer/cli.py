@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--p-notice-fail",
         type=float,
         default=strategies.DEFAULT_P_NOTICE_FAIL,
-        help="probability that a save on the notice fails, for notice-first (default 0.02)",
+        help="prior probability that a save on the notice fails, for notice-first (default"
+        " 0.02; the checkpoint history's notice outcomes update it)",
     )
     add(
         "--notice-seconds",

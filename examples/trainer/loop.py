@@ -2,8 +2,9 @@
 
 The state and its checkpoint form are in ``state``; how a save is made (blocking, or a snapshot
 persisted in the background) in ``saving``. The periodic interval and its explanation come from
-the ``CheckpointPolicy``; the explanation is logged and written to ``metrics.json``, which the
-training step's report shows.
+the ``CheckpointPolicy``, which also learns how often a notice save fails from the checkpoint
+history (the notice outcomes of earlier processes); the explanation is logged and written to
+``metrics.json``, which the training step's report shows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.trainer import checkpoint
+from vsp.components.runtime.trainer import checkpoint, history
 from vsp.components.runtime.trainer import model_files as model_dir
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import model, saving
@@ -65,6 +66,9 @@ class Trainer:
         self._warned_slow = False
         self.saver = saving.Saver(cfg, policy)
         self.state = self._restore()
+        records = history.read(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+        if records:
+            policy.observe_notices(*history.notice_outcomes(records))
         log.info("checkpoint policy: %s", policy.explain())
 
     def _restore(self) -> TrainState:

@@ -64,6 +64,8 @@ def test_summarize_takes_goodput_over_the_runs_billed_and_elapsed_time() -> None
     assert got["goodput_elapsed_per_seed"] == [0.75, 0.8]
     assert got["step_metric_mean"] == pytest.approx(0.9, abs=1e-12)
     assert (got["preemptions_per_seed"], got["preemptions"]) == ([2, 0], 2)
+    assert got["unannounced_per_seed"] == [0, 0]
+    assert one_run.summarize([{**RUNS[0], "unannounced": 1}])["unannounced_per_seed"] == [1]
     assert (got["restart_gap_mean_s"], got["restart_gap_max_s"]) == (2.5, 3.0)
     assert got["startup_mean_s"] == 0.375
     assert got["step_time_mean_s"] == (90.0 / 4000 + 80.0 / 4000) / 2
@@ -149,3 +151,41 @@ def test_report_rows_and_goal_lines() -> None:
     assert "**0.9510** (15 preemptions (4/5/6 per seed)): met" in text
     assert "**0.9300** (restart gap mean 2.03 s): NOT met" in text
     assert "too few" not in text
+
+
+def test_the_unannounced_case_is_reported_without_a_target() -> None:
+    cases = [
+        *_cases(0.97, 0.95, [5, 5, 6]),
+        {
+            **_case(goodput_scaled.OURS_UNANNOUNCED, 0.96, 0.94, [5, 5, 6]),
+            "unannounced_per_seed": [1, 2, 0],
+        },
+    ]
+    found = goodput_scaled.goals(cases, seeds=3)
+    assert [g["id"] for g in found][-1] == "goodput-scaled-ours-async-unannounced"
+    assert (found[-1]["measured"], found[-1]["met"]) == (0.96, None)
+    assert found[-1]["where"] == "16 preemptions (5/5/6 per seed)"
+    assert goodput_scaled.PLANS == {goodput_scaled.OURS_UNANNOUNCED: {"unannounced_share": 0.25}}
+    results = {
+        "command": "c",
+        "machine": {"date": "D", "platform": "P", "cpus": 2, "python": "3.11"},
+        "wall_seconds": 1.0,
+        "work_steps": 15000,
+        "step_seconds": 0.02,
+        "setting": {
+            "mtbf_s": 60.0,
+            "notice_s": 0.5,
+            "requeue_delay_s": 2.0,
+            "node_recovery_s": 2.0,
+            "plan_max_count": 40,
+            "min_preemptions_per_seed": 2,
+        },
+        "cases": cases,
+        "goals": found,
+    }
+    text = goodput_scaled_report.markdown(results)
+    assert (
+        f"{goodput_scaled.OURS_UNANNOUNCED}: unannounced preemptions per seed (SIGKILL at once,"
+        " no notice save): 1, 2, 0 of 5, 5, 6."
+    ) in text
+    assert "**0.9600** (16 preemptions (5/5/6 per seed)): reported" in text

@@ -293,3 +293,18 @@ def test_strategy_flags_are_checked(tmp_path: Path, capsys) -> None:
     assert "--save-persist-seconds must be >= 0 seconds, got -1.0" in capsys.readouterr().out
     assert _main(tmp_path, *common, "--checkpoint-strategy", "young-daly") == 0
     assert "checkpoint policy: young-daly: " in capsys.readouterr().out
+
+
+def test_the_next_process_learns_the_notice_outcomes_from_the_history(tmp_path: Path) -> None:
+    args = _args(tmp_path, "--step-seconds", "0.05")
+    code, out = _interrupt(args, at_step=3, sig=signal.SIGTERM, delay=0.02)
+    assert code == 143, out
+    assert "none in the checkpoint history yet" in out
+    code, out = _interrupt(args, at_step=8, sig=signal.SIGKILL, delay=0.0)  # no notice
+    assert code == -signal.SIGKILL, out
+    assert "notice saves resumed from 1, preemptions without one 0" in out
+    code, out = _run(args[:-2] + ["--step-seconds", "0"])
+    assert code == 0, out
+    # p = (0.02 x 50 + 1) / (50 + 2): one of two preemptions had its notice save
+    assert "(p = 0.0385: Beta prior centred on 0.02 worth 50 preemptions, updated by the" in out
+    assert "notice saves resumed from 1, preemptions without one 1" in out

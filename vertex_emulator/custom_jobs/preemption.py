@@ -25,14 +25,18 @@ LOG_NAME = "preemptions.jsonl"
 
 
 def normalize(raw: dict[str, Any]) -> dict[str, Any]:
-    """A validated plan (snake_case or camelCase fields; no ``partition``).
+    """A validated plan (snake_case or camelCase fields; no ``partition``; every preemption
+    comes with the notice, so no ``unannounced_share``).
 
     Raises:
         ValueError: Invalid fields.
     """
     if raw.get("partition") is not None:
         raise ValueError("CustomJob plans have no partition")
-    return slurm_preemption.normalize_plan(raw)
+    plan = slurm_preemption.normalize_plan(raw)
+    if plan["unannounced_share"]:
+        raise ValueError("CustomJob plans have no unannounced_share (Slurm clusters only)")
+    return plan
 
 
 def settings_plan(settings: Any) -> dict[str, Any] | None:

@@ -2,14 +2,15 @@
 
 * ``POST /emulator/v1/slurm/preemptions`` with ``{"cluster": "c1", "mode": "fixed",
   "afterSeconds": 2, "maxCount": 3}`` or ``{"cluster", "mode": "poisson", "meanSeconds",
-  "seed", "maxCount"}`` (optional ``jobName`` regex, ``partition``) sets the cluster's spot
+  "seed", "maxCount"}`` (optional ``jobName`` regex, ``partition``, ``unannouncedShare`` in
+  [0, 1]: the share of preemptions that SIGKILL at once, without notice) sets the cluster's spot
   preemption plan -> ``{"plan": ...}``; ``{"cluster", "mode": "now", "jobId": N}`` preempts
   a running job at once -> ``{"preemption": entry}``. A plan for a cluster that does not
   exist yet waits (``"source": "pending"``) and applies when the cluster is created.
 * ``GET /emulator/v1/slurm/preemptions[?cluster=c1]`` -> ``{"plan": ... (with cluster),
   "preemptions": [entry, ...]}``: the timeline (``time``, ``epoch``, ``kind`` = spot |
   partition_prio | node_failure, ``jobId``, ``jobName``, ``nodes``, ``restartCount`` before the
-  preemption, ``runSeconds``, ``outcome``).
+  preemption, ``runSeconds``, ``outcome``, ``noticeSeconds``: 0 for an unannounced one).
 * ``DELETE /emulator/v1/slurm/preemptions?cluster=c1`` clears the cluster's plan.
 * ``GET /emulator/v1/slurm/state?cluster=c1`` -> ``{"nodes": {...}, "jobs": [record, ...]}``.
 """

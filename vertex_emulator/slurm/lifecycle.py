@@ -118,9 +118,14 @@ def start_kill(
     *,
     node_down: list[str] | None = None,
     node_reason: str = "",
+    terminate: bool = True,
 ) -> None:
-    """SIGCONT+SIGTERM now, SIGKILL after ``wait`` wall-clock seconds, then ``outcome``."""
-    ctx.procs.terminate(ctx.key(job))
+    """SIGCONT+SIGTERM now, SIGKILL after ``wait`` wall-clock seconds, then ``outcome``;
+    ``terminate`` False: SIGKILL now, no SIGTERM (a node lost without notice)."""
+    if terminate:
+        ctx.procs.terminate(ctx.key(job))
+    else:
+        ctx.procs.signal(ctx.key(job), signal.SIGKILL)
     job["kill"] = {
         "outcome": outcome,
         "kill_at": ctx.now + wait,

@@ -10,9 +10,16 @@ by ``time_scale``).
 
 A preemption is a VM soft-off: SIGCONT+SIGTERM to the job's process group, SIGKILL after
 ``slurm_preempt_notice_seconds``, the SPOT nodes DOWN for ``slurm_node_recovery_seconds``; the
-job is requeued (``requeue`` true) or ends NODE_FAIL. A fault rule with action
-``slurm_preempt`` on a submit request preempts that job ``seconds`` after its first start.
-Clusters without a plan of their own use the ``slurm_spot_preempt_*`` settings.
+job is requeued (``requeue`` true) or ends NODE_FAIL. ``unannounced_share`` (camelCase
+``unannouncedShare``, in [0, 1], default 0) is the share of a plan's preemptions that come
+without a usable notice, as when a Spot host fails or its notice is lost: SIGKILL at once, no
+SIGTERM, ``noticeSeconds`` 0 in the timeline. Whether the k-th preemption of the plan is
+unannounced is the k-th draw of its own stream, ``random.Random(f"unannounced:{seed}")``
+(``unannounced_draws``), below the share; the delay stream is untouched, so a seed's timeline of
+preemption times is the same whatever the share, and a larger share only adds unannounced ones.
+A fault rule with action ``slurm_preempt`` on a submit request preempts that job ``seconds``
+after its first start (with notice). Clusters without a plan of their own use the
+``slurm_spot_preempt_*`` settings (``slurm_spot_preempt_unannounced_share`` included).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ MODES = ("fixed", "poisson")
 PLAN_FIELDS = frozenset(
     {"mode", "after_seconds", "afterSeconds", "mean_seconds", "meanSeconds", "seed", "max_count"}
     | {"maxCount", "count", "job_name", "jobName", "partition"}
+    | {"unannounced_share", "unannouncedShare"}
 )
 
 fault_rules.register_action(FAULT_ACTION)
@@ -39,6 +47,24 @@ def poisson_delays(seed: int, mean_seconds: float, count: int) -> list[float]:
     """The first ``count`` delays of a Poisson plan (exponential, mean ``mean_seconds``)."""
     rng = random.Random(seed)
     return [rng.expovariate(1.0 / mean_seconds) for _ in range(count)]
+
+
+def unannounced_draws(seed: int, count: int) -> list[float]:
+    """The first ``count`` uniform draws that decide which preemptions come without notice.
+
+    The k-th preemption of a plan is unannounced when the k-th draw is below the plan's
+    ``unannounced_share``. The stream is seeded apart from ``poisson_delays``.
+    """
+    rng = random.Random(f"unannounced:{seed}")
+    return [rng.random() for _ in range(count)]
+
+
+def is_unannounced(plan: dict[str, Any], ordinal: int) -> bool:
+    """Whether the plan's preemption number ``ordinal`` (0-based) comes without notice."""
+    share = float(plan.get("unannounced_share") or 0.0)
+    if share <= 0.0:
+        return False
+    return unannounced_draws(int(plan.get("seed") or 0), ordinal + 1)[ordinal] < share
 
 
 def _get(raw: dict[str, Any], *names: str) -> Any:
@@ -53,7 +79,8 @@ def normalize_plan(raw: dict[str, Any]) -> dict[str, Any]:
 
     Fields: ``mode`` (fixed|poisson), ``after_seconds`` (number or list; fixed),
     ``mean_seconds`` and ``seed`` (poisson), ``max_count`` (alias ``count``; None = no
-    limit), optional ``job_name`` (regex searched in the job name) and ``partition``.
+    limit), optional ``job_name`` (regex searched in the job name), ``partition`` and
+    ``unannounced_share`` (in [0, 1]; the share of preemptions without notice).
 
     Raises:
         ValueError: Invalid fields.
@@ -68,6 +95,9 @@ def normalize_plan(raw: dict[str, Any]) -> dict[str, Any]:
     after = _get(raw, "after_seconds", "afterSeconds")
     after_list = [] if after is None else (after if isinstance(after, list) else [after])
     count = _get(raw, "max_count", "maxCount", "count")
+    share = _get(raw, "unannounced_share", "unannouncedShare")
+    if isinstance(share, bool) or not isinstance(share, (int, float, type(None))):
+        raise ValueError(f"unannounced_share must be a number in [0, 1], not {share!r}")
     plan = {
         "mode": mode,
         "after_seconds": [float(x) for x in after_list],
@@ -76,6 +106,7 @@ def normalize_plan(raw: dict[str, Any]) -> dict[str, Any]:
         "max_count": None if count is None else int(count),
         "job_name": _get(raw, "job_name", "jobName"),
         "partition": _get(raw, "partition"),
+        "unannounced_share": 0.0 if share is None else float(share),
     }
     if mode == "fixed" and (not after_list or min(plan["after_seconds"]) < 0):
         raise ValueError("a fixed plan needs after_seconds >= 0 (a number or a list)")
@@ -83,6 +114,8 @@ def normalize_plan(raw: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("a poisson plan needs mean_seconds > 0")
     if plan["max_count"] is not None and plan["max_count"] < 0:
         raise ValueError("max_count must not be negative")
+    if not 0.0 <= plan["unannounced_share"] <= 1.0:
+        raise ValueError("unannounced_share must be in [0, 1]")
     if plan["job_name"] is not None:
         re.compile(str(plan["job_name"]))
     return plan
@@ -92,7 +125,8 @@ def plan_from_settings(
     settings: Any, prefix: str, *, zero_count_is_unlimited: bool = False
 ) -> dict[str, Any] | None:
     """The default plan that ``{prefix}_after_seconds`` / ``_mean_seconds`` / ``_seed`` /
-    ``_max_count`` settings describe, or None when neither time is set.
+    ``_max_count`` (and, where the settings have it, ``_unannounced_share``) settings describe,
+    or None when neither time is set.
 
     Args:
         settings: The emulator settings.
@@ -110,7 +144,8 @@ def plan_from_settings(
         raw = {"mode": "poisson", "mean_seconds": mean, "seed": getattr(settings, f"{prefix}_seed")}
     else:
         return None
-    return normalize_plan({**raw, "max_count": count})
+    share = getattr(settings, f"{prefix}_unannounced_share", 0.0)
+    return normalize_plan({**raw, "max_count": count, "unannounced_share": share})
 
 
 def settings_plan(settings: Any) -> dict[str, Any] | None:
@@ -183,19 +218,30 @@ def fire_due(ctx: slurm_context.ClusterContext) -> None:
                 job["preempt_at"] = None
                 continue
             ctx.state["plan_fired"] = fired + 1
+            preempt(ctx, job, source="plan", announced=not is_unannounced(plan, fired))
+            continue
         preempt(ctx, job, source=job.get("preempt_source") or "plan")
 
 
-def preempt(ctx: slurm_context.ClusterContext, job: dict[str, Any], source: str) -> None:
-    """Reclaims the SPOT nodes under a running job (SIGTERM now, SIGKILL after the notice)."""
+def preempt(
+    ctx: slurm_context.ClusterContext, job: dict[str, Any], source: str, *, announced: bool = True
+) -> None:
+    """Reclaims the SPOT nodes under a running job: SIGTERM now and SIGKILL after the notice,
+    or (``announced`` False) SIGKILL at once with no SIGTERM."""
     alloc = job.get("alloc") or []
     nodes = [node for node in alloc if node in ctx.topo.spot_nodes] or list(alloc)
     outcome = "REQUEUE" if job.get("requeue") else "NODE_FAIL"
     ctx.record_event(job, "spot", outcome, nodes)
     ctx.events[-1]["source"] = source
     job["preempt_at"] = None
-    notice = ctx.scaled(ctx.settings.slurm_preempt_notice_seconds)
+    notice = ctx.scaled(ctx.settings.slurm_preempt_notice_seconds) if announced else 0.0
     ctx.events[-1]["noticeSeconds"] = notice
     slurm_lifecycle.start_kill(
-        ctx, job, outcome, notice, node_down=nodes, node_reason="Spot VM preempted"
+        ctx,
+        job,
+        outcome,
+        notice,
+        node_down=nodes,
+        node_reason="Spot VM preempted",
+        terminate=announced,
     )

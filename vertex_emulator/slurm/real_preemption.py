@@ -3,6 +3,8 @@
 Driven by the same settings as the emulated injector: ``slurm_spot_preempt_after_seconds`` (each
 run of a Spot job is preempted that long after it started) or ``slurm_spot_preempt_mean_seconds``
 with ``slurm_spot_preempt_seed`` (Poisson), at most ``slurm_spot_preempt_max_count`` times.
+Every preemption here comes with Slurm's signals (``slurm_spot_preempt_unannounced_share``
+applies to the emulated Slurm only).
 Spot jobs are the running jobs of the partitions whose nodes all belong to SPOT pools of the
 emulated clusters (``spot`` on the real Slurm that ``start.sh`` sets up).
 

@@ -9,8 +9,9 @@ is read by the step through Cloud Storage; retention never prunes it. Lines (epo
     {"event": "saved", "time": T, "step": S, "seconds": B}      the save of S is complete
 
 ``time``: when it began; ``seconds``: how long it held training back. A ``saved`` line gives
-its save's whole blocked time. Standard library only (steps have no numpy); hand-rolled: one
-line per event, a torn line is skipped with a warning.
+its save's whole blocked time. ``notice_outcomes`` counts the interruptions whose notice save
+the next process resumed from, and those without one. Standard library only (steps have no
+numpy); hand-rolled: one line per event, a torn line is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -95,3 +96,24 @@ def _complete(records: list[Record], saved: Record) -> None:
         if found.event == "save" and found.step == saved.step and found.time == saved.time:
             records[index] = dataclasses.replace(found, seconds=saved.seconds)
             return
+
+
+def notice_outcomes(records: list[Record]) -> tuple[int, int]:
+    """``(landed, failed)`` over the interruptions in ``records``.
+
+    An interruption is a trainer process followed by another start line. It *landed* when that
+    process made a ``notice`` save of the very step the next one resumed from; otherwise
+    (no notice save, or one that never completed, so the next process resumed from an older
+    step or from scratch) it *failed*.
+    """
+    runs: list[tuple[Record, list[Record]]] = []
+    for record in sorted(records, key=lambda r: r.time):
+        if record.event in START_EVENTS:
+            runs.append((record, []))
+        elif runs and record.event == "save" and record.reason == "notice":
+            runs[-1][1].append(record)
+    landed = 0
+    for (_, notices), (following, _) in zip(runs, runs[1:], strict=False):
+        resumed = following.step if following.event == "resume" else None
+        landed += any(save.step == resumed for save in notices)
+    return landed, max(0, len(runs) - 1) - landed

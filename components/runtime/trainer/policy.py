@@ -127,6 +127,8 @@ class CheckpointPolicy:
         self.measured_persists = 0
         self.preemptions = 0
         self.run_seconds = 0.0
+        self.notices_landed = 0
+        self.notices_failed = 0
         self.start(0)
 
     @classmethod
@@ -163,6 +165,8 @@ class CheckpointPolicy:
             notice_s=self.notice_s,
             notice_margin=self.notice_margin,
             preemptions=self.preemptions,
+            notices_landed=self.notices_landed,
+            notices_failed=self.notices_failed,
         )
 
     @property
@@ -201,6 +205,12 @@ class CheckpointPolicy:
         """Feeds the preemption history (count, total run time) into the MTBF estimate."""
         self.preemptions = max(0, int(preemptions))
         self.run_seconds = max(0.0, float(run_seconds))
+
+    def observe_notices(self, landed: int, failed: int) -> None:
+        """Feeds the notice outcomes of the checkpoint history (``history.notice_outcomes``):
+        preemptions whose notice save was resumed from, and those without one."""
+        self.notices_landed = max(0, int(landed))
+        self.notices_failed = max(0, int(failed))
 
     def should_save(self, step: int) -> bool:
         """Whether to save now, at the boundary after ``step`` finished."""

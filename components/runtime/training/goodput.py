@@ -7,8 +7,10 @@ start to the process's first line), ``reload``, ``useful`` (training up to the s
 segment resumed from, or the last save, without periodic saves' blocked time),
 ``periodic_save``, ``notice_window`` (a resumed-from notice save's start to the stretch end),
 ``finish`` (the last save of a run that succeeded to its end) and ``work_lost`` (the rest).
-So the figures sum to the billed time; goodput is ``useful / billed``. Hand-rolled: specific to
-this project's history.
+So the figures sum to the billed time; goodput is ``useful / billed``. The stretches come from
+the step's polls narrowed by the backend's own times; ``bounded`` then widens any that the
+history proves too short: a node ran at least from its process's first line to that process's
+last line. Hand-rolled: specific to this project's history.
 """
 
 from __future__ import annotations
@@ -51,6 +53,30 @@ def segments(records: Sequence[Record]) -> list[Segment]:
         elif found:
             found[-1].saves.append(record)
     return found
+
+
+def bounded(intervals: Sequence[RunInterval], records: Sequence[Record]) -> list[RunInterval]:
+    """The stretches, by start, each widened to hold the history of the processes that ran in
+    it: it starts no later than their first line and ends no earlier than the end of their last
+    one, without reaching into its neighbours. Stretches without a process are kept as they are.
+    """
+    ordered = sorted(intervals, key=lambda i: i.start)
+    found = segments(records)
+    homes = [_home(ordered, s) for s in found]
+    widened = []
+    for index, interval in enumerate(ordered):
+        mine = [found[k] for k, home in enumerate(homes) if home == index]
+        if not mine:
+            widened.append(interval)
+            continue
+        first = min(s.start.time for s in mine)
+        last = max(max([s.start.end, *(r.end for r in s.saves)]) for s in mine)
+        floor = widened[-1].end if widened else first
+        ceiling = ordered[index + 1].start if index + 1 < len(ordered) else last
+        start = min(interval.start, max(first, floor))
+        end = max(interval.end, min(last, ceiling))
+        widened.append(dataclasses.replace(interval, start=start, end=end))
+    return widened
 
 
 def _home(intervals: Sequence[RunInterval], segment: Segment) -> int:

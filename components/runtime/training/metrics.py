@@ -58,8 +58,11 @@ class RunInterval:
         return max(0.0, self.end - self.start) * self.nodes
 
 
-def run_intervals(result: RunResult, now: float) -> list[RunInterval]:
-    """The running stretches of every attempt, from the event timeline."""
+def run_intervals(
+    result: RunResult, now: float, history: Sequence[Record] | None = None
+) -> list[RunInterval]:
+    """The running stretches of every attempt, from the event timeline; with the checkpoint
+    ``history``, widened where it proves them too short (``goodput.bounded``)."""
     attempts: dict[str, Attempt] = {a.job_id: a for a in result.attempts}
     open_since: dict[str, float] = {}
     intervals = []
@@ -83,7 +86,7 @@ def run_intervals(result: RunResult, now: float) -> list[RunInterval]:
         attempt = attempts.get(job_id)
         spot = bool(attempt and attempt.target.spot)
         intervals.append(RunInterval(job_id, since, now, spot, attempt.nodes if attempt else 1, ""))
-    return intervals
+    return goodput.bounded(intervals, history) if history else intervals
 
 
 def compute(
@@ -105,7 +108,7 @@ def compute(
         now: End of still-open intervals (default: the last event's time).
     """
     end = now if now is not None else max((e["time"] for e in result.events), default=0.0)
-    intervals = run_intervals(result, end)
+    intervals = run_intervals(result, end, history)
     running = sum(i.end - i.start for i in intervals)
     billed = sum(i.node_seconds for i in intervals)
     spot_hours = sum(i.node_seconds for i in intervals if i.spot) / 3600

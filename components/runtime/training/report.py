@@ -46,7 +46,7 @@ def _when(epoch: float | None) -> str:
 
 def _stretches_table(result: RunResult, now: float, history: Sequence[Record] | None) -> str:
     """Each running stretch and where its node-seconds went."""
-    intervals = training_metrics.run_intervals(result, now)
+    intervals = training_metrics.run_intervals(result, now, history)
     known = bool(history) and bool(goodput.segments(history or ()))
     rows = goodput.stretch_figures(intervals, history or ()) if known else []
     cells = []

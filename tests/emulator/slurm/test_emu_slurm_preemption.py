@@ -189,6 +189,7 @@ def test_a_plan_armed_before_the_cluster_exists_waits_and_applies_at_creation(
         "max_count": 1,
         "job_name": None,
         "partition": None,
+        "unannounced_share": 0.0,
         "source": "pending",
         "fired": 0,
         "runs": 0,

@@ -124,9 +124,9 @@ def test_an_open_interval_is_billed_until_now():
     assert "goodput" not in metrics  # no history: where the time went is unknown
 
 
-def test_a_process_that_seems_to_start_before_its_stretch_still_counts_in_it():
+def test_a_process_that_starts_before_its_stretch_moves_the_stretch_start():
     # The second stretch's start is an estimate (half a poll window late here): the process
-    # that began at 109.5 ran in it, not in the first stretch that ended at 100.
+    # that began at 109.5 ran in it, so the node ran from 109.5 at the latest.
     result = _requeued_once()
     history = [
         *NOTICE_RUN[:3],
@@ -134,13 +134,33 @@ def test_a_process_that_seems_to_start_before_its_stretch_still_counts_in_it():
         Record("save", 190.0, 200, 1.0, "final"),
     ]
     metrics = training_metrics.compute(result, history=history)
-    # Clamped to its stretch: no start-up, reload from 110 to 111.5, then training to 190.
+    # No start-up, reload from 109.5 to 111.5, then training to 190.
     assert metrics["useful_node_seconds"] == (90 - 6 - 2) + (190 - 111.5)
     assert metrics["startup_node_seconds"] == 5
-    assert metrics["reload_node_seconds"] == 1 + 1.5
+    assert metrics["reload_node_seconds"] == 1 + 2
     assert metrics["notice_window_node_seconds"] == 10
     assert metrics["work_lost_node_seconds"] == 0
-    assert metrics["billed_node_seconds"] == 190
+    assert metrics["billed_node_seconds"] == 190.5
+    assert metrics["running_seconds"] == 190.5
+
+
+def test_a_stretch_ends_no_earlier_than_the_history_of_its_process():
+    # The requeue was seen at 100 (a poll window's middle) but the notice save that began at
+    # 99 blocked until 102: the node ran until 102 at least, never into the next stretch.
+    history = [*NOTICE_RUN[:2], Record("save", 99.0, 80, 3.0, "notice"), *NOTICE_RUN[3:]]
+    metrics = training_metrics.compute(_requeued_once(), history=history)
+    assert metrics["billed_node_seconds"] == 102 + 90
+    assert metrics["notice_window_node_seconds"] == 102 - 99
+    assert metrics["useful_node_seconds"] == (99 - 6 - 2) + (190 - 114)
+    late = [*NOTICE_RUN[:2], Record("save", 99.0, 80, 30.0, "notice"), *NOTICE_RUN[3:]]
+    capped = training_metrics.compute(_requeued_once(), history=late)
+    assert capped["billed_node_seconds"] == 110 + 90  # up to the next stretch's start
+    intervals = training_metrics.run_intervals(_requeued_once(), 200.0, history)
+    assert [(i.start, i.end, i.ended_by) for i in intervals] == [
+        (0.0, 102.0, "requeued"),
+        (110.0, 200.0, "succeeded"),
+    ]
+    assert training_metrics.run_intervals(_requeued_once(), 200.0)[0].end == 100.0
 
 
 def test_a_periodic_save_at_the_last_step_of_a_run_that_succeeded_is_its_finish():
