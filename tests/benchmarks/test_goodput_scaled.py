@@ -123,9 +123,9 @@ def test_goals_say_when_a_seed_saw_too_few_preemptions() -> None:
     assert found[0]["met"] is True
 
 
-def test_report_rows_and_goal_lines() -> None:
-    cases = _cases(0.951, 0.93, [4, 5, 6])
-    results = {
+def _results(cases: list[dict], goals: list[dict]) -> dict:
+    """A results document as ``goodput_scaled.run`` writes it, for the report."""
+    return {
         "command": "python -m benchmarks.goodput_scaled --seeds 3",
         "machine": {"date": "D", "platform": "P", "cpus": 2, "python": "3.11"},
         "wall_seconds": 700.0,
@@ -140,8 +140,13 @@ def test_report_rows_and_goal_lines() -> None:
             "min_preemptions_per_seed": 2,
         },
         "cases": cases,
-        "goals": goodput_scaled.goals(cases, 3),
+        "goals": goals,
     }
+
+
+def test_report_rows_and_goal_lines() -> None:
+    cases = _cases(0.951, 0.93, [4, 5, 6])
+    results = _results(cases, goodput_scaled.goals(cases, 3))
     text = goodput_scaled_report.markdown(results)
     assert (
         f"| {goodput_scaled.OURS_ASYNC} | 0.951 | 0.951 | 0.930 | 0.970 | 4, 5, 6 |"
@@ -166,23 +171,7 @@ def test_the_unannounced_case_is_reported_without_a_target() -> None:
     assert (found[-1]["measured"], found[-1]["met"]) == (0.96, None)
     assert found[-1]["where"] == "16 preemptions (5/5/6 per seed)"
     assert goodput_scaled.PLANS == {goodput_scaled.OURS_UNANNOUNCED: {"unannounced_share": 0.25}}
-    results = {
-        "command": "c",
-        "machine": {"date": "D", "platform": "P", "cpus": 2, "python": "3.11"},
-        "wall_seconds": 1.0,
-        "work_steps": 15000,
-        "step_seconds": 0.02,
-        "setting": {
-            "mtbf_s": 60.0,
-            "notice_s": 0.5,
-            "requeue_delay_s": 2.0,
-            "node_recovery_s": 2.0,
-            "plan_max_count": 40,
-            "min_preemptions_per_seed": 2,
-        },
-        "cases": cases,
-        "goals": found,
-    }
+    results = _results(cases, found)
     text = goodput_scaled_report.markdown(results)
     assert (
         f"{goodput_scaled.OURS_UNANNOUNCED}: unannounced preemptions per seed (SIGKILL at once,"
