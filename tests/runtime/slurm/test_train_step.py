@@ -87,7 +87,9 @@ def test_three_requeues_end_bit_identical_to_an_uninterrupted_run(cluster, tmp_p
 
 
 def test_non_requeue_job_is_resubmitted_with_the_same_checkpoints(cluster, tmp_path):
-    steps = ["--steps", "60", "--step-seconds", "0.05"]
+    # Periodic saves too: the resubmission must find the checkpoints whether or not the notice
+    # save fits the test cluster's 0.4 s notice on a loaded machine (it once did not, in CI).
+    steps = ["--steps", "60", "--step-seconds", "0.05", "--checkpoint-every-steps", "10"]
     cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.5, max_count=1)
     spec = training(tmp_path, [*TRAINER, *steps], requeue=False)
     outcome = train(spec, max_preemptions=3)
