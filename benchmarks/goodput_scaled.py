@@ -91,7 +91,7 @@ def goals(cases: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
 
     ours, blocking, daly = by_name[OURS_ASYNC], by_name[OURS_BLOCKING], by_name[YOUNG_DALY]
     gap = ours["restart_gap_mean_s"]
-    return [
+    found = [
         {
             "id": "goodput-scaled-ours-async",
             "goal": f"ours, async save (0.03 s block + 0.4 s persist): useful / billed node time"
@@ -123,21 +123,20 @@ def goals(cases: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
             "where": where(daly),
             "met": None,
         },
-        *(
-            [
-                {
-                    "id": "goodput-scaled-ours-async-unannounced",
-                    "goal": f"ours, async save, a quarter of preemptions unannounced (SIGKILL"
-                    f" at once, no notice save; no target; {setting})",
-                    "measured": round(by_name[OURS_UNANNOUNCED]["goodput_mean"], 4),
-                    "where": where(by_name[OURS_UNANNOUNCED]),
-                    "met": None,
-                }
-            ]
-            if OURS_UNANNOUNCED in by_name
-            else []
-        ),
     ]
+    unannounced = by_name.get(OURS_UNANNOUNCED)
+    if unannounced is not None:
+        found.append(
+            {
+                "id": "goodput-scaled-ours-async-unannounced",
+                "goal": f"ours, async save, a quarter of preemptions unannounced (SIGKILL"
+                f" at once, no notice save; no target; {setting})",
+                "measured": round(unannounced["goodput_mean"], 4),
+                "where": where(unannounced),
+                "met": None,
+            }
+        )
+    return found
 
 
 def run_all(seeds: int, steps: int, step_s: float, parallel: int) -> list[dict[str, Any]]:

@@ -2,8 +2,8 @@
 
 Each file is replaced atomically (a reader never sees half a file); JSON has no NaN or
 infinity (they become ``null`` and ``"inf"``/``"-inf"``, which every JSON reader accepts); each
-goal of ``results["goals"]`` is printed as met or NOT met, the form ``benchmarks.summary``
-reads too.
+goal of ``results["goals"]`` is printed as met, NOT met or reported (no target), the form
+``benchmarks.summary`` reads too.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def write(out: pathlib.Path, name: str, results: dict, markdown: str) -> None:
     replace_text(json_path, json.dumps(finite(results), indent=1) + "\n")
     replace_text(md_path, markdown)
     for goal in results.get("goals", []):
-        state = "met" if goal["met"] else "NOT met"
+        state = {True: "met", False: "NOT met"}.get(goal["met"], "reported")
         where = f" ({goal['where']})" if goal.get("where") else ""
         print(f"goal {goal['id']}: {state}: {goal['measured']:.4g}{where}")
     print(f"wrote {json_path} and {md_path}")
