@@ -217,13 +217,19 @@ class SlurmBackend(TrainingBackend):
         return self._converge(run_key, known, Attempt(job_id, target))
 
     def _converge(self, run_key: str, known: set[str], attempt: Attempt) -> Attempt:
-        """The one active new job of the run key (the lowest id); the others are cancelled."""
+        """The one active new job of the run key (the lowest id); the others are cancelled.
+
+        This copy's own job may already be gone: the other copy can list both jobs and cancel
+        this one before this copy lists. The surviving job is then adopted, never the
+        cancelled one; only when no new job is active is this copy's own job returned (its
+        outcome is read by the next refresh).
+        """
         jobs = [
             j
             for j in self.client.find_jobs(run_key)
             if str(j.job_id) not in known and not j.is_terminal
         ]
-        if len(jobs) <= 1:
+        if not jobs:
             return attempt
         winner, *others = sorted(jobs, key=lambda j: int(j.job_id))
         for job in others:

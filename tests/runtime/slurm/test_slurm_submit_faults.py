@@ -107,3 +107,26 @@ def test_two_copies_of_one_step_converge_on_one_job(cluster, tmp_path):
         time.sleep(0.1)
     assert active(copies[0], "key-c") == sorted(ids)
     copies[0].cancel(results[0])
+
+
+def test_a_copy_whose_job_the_other_copy_cancelled_adopts_the_survivor(cluster, tmp_path):
+    """The other copy lists both jobs and cancels this copy's job before this copy lists."""
+    first, second = backend(tmp_path), backend(tmp_path)
+    kept = first.submit("key-d", 0, SPOT)
+    original = second.client.submit
+
+    def submitted_then_cancelled_by_the_first_copy(job):
+        job_id = original(job)
+        assert first._converge("key-d", set(), kept).job_id == kept.job_id
+        return job_id
+
+    second.client.submit = submitted_then_cancelled_by_the_first_copy
+    adopted = second.submit("key-d", 0, SPOT)
+    assert adopted.job_id == kept.job_id
+    assert adopted.target == SPOT
+    assert len(submits(cluster)) == 2
+    deadline = time.monotonic() + 15
+    while active(first, "key-d") != [kept.job_id] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert active(first, "key-d") == [kept.job_id]
+    first.cancel(kept)
