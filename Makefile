@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the README's test command and what CI runs.
 PYTHON ?= python3
 
-.PHONY: install run-local test lint format compile campaign bench lock goodput
+.PHONY: install run-local test test-fast lint format compile campaign bench lock goodput
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -11,6 +11,11 @@ run-local: install
 
 test: install
 	$(PYTHON) -m pytest -q
+
+# The inner loop: every test not marked slow (no whole pipelines, no real training jobs, no
+# real Slurm), under 90 s on 2 cores; `make test` runs everything.
+test-fast:
+	$(PYTHON) -m pytest -q -m "not slow"
 
 lint:
 	$(PYTHON) -m ruff check .

@@ -7,7 +7,7 @@ the step's function runs:
   ``python:3.11-slim`` container), then the template's own install stage, unchanged but for the
   interpreter path, with an empty pip cache and only the public package index (as a new
   container has), then loading the step's program as kfp's executor does;
-* **prebuilt**: an environment built once as ``docker/Dockerfile`` builds the image
+* **prebuilt**: an environment built once as ``image/Dockerfile`` builds the image
   (``requirements/runtime.lock`` with ``--require-hashes``, then the project wheel), where (1)
   the stock template's install stage runs with every requirement already satisfied and (2) the
   template compiled with ``vsp compile --base-image`` (no install stage at all) loads its
@@ -153,7 +153,7 @@ def measure_stock(step: dict, work: pathlib.Path) -> dict:
 
 
 def build_prebuilt(work: pathlib.Path) -> tuple[pathlib.Path, dict]:
-    """An environment built as docker/Dockerfile builds the image; its build figures."""
+    """An environment built as image/Dockerfile builds the image; its build figures."""
     env_dir, cache, wheels = work / "image", work / "image-cache", work / "dist"
     cache.mkdir(parents=True)
     venv.create(env_dir, with_pip=True)

@@ -49,7 +49,7 @@ def markdown(results: dict) -> str:
         f"- machine: {results['machine']}",
         f"- date: {results['date']}",
         "- stock: a fresh venv, the template's install stage (empty pip cache, public index), "
-        "then the program load; prebuilt: the environment `docker/Dockerfile` builds "
+        "then the program load; prebuilt: the environment `image/Dockerfile` builds "
         f"(lock {image['lock_install_s']} s, wheel {image['wheel_build_install_s']} s, "
         f"{image['installed_mb']} MB over the base, paid once per image build), the template "
         "from `vsp compile --base-image` (no install stage) loading its program.",

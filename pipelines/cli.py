@@ -35,7 +35,7 @@ def main(verbose: bool) -> None:
 @click.option(
     "--base-image",
     default=None,
-    help="A prebuilt image with kfp and the runtime requirements (built from docker/Dockerfile; "
+    help="A prebuilt image with kfp and the runtime requirements (built from image/Dockerfile; "
     "README: 'Prebuilt step image'); default: a stock Python image with pip installs at step "
     "start.",
 )

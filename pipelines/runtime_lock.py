@@ -3,7 +3,7 @@
 ``requirements/runtime.in`` is the union of the requirements the components install at step
 start on a stock image (``components.packaging.RUNTIME_REQUIREMENTS``, each component's extra
 packages, and the kfp release the steps install); ``requirements/runtime.lock`` is pip-tools'
-``pip-compile --generate-hashes`` of it for Python 3.11, which ``docker/Dockerfile`` installs with
+``pip-compile --generate-hashes`` of it for Python 3.11, which ``image/Dockerfile`` installs with
 ``--require-hashes``.
 
 Run ``python -m vsp.pipelines.runtime_lock`` (``make lock``) after changing a requirement: it

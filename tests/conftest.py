@@ -8,7 +8,8 @@
 * ``emulator_api``: small ``requests`` helpers bound to ``emulator`` (URLs, create, wait for LRO);
   ``emulator_api_for(server)`` builds the same helpers for any server.
 * ``emulator_clock``: freezes the ``emulator`` clock; ``advance(seconds)`` moves it, so state
-  checks between transitions do not race the (real-time) delays.
+  checks between transitions do not race the (real-time) delays. ``clock_of(server)`` does the
+  same for a server made by a factory.
 * ``cluster_body``: a fresh minimal valid cluster request body (snake_case).
 * ``slurm_emulator_factory``: like ``emulator_factory`` with fast Slurm timings
   (``SLURM_SETTINGS``); at teardown it SIGKILLs every Slurm job process the servers started.
@@ -193,12 +194,23 @@ def emulator(emulator_factory) -> server.EmulatorServer:
     return emulator_factory()
 
 
-@pytest.fixture
-def emulator_clock(emulator) -> ManualClock:
-    """Freezes the ``emulator`` fixture's clock; ``advance(seconds)`` moves it (no sleeping)."""
+def hold_clock(emulator: server.EmulatorServer) -> ManualClock:
+    """Freezes an emulator's clock; ``advance(seconds)`` moves it (no sleeping)."""
     manual = ManualClock()
     emulator.app.clock = manual
     return manual
+
+
+@pytest.fixture
+def emulator_clock(emulator) -> ManualClock:
+    """Freezes the ``emulator`` fixture's clock; ``advance(seconds)`` moves it (no sleeping)."""
+    return hold_clock(emulator)
+
+
+@pytest.fixture
+def clock_of():
+    """``clock_of(server)`` freezes that emulator's clock and returns it (see ``hold_clock``)."""
+    return hold_clock
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ minutes; it runs as ``python -m benchmarks.step_start``)."""
 
 import pathlib
 
+import pytest
+
 from benchmarks import step_start, step_start_report
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -85,6 +87,7 @@ def test_load_step_reads_the_install_stage_and_program_of_a_compiled_template():
     assert "def register_model(" in step["program"]
 
 
+@pytest.mark.slow
 def test_prebuilt_templates_have_no_install_stage():
     steps = step_start.prebuilt_steps()
     assert sorted(steps) == sorted(

@@ -7,12 +7,15 @@ emulator's state; ``make campaign`` runs thousands (``benchmarks/fault_campaign.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.campaign import campaign_drive, campaign_plans
 
 PLANS = 40
 SEED = 7
 
 
+@pytest.mark.slow
 def test_generated_fault_plans_keep_every_invariant(tmp_path):
     tally = campaign_drive.Tally()
     campaign_drive.fault_batch(tmp_path / "faults", PLANS, SEED, tally)

@@ -13,11 +13,15 @@ or a requeued job waits about 121 s before it runs again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import os
 import pathlib
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -104,27 +108,52 @@ def real_slurmrestd() -> str:
     return address
 
 
+@contextlib.contextmanager
+def exclusive_real_slurm(address: str) -> Iterator[None]:
+    """Holds the one real Slurm for a scenario, against the other test workers.
+
+    The scenarios share its node and queue (a partition preemption takes the whole node, and
+    each scenario cancels what it leaves behind), so they run one at a time, whichever worker
+    runs them: an exclusive ``flock`` on a file named for the address, kept from before the
+    scenario's first request until after its clean-up.
+    """
+    digest = hashlib.sha256(address.encode()).hexdigest()[:16]
+    path = pathlib.Path(tempfile.gettempdir()) / f"vsp-real-slurm-{digest}.lock"
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture
+def held_real_slurm(real_slurmrestd) -> Iterator[str]:
+    """The real slurmrestd's address, held for this test alone (``exclusive_real_slurm``)."""
+    with exclusive_real_slurm(real_slurmrestd):
+        yield real_slurmrestd
+
+
 @pytest.fixture(params=["emulated", "real"])
-def slurm_backend(request, slurm_cluster, tmp_path) -> SlurmBackend:
+def slurm_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
     """See the module docstring."""
     kind = request.param
-    if kind == "real":
-        server = slurm_cluster(CLUSTER_ID, slurmrestd=request.getfixturevalue("real_slurmrestd"))
-        mechanisms, timeout = ("partition", "requeue"), 240.0
-    else:
-        server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
-        mechanisms, timeout = ("spot",), 30.0
-    ref = cluster_resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
-    client = slurm_api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    os.chmod(tmp_path, 0o755)
-    backend = SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
-    yield backend
-    if kind == "real":  # leave the shared real Slurm as found
-        for job in client.list_jobs():
-            if job.name.startswith("conf-") and not job.is_terminal:
-                client.cancel(job.job_id)
+    with contextlib.ExitStack() as held:
+        if kind == "real":
+            address = request.getfixturevalue("real_slurmrestd")
+            held.enter_context(exclusive_real_slurm(address))
+            server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
+            mechanisms, timeout = ("partition", "requeue"), 240.0
+        else:
+            server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
+            mechanisms, timeout = ("spot",), 30.0
+        ref = cluster_resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
+        client = slurm_api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
+        workdir = tmp_path / "work"
+        workdir.mkdir()
+        os.chmod(tmp_path, 0o755)
+        yield SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
+        if kind == "real":  # leave the shared real Slurm as found, before letting it go
+            for job in client.list_jobs():
+                if job.name.startswith("conf-") and not job.is_terminal:
+                    client.cancel(job.job_id)
 
 
 _TALLY: dict[str, dict[str, float]] = {}

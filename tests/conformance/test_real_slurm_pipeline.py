@@ -22,10 +22,11 @@ from vsp.pipelines import local_run, registry
 pytestmark = pytest.mark.slurm_conformance
 
 
+@pytest.mark.slow
 def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
-    tmp_path, monkeypatch, real_slurmrestd
+    tmp_path, monkeypatch, held_real_slurm
 ):
-    address = real_slurmrestd
+    address = held_real_slurm
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments(
         "slurm-spot-training", str(tmp_path / "shared"), real_slurm=True

@@ -91,6 +91,7 @@ def test_submit_poll_complete(slurm_backend):
     assert [j.job_id for j in found] == [job_id]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("payload", "code"),
     [("exit 3", 3), ("kill -KILL $$", 137), ("kill -TERM $$", 143)],
@@ -124,6 +125,7 @@ def test_cancel_while_running(slurm_backend):
     assert slurm_backend.client.cancel(99_999_999) is False  # unknown job: nothing to cancel
 
 
+@pytest.mark.slow
 def test_time_limit_warns_then_times_out(slurm_backend):
     if slurm_backend.kind == "emulated":  # a minute of emulated time in 3 s
         slurm_backend.server.app.update_settings(time_scale=0.05)
@@ -135,6 +137,7 @@ def test_time_limit_warns_then_times_out(slurm_backend):
     assert (slurm_backend.workdir / "warn.txt").read_text().startswith("warned")
 
 
+@pytest.mark.slow
 def test_environment_seen_by_the_job(slurm_backend, monkeypatch):
     monkeypatch.setenv("VSP_LEAK_PROBE", "secret")
     desc = job(slurm_backend, "env", sh("env > env.txt"), environment={"A": "two words=3"})
@@ -157,6 +160,7 @@ def test_environment_seen_by_the_job(slurm_backend, monkeypatch):
     assert names == expected
 
 
+@pytest.mark.slow
 def test_missing_working_directory(slurm_backend):
     # Slurm 24.11 creates the output file's folder, but starts the script in /tmp when the
     # working directory is missing (older Slurm fails the launch); the batch script makes it.
@@ -206,6 +210,7 @@ def _reference_model(tmp_path, steps: int) -> bytes:
     return (out / "model.npz").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["spot", "partition", "requeue"])
 def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
     slurm_backend, mechanism, tmp_path

@@ -14,6 +14,7 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 import requests
 import yaml
 
@@ -24,6 +25,7 @@ PARENT = "v1/projects/local-project/locations/us-central1"
 CLUSTER = "projects/local-project/locations/us-central1/modelDevelopmentClusters/myspot"
 
 
+@pytest.mark.slow
 def test_the_example_compiles_and_runs_on_the_emulator(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("VERTEX_EMULATOR_HOST",)}
     run = subprocess.run(

@@ -114,6 +114,7 @@ def test_notice_saves_the_last_finished_step_and_exits_143(tmp_path: Path) -> No
     assert _steps_logged(out)[0] == last_finished + 1
 
 
+@pytest.mark.slow
 def test_sigterm_interrupted_runs_end_bit_identical(tmp_path: Path, reference: Path) -> None:
     rng = random.Random(1)
     args = _args(tmp_path, "--checkpoint-every-steps", "5")
@@ -132,6 +133,7 @@ def test_sigterm_interrupted_runs_end_bit_identical(tmp_path: Path, reference: P
     _assert_identical(tmp_path, reference)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["blocking", "async"])
 def test_sigkill_interrupted_runs_end_bit_identical(
     tmp_path: Path, reference: Path, mode: str

@@ -19,6 +19,7 @@ from tests.pipelines import compiled_steps, gcpc_wiring
 from vsp.components import artifact_types, catalog, packaging
 
 
+@pytest.mark.slow
 def test_python_component_output_feeds_gcpc_deploy_and_batch_predict(tmp_path):
     """The component as Python users build it (not the YAML) wires into two GCPC consumers;
     kfp's compile-time type check accepts the schema title."""
@@ -115,6 +116,7 @@ def test_kfp_types_need_no_rewrite():
     assert packaging.component_module_imports(uses_model) == {}
 
 
+@pytest.mark.slow
 def test_vsp_compile_base_image_templates_install_nothing_and_keep_the_type(tmp_path):
     from click.testing import CliRunner
 

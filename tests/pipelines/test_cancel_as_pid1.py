@@ -117,6 +117,7 @@ def _deletes(cluster) -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["compiled", "kfp-without-exec"])
 def test_sigterm_to_pid_1_cancels_the_slurm_job(shape, cluster, stock_python, tmp_path):
     step = compiled_steps.CompiledStep.load("train_on_cluster")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from vsp.pipelines import cli, cli_run_local
@@ -11,6 +12,7 @@ from vsp.pipelines import cli, cli_run_local
 LOC = ["--project", "test-project", "--location", "us-central1"]
 
 
+@pytest.mark.slow
 def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
     emulator_api.create_running("demo", cluster_body)
     runner = CliRunner()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import time
 
+import pytest
 import requests
 from click.testing import CliRunner
 
@@ -23,6 +24,7 @@ def make(emulator_api, cluster_body, cluster_id, expires_at=None):
     emulator_api.create_running(cluster_id, body)
 
 
+@pytest.mark.slow
 def test_clusters_reap_dry_run_then_for_real(emulator, emulator_api, cluster_body):
     now = time.time()
     make(emulator_api, cluster_body, "expired", now - 3600)

@@ -9,6 +9,7 @@ import pathlib
 import re
 import tarfile
 
+import pytest
 import yaml
 from kfp import components as kfp_components
 from kfp import dsl, local
@@ -24,6 +25,7 @@ def _files(folder: pathlib.Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*.yaml"))}
 
 
+@pytest.mark.slow
 def test_compiled_templates_are_up_to_date(tmp_path):
     compile_module.compile_all(tmp_path)
     fresh, committed = _files(tmp_path), _files(COMPILED)
@@ -32,6 +34,7 @@ def test_compiled_templates_are_up_to_date(tmp_path):
     assert stale == [], f"stale templates {stale}: run `vsp compile` and commit compiled/"
 
 
+@pytest.mark.slow
 def test_compiling_twice_gives_identical_bytes(tmp_path):
     compile_module.compile_all(tmp_path / "a")
     compile_module.compile_all(tmp_path / "b")
@@ -53,6 +56,7 @@ def test_templates_embed_the_runtime_and_use_a_stock_image():
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
+@pytest.mark.slow
 def test_prebuilt_image_option_drops_the_pip_installs(tmp_path):
     from vsp.components import packaging
 
@@ -73,6 +77,7 @@ def test_component_parameters_are_documented_for_the_ui():
     assert "Seconds to wait" in params["timeout_seconds"]["description"]
 
 
+@pytest.mark.slow
 def test_compiled_component_yaml_runs_as_is_on_the_emulator(emulator, tmp_path):
     """The stock-image template (pip installs included) runs under kfp.local unchanged."""
     delete_op = kfp_components.load_component_from_file(

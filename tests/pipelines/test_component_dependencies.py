@@ -122,6 +122,7 @@ print("imported", len(sys.argv) - 3, "modules of", sys.argv[2])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", range(len(_install_groups())))
 def test_every_component_imports_in_a_fresh_venv_with_only_its_declared_packages(group, tmp_path):
     """The YAML's install stage, unchanged but for the interpreter path (as kfp.local's venv

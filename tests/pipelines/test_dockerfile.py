@@ -1,4 +1,4 @@
-"""docker/Dockerfile, checked statically (no docker build here): the stock base it pins, the lock
+"""image/Dockerfile, checked statically (no docker build here): the stock base it pins, the lock
 it installs with hashes, the wheel it adds, the non-root user, and hadolint finds nothing."""
 
 import pathlib
@@ -16,7 +16,7 @@ from vsp.components import packaging
 from vsp.pipelines import runtime_lock
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-DOCKERFILE = REPO / "docker" / "Dockerfile"
+DOCKERFILE = REPO / "image" / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 _PATCH_PINNED = re.compile(r"^python:(\d+\.\d+)\.\d+-slim-[a-z]+$")
 

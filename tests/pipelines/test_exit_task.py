@@ -34,12 +34,14 @@ def cluster(emulator_api, cluster_body):
     return emulator_api.create_running(CLUSTER, body)
 
 
+@pytest.mark.slow
 def test_a_cancelled_run_deletes_its_cluster(tmp_path, emulator, emulator_api, cluster):
     assert _execute(tmp_path, "CANCELLED") == "deleted"
     assert [e["method"] for e in emulator.journal() if e["method"] != "GET"][-1] == "DELETE"
     assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404
 
 
+@pytest.mark.slow
 def test_a_failed_run_keeps_its_cluster_for_a_retry(tmp_path, emulator, emulator_api, cluster):
     assert _execute(tmp_path, "FAILED", failure_keep_minutes=30) == "kept"
     labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]

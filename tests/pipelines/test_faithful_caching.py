@@ -5,6 +5,8 @@ the outcome the per-task settings exist to prevent (with a reused cluster it wou
 
 from __future__ import annotations
 
+import pytest
+
 from vsp import vertex_emulator
 from vsp.pipelines import local_run, registry
 
@@ -40,10 +42,12 @@ def _twice(tmp_path, monkeypatch, enable_caching):
     ]
 
 
+@pytest.mark.slow
 def test_template_settings_repeat_every_side_effect(tmp_path, monkeypatch):
     assert _twice(tmp_path, monkeypatch, None) == [["POST", "DELETE"], ["POST", "DELETE"]]
 
 
+@pytest.mark.slow
 def test_forced_caching_skips_the_delete_of_an_identical_run(tmp_path, monkeypatch):
     first, second = _twice(tmp_path, monkeypatch, True)
     assert first == ["POST", "DELETE"]

@@ -9,9 +9,12 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from vsp.pipelines import local_run, registry, run_summary
 
 
+@pytest.mark.slow
 def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = registry.local_arguments("spot-custom-job-training", str(tmp_path / "shared"))

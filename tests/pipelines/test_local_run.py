@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from vsp import vertex_emulator
 from vsp.components.runtime.trainer import history as checkpoint_history
 from vsp.components.runtime.training import goodput
@@ -42,6 +44,7 @@ def _console():
     return run_console.StepConsole(io.StringIO(), io.StringIO(), live=False)
 
 
+@pytest.mark.slow
 def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypatch):
     console = _console()
     result = _run(tmp_path, monkeypatch, console)
@@ -81,6 +84,7 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
     assert [e for e in result.journal if e["method"] == "GET"][-1]["status"] == 404
 
 
+@pytest.mark.slow
 def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypatch):
     console = _console()
     result = _run(tmp_path, monkeypatch, console, cluster_id="Bad-Id")
@@ -98,6 +102,7 @@ def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypa
     assert result.journal[0]["path"].endswith("/modelDevelopmentClusters/Bad-Id")
 
 
+@pytest.mark.slow
 def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically(
     tmp_path, monkeypatch
 ):

@@ -43,6 +43,7 @@ def _patch_labels(result):
     return [e["body"]["labels"] for e in result.journal if e["method"] == "PATCH"]
 
 
+@pytest.mark.slow
 def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_deletes_it(
     tmp_path, monkeypatch
 ):
@@ -96,6 +97,7 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     assert 'aria-label="timeline"' in page and 'aria-label="teardown costs"' in page
 
 
+@pytest.mark.slow
 def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_back_up(
     tmp_path, monkeypatch
 ):
@@ -151,6 +153,7 @@ def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_b
     assert dict(run_summary.facts(second))["cluster"].startswith("reused (shrunk, scaled back up)")
 
 
+@pytest.mark.slow
 def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it_later(
     tmp_path, monkeypatch
 ):
@@ -172,6 +175,7 @@ def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it
     assert dict(run_summary.facts(reaped))["clusters reaped"] == name
 
 
+@pytest.mark.slow
 def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monkeypatch):
     failing = [registry.local_python(str(tmp_path / "shared")), "-c", "import sys; sys.exit(3)"]
     failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0)

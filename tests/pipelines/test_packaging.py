@@ -94,6 +94,7 @@ def test_no_step_embeds_the_numpy_trainer_library(name):
     assert not modules & {"trainer.checkpoint", "trainer.model_files"}
 
 
+@pytest.mark.slow
 def test_commands_exec_into_python_so_pid_1_gets_sigterm():
     command = catalog.component_set()["delete_cluster"].component_spec.implementation.container
     install, executor = command.command[2], command.command[5]

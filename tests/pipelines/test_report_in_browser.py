@@ -45,6 +45,7 @@ def _shot(pages, name, tmp_path):
     return image.colours()
 
 
+@pytest.mark.slow
 def test_the_run_report_renders_its_charts(pages, tmp_path):
     colours = _shot(pages, "run-report.html", tmp_path)
     drawn = 1 - colours[WHITE] / (1200 * 2000)
@@ -57,6 +58,7 @@ def test_the_run_report_renders_its_charts(pages, tmp_path):
     assert colours[RESUME_GREEN] > 300  # three resume lines and dots
 
 
+@pytest.mark.slow
 def test_the_teardown_section_renders_its_cost_chart(pages, tmp_path):
     colours = _shot(pages, "teardown-report.html", tmp_path)
     drawn = 1 - colours[WHITE] / (1200 * 2000)
@@ -65,6 +67,7 @@ def test_the_teardown_section_renders_its_cost_chart(pages, tmp_path):
         assert colours[line] > 500, line
 
 
+@pytest.mark.slow
 def test_a_blank_page_fails_the_check(pages, tmp_path):
     """The bounds above are not met by an empty page: the check can fail."""
     blank = tmp_path / "blank.html"

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from vsp.pipelines import registry
 
 CLUSTER = "sharedc"
@@ -42,6 +44,7 @@ def _start(tmp_path, name: str, steps: int, environment: dict) -> subprocess.Pop
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_run_b_keeps_the_cluster_run_a_is_training_on(slurm_emulator_factory, tmp_path):
     server = slurm_emulator_factory(tmp_path / "emulator")
     environment = {

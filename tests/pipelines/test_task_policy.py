@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from tests.pipelines import compiled_steps
-from vsp.pipelines import cli, pipeline_caching
+from vsp.pipelines import cli, local_run, pipeline_caching
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
 RETRY = {
@@ -146,3 +146,18 @@ def test_default_cluster_ids_come_from_the_pipeline_names_and_differ():
         defaults[module.NAME] = default
     assert len(set(defaults.values())) == 2
     assert cluster_tasks.default_cluster_id("2024 pipeline")[0].isalpha()
+
+
+def test_local_runs_cut_only_the_first_backoff_of_each_retry_policy():
+    spec = _spec("slurm_spot_training")
+    local = local_run.with_local_retry_backoff(spec)
+    assert _policies(spec) == EXPECTED["slurm_spot_training"]
+    policies = [
+        task["retryPolicy"]
+        for dag in [local["root"], *local["components"].values()]
+        for task in (dag.get("dag") or {}).get("tasks", {}).values()
+        if "retryPolicy" in task
+    ]
+    assert len(policies) == 7
+    assert all(p == {**RETRY, "backoffDuration": "1s"} for p in policies)
+    assert "10s" in json.dumps(spec)  # the template itself is left as compiled

@@ -70,6 +70,7 @@ def wheel_names(wheel_path) -> list[str]:
         return archive.namelist()
 
 
+@pytest.mark.slow
 def test_the_wheel_has_one_root_and_every_package(wheel_names):
     expected = expected_packages()
     assert "vsp/components/runtime/core" in expected and len(expected) >= 14
@@ -78,6 +79,7 @@ def test_the_wheel_has_one_root_and_every_package(wheel_names):
     assert not [n for n in wheel_names if n.startswith("vsp/tests") or "__pycache__" in n]
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_every_compiled_template(wheel_names):
     shipped = sorted(
         n for n in wheel_names if n.startswith("vsp/compiled/") and n.endswith(".yaml")
@@ -101,19 +103,23 @@ loaded = vsp.components.load("train_on_cluster")
 print(type(loaded).__name__, loaded.name)
 print(vsp.components.__file__)
 print(vsp.components.compiled_path("train_on_cluster"))
+import kfp
+print(kfp.__file__)
 """
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_serves_the_public_api(wheel_path, tmp_path):
-    # The venv sees the system's packages (kfp and the other requirements) but not the repo.
+    # A venv of its own, holding the wheel and what the wheel itself requires, nothing else:
+    # no system packages, no packages of the environment running the tests, not the repo.
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
     python = str(env_dir / "bin" / "python")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-         str(wheel_path)],
-        check=True, capture_output=True,
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", str(wheel_path)],
+        capture_output=True, text=True,
     )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-2000:]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(
         [python, "-c", PUBLIC_API_CHECK],
@@ -125,6 +131,7 @@ def test_the_installed_wheel_serves_the_public_api(wheel_path, tmp_path):
     assert lines[3].startswith(site) and lines[3].endswith("vsp/components/__init__.py")
     assert lines[4].startswith(site)
     assert lines[4].endswith("vsp/compiled/components/train_on_cluster.yaml")
+    assert lines[5].startswith(site), "kfp must come from the venv the test made"
 
 
 def test_a_second_root_or_a_missing_package_is_caught():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 import requests
 
 from tests.emulator.custom_jobs.test_emu_custom_jobs import (
@@ -38,6 +39,7 @@ def logging_script(log, finish_at_start=0):
     return ["/bin/bash", "-c", text]
 
 
+@pytest.mark.slow
 def test_spot_preemption_restarts_in_place(emulator_factory, tmp_path):
     server = emulator_factory(**FAST)
     shown = plan(server, mode="fixed", afterSeconds=0.3, maxCount=5)["plan"]
@@ -61,6 +63,7 @@ def test_spot_preemption_restarts_in_place(emulator_factory, tmp_path):
     assert [json.loads(x)["job"] for x in on_disk] == [job["name"]] * 2
 
 
+@pytest.mark.slow
 def test_seventh_preemption_fails_with_stockout(emulator_factory, tmp_path):
     server = emulator_factory(**{**FAST, "custom_job_preempt_notice_seconds": 0.05})
     plan(server, mode="fixed", afterSeconds=0.15)
@@ -92,6 +95,7 @@ def test_standard_jobs_are_never_preempted(emulator_factory, tmp_path):
     assert server.app.custom_jobs.preemptions() == []
 
 
+@pytest.mark.slow
 def test_manual_preemption_and_no_capacity(emulator_factory, tmp_path):
     server = emulator_factory(**FAST)
     log = tmp_path / "log"

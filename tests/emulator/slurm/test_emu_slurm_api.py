@@ -295,20 +295,38 @@ def test_cancel_sigterm_killwait_sigkill(slurm_emulator_factory, cluster_body, t
     assert unknown.status == 200 and unknown.payload["status"][0]["error"]["code"] == 2017
 
 
-def test_timeout_with_warning_signal(slurm_emulator_factory, cluster_body, tmp_path):
-    # time_scale 0.01: a 1-minute limit lasts 0.6 s, USR1@30 comes 0.3 s before it.
-    _, client = start(slurm_emulator_factory, cluster_body, time_scale=0.01)
-    log = tmp_path / "log"
+def test_timeout_with_warning_signal(slurm_emulator_factory, cluster_body, clock_of, tmp_path):
+    # time_scale 0.01: a 1-minute limit lasts 0.6 s of emulated time, USR1@30 comes 0.3 s before
+    # it. The emulator's clock is held and moved by the test, so the signals come at those
+    # emulated times whatever the machine's load, after the script has set its traps.
+    server, client = start(slurm_emulator_factory, cluster_body, time_scale=0.01)
+    clock = clock_of(server)
+    log, ready = tmp_path / "log", tmp_path / "ready"
     script = (
         f"#!/bin/bash\ntrap 'echo usr1 >> {log}' USR1\ntrap 'echo term >> {log}; exit 0' TERM\n"
-        "while true; do sleep 0.05; done\n"
+        f"touch {ready}\nwhile true; do sleep 0.05; done\n"
     )
     job_id = client.submit(script, time_limit=1, signal="USR1@30")
-    started = time.monotonic()
+    client.wait_state(job_id, "RUNNING")
+    wait_until(ready.exists)
+    clock.advance(0.29)  # 10 ms before the warning: nothing yet
+    time.sleep(0.3)  # six of the emulator's ticks
+    assert not log.exists() and client.job(job_id)["job_state"] == ["RUNNING"]
+    clock.advance(0.02)  # past the warning, before the limit
+    wait_until(lambda: log.exists() and log.read_text() == "usr1\n")
+    assert client.job(job_id)["job_state"] == ["RUNNING"]
+    clock.advance(0.3)  # past the limit
     done = client.wait_state(job_id, "TIMEOUT")
-    assert 0.5 < time.monotonic() - started < 5
     assert done["state_reason"] == "TimeLimit" and done["time_limit"] == num(1)
     assert log.read_text() == "usr1\nterm\n"
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    """Waits (wall clock) until ``condition()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
 
 
 def test_finished_job_ages_out_to_slurmdb(slurm_emulator_factory, cluster_body):

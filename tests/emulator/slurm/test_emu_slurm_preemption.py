@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pathlib
+import time
+
+import pytest
 import requests
 
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
@@ -19,19 +23,24 @@ def control(server, method, **kwargs):
 
 
 def checkpointing_script(log, finish_at_restart: int) -> str:
-    """Logs its starts; on SIGTERM logs and keeps running until SIGKILL."""
+    """Logs its starts; on SIGTERM logs and keeps running until SIGKILL.
+
+    The start line is written once the SIGTERM trap is set, so a test that waits for it knows
+    a preemption from then on is seen by the script.
+    """
     return (
         "#!/bin/bash\n"
         "SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}  # unset on a first run, as in Slurm\n"
-        f'echo "start $SLURM_RESTART_COUNT $(date +%s.%N)" >> {log}\n'
         f'trap \'echo "term $SLURM_RESTART_COUNT $(date +%s.%N)" >> {log}; '
         f'while true; do sleep 0.05; echo "alive $SLURM_RESTART_COUNT $(date +%s.%N)" >> {log}; '
         "done' TERM\n"
+        f'echo "start $SLURM_RESTART_COUNT $(date +%s.%N)" >> {log}\n'
         f'if [ "$SLURM_RESTART_COUNT" -ge {finish_at_restart} ]; then exit 0; fi\n'
         "while true; do sleep 0.05; done\n"
     )
 
 
+@pytest.mark.slow
 def test_fixed_plan_requeues_with_restart_count_and_notice(
     slurm_emulator_factory, cluster_body, tmp_path
 ):
@@ -84,7 +93,7 @@ def test_non_requeue_job_ends_node_fail(slurm_emulator_factory, cluster_body):
 
 
 def test_higher_priority_tier_partition_preempts_lower(
-    slurm_emulator_factory, cluster_body, tmp_path
+    slurm_emulator_factory, cluster_body, clock_of, tmp_path
 ):
     slurm = cluster_body["orchestrator_spec"]["slurm_spec"]
     slurm["partitions"] = [
@@ -93,18 +102,25 @@ def test_higher_priority_tier_partition_preempts_lower(
     ]
     slurm["config"] = {"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE"}
     server, client = start(slurm_emulator_factory, cluster_body, slurm_requeue_delay_seconds=0)
+    # The emulator's clock is held: the preempted jobs' kill wait ends when the test says, not
+    # when a busy machine happens to get round to the next check.
+    clock = clock_of(server)
     log = tmp_path / "log"
     keeps = client.submit(checkpointing_script(log, 1), partition="spot", requeue=True)
     loses = client.submit("#!/bin/bash\nsleep 30\n", partition="spot", requeue=False)
     client.wait_state(keeps, "RUNNING")
     client.wait_state(loses, "RUNNING")
+    wait_for_line(log, "start 0")  # its SIGTERM trap is set
     urgent = client.submit("#!/bin/bash\nsleep 0.3\n", partition="urgent", nodes="2")
     info = client.job(keeps)
     assert info["job_state"] == ["PENDING", "COMPLETING"] and info["restart_cnt"] == 1
     assert client.job(urgent)["state_reason"] == "Resources"
-    client.wait_state(urgent, "RUNNING")
     preempted = client.wait_state(loses, "PREEMPTED")
     assert preempted["restart_cnt"] == 0
+    wait_for_line(log, "term 0")
+    assert client.job(urgent)["state_reason"] == "Resources"  # the kill wait is not over
+    clock.advance(server.settings.scaled(server.settings.slurm_kill_wait_seconds) + 0.01)
+    client.wait_state(urgent, "RUNNING")
     done = client.wait_state(keeps, "COMPLETED", timeout=10)
     assert done["restart_cnt"] == 1
     assert client.job(urgent)["job_state"] == ["COMPLETED"]
@@ -119,6 +135,15 @@ def test_higher_priority_tier_partition_preempts_lower(
     assert all(e["kind"] == "partition_prio" for e in timeline)
 
 
+def wait_for_line(log: pathlib.Path, prefix: str, timeout: float = 10.0) -> None:
+    """Waits (wall clock) until the script's log has a line starting with ``prefix``."""
+    deadline = time.monotonic() + timeout
+    while not (log.exists() and any(x.startswith(prefix) for x in log.read_text().splitlines())):
+        assert time.monotonic() < deadline, f"no {prefix!r} line in {log}"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
 def test_poisson_plan_is_deterministic_for_a_seed(slurm_emulator_factory, cluster_body):
     assert slurm_preemption.poisson_delays(7, 10.0, 5) == slurm_preemption.poisson_delays(
         7, 10.0, 5
@@ -152,6 +177,7 @@ def test_poisson_plan_is_deterministic_for_a_seed(slurm_emulator_factory, cluste
     assert control(server, "GET", params={"cluster": "c1"}).json()["plan"] is None
 
 
+@pytest.mark.slow
 def test_settings_plan_and_fault_rule(slurm_emulator_factory, cluster_body):
     server, client = start(
         slurm_emulator_factory,

@@ -67,6 +67,7 @@ def _delete(pipeline_run):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_run_b_does_not_delete_the_cluster_run_a_trains_on(cluster, tmp_path):
     job = _start_job(tmp_path, "run-a")
     before = len(cluster.journal())
@@ -83,12 +84,14 @@ def test_run_b_does_not_delete_the_cluster_run_a_trains_on(cluster, tmp_path):
     assert client.get_job(job).base_state == "RUNNING"
 
 
+@pytest.mark.slow
 def test_a_run_deletes_the_cluster_when_only_its_own_jobs_are_there(cluster, tmp_path):
     _start_job(tmp_path, "run-a")
     assert _delete("run-a") is True
     assert ("DELETE", CLUSTER) in _cluster_writes(cluster)
 
 
+@pytest.mark.slow
 def test_finished_jobs_of_other_runs_do_not_block_the_delete(cluster, tmp_path):
     job = _start_job(tmp_path, "run-a", seconds=0.2)
     client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
@@ -99,6 +102,7 @@ def test_finished_jobs_of_other_runs_do_not_block_the_delete(cluster, tmp_path):
     assert _delete("run-b") is True
 
 
+@pytest.mark.slow
 def test_the_reaper_keeps_an_expired_cluster_in_use_and_deletes_it_once_idle(cluster, tmp_path):
     job = _start_job(tmp_path, "run-a")
     client = rest.VertexRestClient(LOCATION)

@@ -109,6 +109,7 @@ def test_running_cluster_with_same_spec_is_reused_without_writes(emulator, tmp_p
     assert calls(emulator, "PATCH") == []
 
 
+@pytest.mark.slow
 def test_provisioning_cluster_of_this_run_is_waited_for_not_recreated(emulator, tmp_path):
     emulator.update_settings(provisioning_delay_seconds=1.0)
     make_existing(emulator, spec().to_request_body(), labels=LABELS, wait=False)
@@ -254,6 +255,7 @@ print(result.action)
 """
 
 
+@pytest.mark.slow
 def test_step_killed_after_its_create_reattaches_when_rerun(emulator, tmp_path):
     emulator.update_settings(provisioning_delay_seconds=2.0)
     spec_file = tmp_path / "spec.json"

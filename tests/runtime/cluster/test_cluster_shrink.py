@@ -94,6 +94,7 @@ def test_shrunk_pools_scales_compute_pools_and_leaves_the_login_pool():
     assert (again, changed) == (pools, [])
 
 
+@pytest.mark.slow
 def test_shrink_labels_first_then_one_node_pools_patch(emulator, emulator_api, client):
     create("run-1")
     mark = len(emulator.journal())
@@ -117,6 +118,7 @@ def test_shrink_labels_first_then_one_node_pools_patch(emulator, emulator_api, c
     assert writes(emulator, mark) == []
 
 
+@pytest.mark.slow
 def test_shrink_then_reuse_scales_back_up_and_claims(emulator, emulator_api, client):
     create("run-1")
     cluster_shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1")
@@ -148,6 +150,7 @@ def test_the_emulated_scale_up_takes_its_own_time():
     assert cluster_api._update_seconds(settings, shrunk, body, ["labels"]) == 0.1
 
 
+@pytest.mark.slow
 def test_a_refused_pool_of_no_nodes_deletes_the_cluster(emulator, emulator_api, client, caplog):
     create("run-1")
     emulator.update_settings(cluster_empty_pools_allowed=False)
@@ -161,6 +164,7 @@ def test_a_refused_pool_of_no_nodes_deletes_the_cluster(emulator, emulator_api, 
     assert warning.endswith("it is deleted instead, so that it does not stay up at full size")
 
 
+@pytest.mark.slow
 def test_refused_labels_delete_before_any_scaling(emulator, emulator_api, client):
     create("run-1")
     emulator.update_settings(cluster_labels_updatable=False)

@@ -28,6 +28,7 @@ STEPS = goodput_metric.STEPS
 # 4.31, 1.66 s (``vertex_emulator.slurm.preemption.poisson_delays``), with the notice of the
 # test settings (0.4 s). A kill with no notice also loses work, and the end of such a run is
 # seen only by polling (the emulator shows it at its next tick): 5% there.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("seed", "notice", "tolerance"),
     [(1, 0.4, 0.02), (5, 0.4, 0.02), (6, 0.4, 0.02), (3, 0.0, 0.05)],

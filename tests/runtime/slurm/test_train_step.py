@@ -64,6 +64,7 @@ def model_bytes(model_dir) -> bytes:
     return (pathlib.Path(model_dir) / "model.npz").read_bytes()
 
 
+@pytest.mark.slow
 def test_three_requeues_end_bit_identical_to_an_uninterrupted_run(cluster, tmp_path):
     steps = ["--steps", "120", "--step-seconds", "0.05"]
     cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.5, max_count=3)
@@ -86,6 +87,7 @@ def test_three_requeues_end_bit_identical_to_an_uninterrupted_run(cluster, tmp_p
     assert marks == [("1", "requeued"), ("2", "requeued"), ("3", "requeued")]
 
 
+@pytest.mark.slow
 def test_non_requeue_job_is_resubmitted_with_the_same_checkpoints(cluster, tmp_path):
     # Periodic saves too: the resubmission must find the checkpoints whether or not the notice
     # save fits the test cluster's 0.4 s notice on a loaded machine (it once did not, in CI).
@@ -101,6 +103,7 @@ def test_non_requeue_job_is_resubmitted_with_the_same_checkpoints(cluster, tmp_p
     assert "resumed from ckpt-" in log.read_text()
 
 
+@pytest.mark.slow
 def test_fallback_to_on_demand_after_k_preemptions(cluster, tmp_path):
     steps = ["--steps", "60", "--step-seconds", "0.05"]
     cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.0, max_count=2)
@@ -197,6 +200,7 @@ def test_cancel_sends_delete_and_the_job_ends_cancelled(cluster, tmp_path):
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_killed_step_reattaches_to_the_running_job_when_rerun(cluster, tmp_path):
     first = _start_step(tmp_path)
     _wait_running(cluster)
@@ -218,6 +222,7 @@ def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_p
     assert len(slurm_calls(cluster, SUBMIT)) == before == 0
 
 
+@pytest.mark.slow
 def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
     cluster, tmp_path, monkeypatch
 ):

@@ -75,6 +75,7 @@ def test_a_cluster_in_error_after_a_failure_is_deleted_not_refused(
     assert [e["method"] for e in emulator.journal()[mark:] if e["method"] != "GET"] == ["DELETE"]
 
 
+@pytest.mark.slow
 def test_a_failed_label_operation_is_retried_then_the_cluster_is_kept(
     emulator, emulator_api, cluster_body, client
 ):
@@ -87,6 +88,7 @@ def test_a_failed_label_operation_is_retried_then_the_cluster_is_kept(
     assert len([e for e in emulator.journal() if e["method"] == "PATCH"]) == 2
 
 
+@pytest.mark.slow
 def test_the_last_resort_is_an_expiry_now_and_a_transient_error(
     emulator, emulator_api, cluster_body, client, caplog
 ):

@@ -175,6 +175,7 @@ def _deleter(calls):
     return delete
 
 
+@pytest.mark.slow
 def test_keep_labels_the_cluster_with_the_decision(emulator, client, cluster):
     labels = {"vsp-teardown": "keep", "vsp-expires-at": "20270115t091500z"}
     assert teardown_step.keep(client, REF, labels) is True
@@ -213,6 +214,7 @@ def test_after_a_cancel_the_exit_task_deletes(emulator, client, cluster):
     assert _patches(emulator) == []
 
 
+@pytest.mark.slow
 def test_after_a_failure_the_cluster_is_kept_for_a_retry_with_an_expiry(emulator, client, cluster):
     calls = []
     result = exit_task.finalize(
@@ -264,6 +266,7 @@ def test_final_states_are_read_tolerantly_and_unknown_ones_take_the_failure_path
     assert step.normalize_final_state(given) == read
 
 
+@pytest.mark.slow
 def test_real_delete_through_the_exit_task(emulator, client, cluster, emulator_api):
     from vsp.components.runtime.cluster import runner as cluster_step
 

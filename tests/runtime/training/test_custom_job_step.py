@@ -65,6 +65,7 @@ def creates(emulator):
     ]
 
 
+@pytest.mark.slow
 def test_eight_preemptions_need_two_jobs_and_end_bit_identical(emulator, tmp_path):
     emulator.app.custom_jobs.set_preemption_plan(mode="fixed", after_seconds=1.2, max_count=8)
     outcome = train(spec(240), max_preemptions=10)
@@ -84,6 +85,7 @@ def test_eight_preemptions_need_two_jobs_and_end_bit_identical(emulator, tmp_pat
     assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
 
 
+@pytest.mark.slow
 def test_capacity_deadline_falls_back_to_standard(emulator):
     emulator.update_settings(custom_job_spot_no_capacity=True)
     outcome = train(spec(5), fallback_strategy="STANDARD", capacity_wait_seconds=1.0)
@@ -94,6 +96,7 @@ def test_capacity_deadline_falls_back_to_standard(emulator):
     assert outcome.result.attempts[0].detail.startswith("switch: no Spot capacity")
 
 
+@pytest.mark.slow
 def test_trainer_failure_is_not_resubmitted_beyond_its_budget(emulator):
     crash = CustomJobTraining(
         display_name="crash",
@@ -107,6 +110,7 @@ def test_trainer_failure_is_not_resubmitted_beyond_its_budget(emulator):
     assert len(creates(emulator)) == 1
 
 
+@pytest.mark.slow
 def test_retried_step_reattaches_to_its_job(emulator):
     emulator.app.custom_jobs.set_preemption_plan(mode="fixed", after_seconds=30, max_count=1)
     first = train(spec(5), run_key="run-2")
@@ -133,6 +137,7 @@ step.run_step("train", lambda: custom_job_step.train_custom_job(
 """
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_the_custom_job(emulator):
     step_process = subprocess.Popen(
         [sys.executable, "-c", STEP],

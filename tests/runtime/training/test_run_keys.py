@@ -90,6 +90,7 @@ def test_a_retry_of_the_same_step_still_reattaches(cluster, tmp_path):
     assert again.result.job_ids
 
 
+@pytest.mark.slow
 def test_two_training_tasks_in_one_pipeline_run_submit_two_jobs(cluster, tmp_path):
     """The reproduction at pipeline level: two train_on_cluster tasks, no run keys, one run;
     each derives its key from the task-name placeholder and trains for itself."""
