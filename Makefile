@@ -26,7 +26,7 @@ format:
 	$(PYTHON) -m ruff check --fix .
 
 compile:
-	vsp compile
+	vsp compile --out src/vsp/compiled
 
 # Fault campaign: generated fault plans and bad inputs, counts in benchmarks/results/.
 campaign:

@@ -33,13 +33,12 @@ from typing import Any
 
 import requests
 
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import resource, rules
 from vsp.components.runtime.core import polling, rest
-from vsp.components.runtime.slurm import api as slurm_api
-from vsp.components.runtime.slurm import backend as slurm_backend
-from vsp.components.runtime.slurm import train_runner as train_step
+from vsp.components.runtime.slurm import api
+from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.training import goodput
+from vsp.components.runtime.training.backends import slurm
 from vsp.examples.trainer.step_log import read_step_log
 from vsp.vertex_emulator import config, server
 
@@ -94,7 +93,7 @@ def start_emulator(
     emulator = server.EmulatorServer(state_dir, port=0, settings=settings)
     emulator.start()
     os.environ["VERTEX_EMULATOR_HOST"] = emulator.address
-    body = cluster_rules.load_cluster_spec(CLUSTER_BODY).to_request_body()
+    body = rules.load_cluster_spec(CLUSTER_BODY).to_request_body()
     body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
     parent = f"projects/{PROJECT}/locations/{LOCATION}"
     url = f"{emulator.base_url}/v1beta1/{parent}/modelDevelopmentClusters"
@@ -107,9 +106,9 @@ def start_emulator(
         if time.monotonic() > deadline:
             raise RuntimeError("the emulated cluster did not come up in 30 s")
         time.sleep(0.05)
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+    ref = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
     vertex = rest.VertexRestClient(LOCATION)
-    client = slurm_api.SlurmClient(vertex, ref)
+    client = api.SlurmClient(vertex, ref)
     client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
     return emulator
 
@@ -121,7 +120,7 @@ def trainer_training(
     steps: int = STEPS,
     step_seconds: float = STEP_SECONDS,
     save: Sequence[str] = ("--checkpoint-every-steps", str(SAVE_EVERY)),
-) -> slurm_backend.SlurmTraining:
+) -> slurm.SlurmTraining:
     """The example trainer's run for ``seed`` in ``work``, writing its step log there.
 
     Args:
@@ -135,7 +134,7 @@ def trainer_training(
     command += ["--samples", "256", "--steps", str(steps)]
     command += ["--step-seconds", str(step_seconds), "--keep", "1", *save]
     command += ["--step-log", str(work / "steps.log")]
-    return slurm_backend.SlurmTraining(
+    return slurm.SlurmTraining(
         command=command,
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
@@ -152,7 +151,7 @@ def run_seed(seed: int, root: pathlib.Path, notice: float = 0.4) -> dict[str, An
         )
         work = root / "shared"
         training = trainer_training(seed, work)
-        outcome = train_step.train_on_cluster(
+        outcome = train_on_cluster.train_on_cluster(
             project=PROJECT,
             location=LOCATION,
             cluster_id=CLUSTER,

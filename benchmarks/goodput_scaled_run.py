@@ -32,7 +32,7 @@ from typing import Any
 
 from benchmarks import goodput_metric
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.slurm import train_runner
+from vsp.components.runtime.steps import train_on_cluster
 from vsp.examples.trainer.step_log import read_step_log
 
 MTBF_S, RESTART_S, NOTICE_S = 60.0, 2.0, 0.5
@@ -122,7 +122,7 @@ def run_case(
             training = goodput_metric.trainer_training(
                 seed, work, steps=steps, step_seconds=step_s, save=trainer_flags(extra)
             )
-            outcome = train_runner.train_on_cluster(
+            outcome = train_on_cluster.train_on_cluster(
                 project=goodput_metric.PROJECT,
                 location=goodput_metric.LOCATION,
                 cluster_id=cluster,

@@ -39,9 +39,10 @@ import venv
 import yaml
 
 from benchmarks import step_start_report
+from vsp.components import packaging
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-COMPILED = REPO / "compiled" / "components"
+COMPILED = REPO / "src" / "vsp" / "compiled" / "components"
 MB = 1024 * 1024
 PREBUILT_IMAGE = "REGION-docker.pkg.dev/PROJECT/REPO/vsp-step:TAG"
 _DOWNLOADING = re.compile(r"^\s*Downloading \S+ \(([\d.]+) (kB|MB|GB|bytes)\)", re.MULTILINE)
@@ -110,7 +111,9 @@ def load_step(name: str, text: str) -> dict[str, str]:
     [container] = [e["container"] for e in spec["deploymentSpec"]["executors"].values()]
     command = container["command"]
     install = command[2] if command[:2] == ["sh", "-c"] else ""
-    return {"name": name, "install": install, "program": command[-1]}
+    (stage,) = [i for i, part in enumerate(command) if "ephemeral_component.py" in part]
+    runtime = "".join(command[stage + 2 :])
+    return {"name": name, "install": install, "program": command[stage + 1], "runtime": runtime}
 
 
 def run_install(
@@ -125,7 +128,10 @@ def run_install(
 
 def load_program(step: dict, python: pathlib.Path, env: dict, cwd: pathlib.Path) -> float:
     """Seconds to load the step's program as kfp's executor does (imports, archive unpack)."""
-    program = cwd / f"{step['name']}_program.py"
+    folder = cwd / f"{step['name']}_program"
+    folder.mkdir(exist_ok=True)
+    (folder / packaging.RUNTIME_FILE).write_text(step["runtime"])  # as the shell stage does
+    program = folder / "ephemeral_component.py"
     program.write_text(step["program"])
     return timed([str(python), "-c", _LOAD, str(program), step["name"]], env, cwd)[0]
 

@@ -30,9 +30,7 @@ from benchmarks import teardown_ours as ours
 from benchmarks import teardown_policies as policies
 from benchmarks import teardown_report as report
 from benchmarks import teardown_traces as traces
-from vsp.components.runtime.cluster import reaper
-from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import runner as teardown_step
+from vsp.components.runtime.teardown import decision, reaper, run_history
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parent / "results"
 DEFAULT_SEEDS = 10
@@ -189,9 +187,9 @@ def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
         "duration_median_s": traces.DURATION_MEDIAN_S,
         "duration_sigma": traces.DURATION_SIGMA,
         "start_jitter_s": traces.START_JITTER_S,
-        "history_max_runs": teardown_step.HISTORY_MAX_JOBS,
-        "slack_fraction": teardown.DEFAULT_SLACK_FRACTION,
-        "min_slack_seconds": teardown.DEFAULT_MIN_SLACK_SECONDS,
+        "history_max_runs": run_history.HISTORY_MAX_JOBS,
+        "slack_fraction": decision.DEFAULT_SLACK_FRACTION,
+        "min_slack_seconds": decision.DEFAULT_MIN_SLACK_SECONDS,
         "randomized_expected_ratio": policies.RANDOMIZED_EXPECTED_RATIO,
         "poisson_online_lower_bound": {
             f"poisson-{k:g}b": policies.poisson_online_bound(k) for k in traces.POISSON_MEAN_GAPS

@@ -4,7 +4,7 @@ At the end of run ``i`` of a trace the decision gets what the component would ha
 times ``teardown_step.run_history`` lists (the newest ``HISTORY_MAX_JOBS`` runs, the running
 one included) and, when a schedule started the run, its cron. A kept or shrunk cluster is
 labelled ``vsp-expires-at``; the reaper, scheduled on ``reaper.REAPER_CRON``, deletes it at its
-first tick after that label (``teardown.expired`` is ``now > expires_at``), so a run that starts
+first tick after that label (``gcp_labels.expired`` is ``now > expires_at``), so a run that starts
 before that tick still reuses it. The keep time of a decision is that tick minus the run end.
 """
 
@@ -19,16 +19,15 @@ import numpy as np
 from croniter import croniter
 
 from benchmarks import teardown_traces
-from vsp.components.runtime.cluster import reaper
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import runner as teardown_step
+from vsp.components.runtime.teardown import reaper, run_history
 
 
 def label_expiry(expires_at: float) -> float:
     """The expiry the reaper reads back from the ``vsp-expires-at`` label (whole seconds).
 
-    The label drops the fraction of a second (``teardown.format_label_time``), i.e. floors the
+    The label drops the fraction of a second (``gcp_labels.format_label_time``), i.e. floors the
     epoch; a test checks this equals the label's round trip.
     """
     return float(math.floor(expires_at))
@@ -80,7 +79,7 @@ def decisions(
     Raises:
         AssertionError: a kept cluster without an expiry (which no reaper would ever delete).
     """
-    page = teardown_step.HISTORY_MAX_JOBS
+    page = run_history.HISTORY_MAX_JOBS
     starts, ends = trace.starts, trace.ends
     actions, expiries = [], np.full(len(starts) - 1, math.nan)
     for i in range(len(expiries)):

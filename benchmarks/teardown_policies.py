@@ -24,8 +24,7 @@ import math
 import numpy as np
 
 from benchmarks import teardown_ours, teardown_traces
-from vsp.components.runtime.cluster import reaper
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision, reaper
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +45,9 @@ class Prices:
     provisioning_price_per_hour: float
     delay_penalty_per_hour: float
 
-    def inputs(self, **kwargs) -> teardown.TeardownInputs:
+    def inputs(self, **kwargs) -> decision.TeardownInputs:
         """``TeardownInputs`` with these prices and the given decision inputs."""
-        return teardown.TeardownInputs(
+        return decision.TeardownInputs(
             idle_price_per_hour=self.idle_price_per_hour,
             provisioning_minutes=self.provisioning_minutes,
             provisioning_price_per_hour=self.provisioning_price_per_hour,

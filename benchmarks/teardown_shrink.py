@@ -39,9 +39,9 @@ import numpy as np
 from benchmarks import results_files, teardown_goals, teardown_ours
 from benchmarks import teardown_cost as normalised
 from benchmarks import teardown_traces as traces
-from vsp.components.runtime.cluster import builder as cluster_builder
+from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision
 
 DEFAULT_SEEDS = 5
 POLICIES = ("always-delete", "break-even-keep", "ours-auto-2", "ours-auto", "opt-2")
@@ -57,11 +57,11 @@ class Cell:
     ondemand_nodes: int
     delay_penalty_per_hour: float
     provisioning_minutes: float = 20.0
-    scale_up_minutes: float = teardown.DEFAULT_SCALE_UP_MINUTES
+    scale_up_minutes: float = decision.DEFAULT_SCALE_UP_MINUTES
 
-    def inputs(self, **kwargs) -> teardown.TeardownInputs:
+    def inputs(self, **kwargs) -> decision.TeardownInputs:
         """The decision inputs with this cluster priced from the table."""
-        spec = cluster_builder.build_cluster_spec(
+        spec = builder.build_cluster_spec(
             machine_type="a3-highgpu-8g",
             spot_max_nodes=self.spot_nodes,
             ondemand_max_nodes=self.ondemand_nodes,
@@ -78,7 +78,7 @@ class Cell:
             "idle_cost": cost,
         }
         values.update(kwargs)
-        return teardown.TeardownInputs(**values)
+        return decision.TeardownInputs(**values)
 
 
 CELLS = (

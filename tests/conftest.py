@@ -250,23 +250,22 @@ def slurm_emulator_factory(emulator_factory):
 @pytest.fixture
 def slurm_cluster(slurm_emulator_factory):
     """See the module docstring."""
-    from vsp.components.runtime.cluster import resource as cluster_resource
-    from vsp.components.runtime.cluster import rules as cluster_rules
+    from vsp.components.runtime.cluster import resource, rules
     from vsp.components.runtime.core import rest
-    from vsp.components.runtime.slurm import api as slurm_api
+    from vsp.components.runtime.slurm import api
 
     def make(
         cluster_id: str, labels: dict[str, str] | None = None, **settings: Any
     ) -> server.EmulatorServer:
         emulator = slurm_emulator_factory(**settings)
-        body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+        body = rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
         # The example prolog checks for 8 GPUs with nvidia-smi, which this machine lacks.
         body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
         if labels:
             body["labels"] = {**body.get("labels", {}), **labels}
         EmulatorApi(emulator).create_running(cluster_id, body)
-        ref = cluster_resource.ClusterRef(PROJECT, LOCATION, cluster_id)
-        client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
+        ref = resource.ClusterRef(PROJECT, LOCATION, cluster_id)
+        client = api.SlurmClient(rest.VertexRestClient(LOCATION), ref)
         if not settings.get("slurmrestd"):  # a real Slurm here runs without slurmdbd
             client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
         return emulator

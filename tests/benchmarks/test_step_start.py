@@ -80,7 +80,7 @@ def test_report_has_machine_date_a_row_per_step_and_the_summary():
 
 
 def test_load_step_reads_the_install_stage_and_program_of_a_compiled_template():
-    text = (REPO / "compiled" / "components" / "register_model.yaml").read_text()
+    text = (REPO / "src" / "vsp" / "compiled" / "components" / "register_model.yaml").read_text()
     step = step_start.load_step("register_model", text)
     assert step["install"].rstrip().endswith('&& exec "$0" "$@"')
     assert "pip install" in step["install"]
@@ -91,7 +91,7 @@ def test_load_step_reads_the_install_stage_and_program_of_a_compiled_template():
 def test_prebuilt_templates_have_no_install_stage():
     steps = step_start.prebuilt_steps()
     assert sorted(steps) == sorted(
-        p.stem for p in (REPO / "compiled" / "components").glob("*.yaml")
+        p.stem for p in (REPO / "src" / "vsp" / "compiled" / "components").glob("*.yaml")
     )
     assert all(s["install"] == "" and "pip install" not in s["program"] for s in steps.values())
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from benchmarks import teardown_cost, teardown_ours, teardown_policies, teardown_traces
+from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.teardown import cadence
-from vsp.components.runtime.teardown import decision as teardown
 
 BETA_1H = teardown_policies.PRICES[1]  # r = 1.0/h, C = 1.0, beta = 1 h
 
@@ -111,7 +111,7 @@ def test_reaped_at_matches_the_cron_ticks(cron):
     for moment in moments:
         expected = cadence.ticks_between(cron, math.floor(moment), math.inf, 1)[0]
         assert teardown_ours.reaped_at(float(moment), cron) == expected
-        label = teardown.parse_label_time(teardown.format_label_time(float(moment)))
+        label = gcp_labels.parse_label_time(gcp_labels.format_label_time(float(moment)))
         assert teardown_ours.label_expiry(float(moment)) == label
 
 

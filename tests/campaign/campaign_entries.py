@@ -16,12 +16,12 @@ from typing import Any
 
 from tests.campaign import campaign_world as cw
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import runner as cluster_runner
 from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.registry import client as model_registry
-from vsp.components.runtime.registry import versions as model_versions
-from vsp.components.runtime.slurm import backend as slurm_backend
+from vsp.components.runtime.registry import versions
+from vsp.components.runtime.steps import create_cluster, delete_cluster
 from vsp.components.runtime.teardown import exit_task
+from vsp.components.runtime.training.backends import slurm
 from vsp.components.runtime.training.recovery import Target
 
 CLUSTERS = r"/v1beta1/projects/[^/]+/locations/[^/]+/modelDevelopmentClusters"
@@ -121,7 +121,7 @@ def _create_prepare(world: cw.World, ctx: Ctx) -> None:
 
 
 def _create_run(world: cw.World, ctx: Ctx) -> Any:
-    return cluster_runner.create_cluster(
+    return create_cluster.create_cluster(
         project=cw.PROJECT,
         location=cw.LOCATION,
         cluster_id=ctx.cluster_id,
@@ -165,7 +165,7 @@ def _running_prepare(world: cw.World, ctx: Ctx) -> None:
 
 
 def _delete_run(world: cw.World, ctx: Ctx) -> Any:
-    return cluster_runner.delete_cluster(
+    return delete_cluster.delete_cluster(
         project=cw.PROJECT,
         location=cw.LOCATION,
         cluster_id=ctx.cluster_id,
@@ -218,7 +218,7 @@ def _register_run(world: cw.World, ctx: Ctx) -> Any:
 
 def _register_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
     name = f"projects/{cw.PROJECT}/locations/{cw.LOCATION}/models/{ctx.model_id}"
-    _, mine = model_versions.run_versions(world.client(), name, gcp_labels.value(ctx.run_label))
+    _, mine = versions.run_versions(world.client(), name, gcp_labels.value(ctx.run_label))
     ids = [v["versionId"] for v in mine]
     checks: list[Check] = [("at_most_one_model_version_per_run", len(ids) <= 1, str(ids))]
     if ok:
@@ -230,17 +230,15 @@ def _register_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
 # ----- Slurm submit --------------------------------------------------------------------------
 
 
-def _backend(world: cw.World, ctx: Ctx) -> slurm_backend.SlurmBackend:
+def _backend(world: cw.World, ctx: Ctx) -> slurm.SlurmBackend:
     work = world.gcs_root / "shared" / ctx.run_key
-    training = slurm_backend.SlurmTraining(
+    training = slurm.SlurmTraining(
         command=[sys.executable, "-c", "import time; time.sleep(20)"],
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
         model_dir=str(work / "model"),
     )
-    return slurm_backend.SlurmBackend(
-        world.slurm_client(), training, [SPOT], pipeline_run=ctx.run_label
-    )
+    return slurm.SlurmBackend(world.slurm_client(), training, [SPOT], pipeline_run=ctx.run_label)
 
 
 def _submit_run(world: cw.World, ctx: Ctx) -> Any:

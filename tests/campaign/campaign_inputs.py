@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tests.campaign import campaign_world as cw
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import runner as cluster_runner
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.registry import client as model_registry
+from vsp.components.runtime.steps import create_cluster
 from vsp.components.runtime.teardown import exit_task
 from vsp.components.runtime.training import options_check
 
@@ -121,7 +121,7 @@ def _create(world: cw.World, **changes: Any) -> Callable[[], Any]:
         "options": cw.fast_options(),
     }
     params.update(changes)
-    return lambda: cluster_runner.create_cluster(**params)
+    return lambda: create_cluster.create_cluster(**params)
 
 
 def _flat(world: cw.World, name: str, value: Any) -> Callable[[], Any]:

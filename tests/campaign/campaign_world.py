@@ -23,12 +23,11 @@ from typing import Any
 import numpy
 import requests
 
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import resource, rules
 from vsp.components.runtime.core import polling, rest
-from vsp.components.runtime.slurm import api as slurm_api
-from vsp.components.runtime.slurm import backend as slurm_backend
+from vsp.components.runtime.slurm import api
 from vsp.components.runtime.trainer import model_files
+from vsp.components.runtime.training.backends import slurm as slurm_backend
 from vsp.vertex_emulator import config, server
 
 PROJECT, LOCATION = "test-project", "us-central1"
@@ -84,14 +83,14 @@ def carry(token: KillToken | None) -> None:
 
 def cluster_body() -> dict[str, Any]:
     """The example cluster's request body, with a trivial prolog (no GPUs here)."""
-    body = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+    body = rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
     body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
     return body
 
 
-def fast_options(timeout: float = 10.0) -> cluster_resource.ClusterOptions:
+def fast_options(timeout: float = 10.0) -> resource.ClusterOptions:
     """Cluster options with short waits."""
-    return cluster_resource.ClusterOptions(timeout=timeout, backoff=BACKOFF)
+    return resource.ClusterOptions(timeout=timeout, backoff=BACKOFF)
 
 
 class World:
@@ -142,7 +141,7 @@ class World:
         self._set(rest.VertexRestClient, "_default_session", lambda _self: KillableSession())
         self._set(slurm_backend, "SUBMIT_BACKOFF", BACKOFF)
         # Waits of steps that build their own ClusterOptions (labels, in-use checks): fast too.
-        init = cluster_resource.ClusterOptions.__init__
+        init = resource.ClusterOptions.__init__
         self._set(init, "__defaults__", (10.0, "apply", 3, BACKOFF, *init.__defaults__[4:]))
 
     def _make_slurm_cluster(self) -> None:
@@ -184,13 +183,13 @@ class World:
         """A fast REST client (killable through the calling thread's token)."""
         return rest.VertexRestClient(LOCATION)
 
-    def ref(self, cluster_id: str) -> cluster_resource.ClusterRef:
+    def ref(self, cluster_id: str) -> resource.ClusterRef:
         """The reference of a cluster of the test project."""
-        return cluster_resource.ClusterRef(PROJECT, LOCATION, cluster_id)
+        return resource.ClusterRef(PROJECT, LOCATION, cluster_id)
 
-    def slurm_client(self, cluster_id: str = SLURM_CLUSTER) -> slurm_api.SlurmClient:
+    def slurm_client(self, cluster_id: str = SLURM_CLUSTER) -> api.SlurmClient:
         """A Slurm API client of a cluster."""
-        return slurm_api.SlurmClient(self.client(), self.ref(cluster_id))
+        return api.SlurmClient(self.client(), self.ref(cluster_id))
 
     def cluster(self, cluster_id: str) -> dict[str, Any] | None:
         """The stored cluster (from the emulator's state), or None."""
@@ -208,7 +207,7 @@ class World:
         )
         response.raise_for_status()
         deadline = time.monotonic() + 10
-        while cluster_resource.cluster_state(self.cluster(cluster_id) or {}) != "RUNNING":
+        while resource.cluster_state(self.cluster(cluster_id) or {}) != "RUNNING":
             if time.monotonic() > deadline:
                 raise RuntimeError(f"cluster {cluster_id} did not become RUNNING")
             time.sleep(0.02)

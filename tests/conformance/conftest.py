@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import rest
-from vsp.components.runtime.slurm import api as slurm_api
+from vsp.components.runtime.slurm import api
 from vsp.components.runtime.slurm import job as slurm_job
 from vsp.vertex_emulator.slurm import real as real_slurm
 
@@ -62,7 +62,7 @@ class SlurmBackend:
 
     kind: str
     server: Any
-    client: slurm_api.SlurmClient
+    client: api.SlurmClient
     workdir: pathlib.Path
     mechanisms: tuple[str, ...]
     timeout: float
@@ -144,8 +144,8 @@ def slurm_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
         else:
             server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
             mechanisms, timeout = ("spot",), 30.0
-        ref = cluster_resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
-        client = slurm_api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
+        ref = resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
+        client = api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
         workdir = tmp_path / "work"
         workdir.mkdir()
         os.chmod(tmp_path, 0o755)

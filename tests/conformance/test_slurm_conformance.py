@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.slurm import script
 
 pytestmark = pytest.mark.slurm_conformance
 
@@ -60,9 +60,9 @@ WITH_ACCOUNTING = {"SLURM_JOB_ACCOUNT"}
 TRAINER = [sys.executable, "-m", "vsp.examples.trainer", "--seed", "7", "--step-seconds", "0.1"]
 
 
-def job(backend, name: str, command: list[str], **fields) -> slurm_script.JobDescription:
+def job(backend, name: str, command: list[str], **fields) -> script.JobDescription:
     """A job as the training step submits it, in the backend's work folder."""
-    return slurm_script.JobDescription(
+    return script.JobDescription(
         run_key=f"conf-{name}-{os.getpid()}-{time.monotonic_ns() % 10**6}",
         partition=fields.pop("partition", "spot"),
         working_directory=str(backend.workdir),
@@ -82,7 +82,7 @@ def test_submit_poll_complete(slurm_backend):
     job_id = slurm_backend.client.submit(desc)
     seen = []
     done = slurm_backend.wait(job_id, lambda j: j.is_terminal, seen=seen)
-    assert done.state == ("COMPLETED",) and done.outcome().value == "succeeded"
+    assert done.state == ("COMPLETED",) and done.outcome().value == "SUCCEEDED"
     assert done.return_code == 0 and done.name == desc.run_key and done.source == "live"
     assert done.carries_run_key(desc.run_key) and done.partition == "spot"
     assert {s.base_state for s in seen} <= {"PENDING", "RUNNING", "COMPLETED"}
@@ -100,7 +100,7 @@ def test_user_failure_exit_codes(slurm_backend, payload, code):
     job_id = slurm_backend.client.submit(job(slurm_backend, "fail", sh(payload)))
     failed = slurm_backend.finish(job_id)
     assert failed.state == ("FAILED",) and failed.return_code == code
-    assert failed.outcome().value == ("preempted" if code == 143 else "user_failure")
+    assert failed.outcome().value == ("PREEMPTED" if code == 143 else "USER_FAILURE")
 
 
 def test_cancel_while_pending(slurm_backend):
@@ -110,7 +110,7 @@ def test_cancel_while_pending(slurm_backend):
     assert pending.state == ("PENDING",) and pending.state_reason == "JobHeldUser"
     assert slurm_backend.client.cancel(job_id) is True
     cancelled = slurm_backend.finish(job_id)
-    assert cancelled.base_state == "CANCELLED" and cancelled.outcome().value == "cancelled"
+    assert cancelled.base_state == "CANCELLED" and cancelled.outcome().value == "CANCELLED"
     assert slurm_backend.client.cancel(job_id) is False  # already finished: Slurm error 2021
 
 
@@ -120,7 +120,7 @@ def test_cancel_while_running(slurm_backend):
     slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",))
     assert slurm_backend.client.cancel(job_id) is True
     cancelled = slurm_backend.finish(job_id)
-    assert cancelled.state == ("CANCELLED",) and cancelled.outcome().value == "cancelled"
+    assert cancelled.state == ("CANCELLED",) and cancelled.outcome().value == "CANCELLED"
     assert slurm_backend.client.cancel(job_id) is False
     assert slurm_backend.client.cancel(99_999_999) is False  # unknown job: nothing to cancel
 
@@ -133,7 +133,7 @@ def test_time_limit_warns_then_times_out(slurm_backend):
     desc = job(slurm_backend, "limit", payload, time_limit_minutes=1, warning_signal="USR1@30")
     job_id = slurm_backend.client.submit(desc)
     timed_out = slurm_backend.finish(job_id, timeout=200)
-    assert timed_out.state == ("TIMEOUT",) and timed_out.outcome().value == "user_failure"
+    assert timed_out.state == ("TIMEOUT",) and timed_out.outcome().value == "USER_FAILURE"
     assert (slurm_backend.workdir / "warn.txt").read_text().startswith("warned")
 
 
@@ -148,7 +148,7 @@ def test_environment_seen_by_the_job(slurm_backend, monkeypatch):
     account = pwd.getpwuid(os.getuid())
     assert env["USER"] == env["LOGNAME"] == account.pw_name
     assert env["HOME"] == account.pw_dir and env["SHELL"] == account.pw_shell
-    assert env["PATH"] == slurm_script.DEFAULT_PATH and env["A"] == "two words=3"
+    assert env["PATH"] == script.DEFAULT_PATH and env["A"] == "two words=3"
     assert env["VSP_RUN_KEY"] == desc.run_key and "VSP_LEAK_PROBE" not in env
     assert env["SLURM_JOB_ID"] == str(job_id) and env["SLURM_JOB_NAME"] == desc.run_key
     assert env["SLURM_JOB_PARTITION"] == "spot" and env["SLURM_OPEN_MODE"] == "a"
@@ -165,7 +165,7 @@ def test_missing_working_directory(slurm_backend):
     # Slurm 24.11 creates the output file's folder, but starts the script in /tmp when the
     # working directory is missing (older Slurm fails the launch); the batch script makes it.
     work = slurm_backend.workdir / "not" / "yet"
-    desc = slurm_script.JobDescription(
+    desc = script.JobDescription(
         run_key=f"conf-nowork-{os.getpid()}-{time.monotonic_ns() % 10**6}",
         partition="spot",
         working_directory=str(work),

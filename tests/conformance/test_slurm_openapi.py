@@ -11,11 +11,9 @@ from typing import Any
 import pytest
 import slurm_openapi
 
-from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import rest
-from vsp.components.runtime.slurm import api as slurm_api
-from vsp.components.runtime.slurm import job_fields as slurm_job_fields
-from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.slurm import api, job_fields, script
 from vsp.vertex_emulator.slurm.testing import API, DB, PARENT, SlurmReply, SlurmTestClient
 
 pytestmark = pytest.mark.slurm_conformance
@@ -71,10 +69,10 @@ def cluster(slurm_emulator_factory, cluster_body):
     return server, CheckedClient.create_cluster(server.base_url, "c1", cluster_body)
 
 
-def describe(**overrides: Any) -> slurm_script.JobDescription:
+def describe(**overrides: Any) -> script.JobDescription:
     fields: dict[str, Any] = dict(run_key="run-1", partition="a4", working_directory="/tmp")
     fields.update(overrides)
-    return slurm_script.JobDescription(**fields)
+    return script.JobDescription(**fields)
 
 
 # ----- requests the client builds ---------------------------------------------------------------
@@ -154,15 +152,15 @@ def test_answer_checks_follow_what_slurm_writes():
 
 def test_job_fields_equal_the_spec_job_desc_msg():
     spec_fields = slurm_openapi.schema_properties("v0.0.42_job_desc_msg")
-    assert set(slurm_job_fields.JOB_DESC_FIELDS) == spec_fields
+    assert set(job_fields.JOB_DESC_FIELDS) == spec_fields
 
 
 def test_accounting_writes_and_client_calls_match(cluster):
     """The client's own calls (accounting reads and writes, submit, lookup, list, cancel)."""
     server, _ = cluster
     checked = CheckedRest(rest.VertexRestClient(LOCATION))
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, "c1")
-    client = slurm_api.SlurmClient(checked, ref)
+    ref = resource.ClusterRef(PROJECT, LOCATION, "c1")
+    client = api.SlurmClient(checked, ref)
     user = client.whoami()
     report = client.ensure_association("ml", user, ["a4"], cluster="c1")
     assert report.accounts == ["ml"] and report.users == [user]

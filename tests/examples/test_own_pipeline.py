@@ -20,7 +20,9 @@ import yaml
 
 from vsp import vertex_emulator
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "own_pipeline.py"
+EXAMPLE = (
+    pathlib.Path(__file__).resolve().parents[2] / "src" / "vsp" / "examples" / "own_pipeline.py"
+)
 PARENT = "v1/projects/local-project/locations/us-central1"
 CLUSTER = "projects/local-project/locations/us-central1/modelDevelopmentClusters/myspot"
 
@@ -77,7 +79,7 @@ def test_the_example_compiles_and_runs_on_the_emulator(tmp_path):
 
 
 def test_the_readme_shows_this_example_as_valid_python():
-    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Use the components in your own pipeline", 1)[1].split("\n## ", 1)[0]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     ast.parse(block)

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vsp.components.runtime.trainer import checkpoint
-from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.components.runtime.trainer import checkpoint, model_files
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import cli, loop
 
@@ -73,7 +72,7 @@ def _steps_logged(out: str) -> list[int]:
 
 
 def _final_arrays(root: Path) -> dict[str, bytes]:
-    arrays, _ = model_dir.read_model_dir(root / "model")
+    arrays, _ = model_files.read_model_dir(root / "model")
     return {name: (a.dtype.str, a.shape, a.tobytes()) for name, a in arrays.items()}
 
 
@@ -88,8 +87,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _assert_identical(root: Path, reference: Path) -> None:
     assert _final_arrays(root) == _final_arrays(reference)
-    mine = model_dir.verify_model_dir(root / "model")["files"]["model.npz"]
-    assert mine == model_dir.verify_model_dir(reference / "model")["files"]["model.npz"]
+    mine = model_files.verify_model_dir(root / "model")["files"]["model.npz"]
+    assert mine == model_files.verify_model_dir(reference / "model")["files"]["model.npz"]
     metrics = json.loads((root / "model" / "metrics.json").read_text())
     expected = json.loads((reference / "model" / "metrics.json").read_text())
     assert metrics["loss_history"] == expected["loss_history"]
@@ -168,7 +167,7 @@ def test_in_process_run_writes_verified_model_and_metrics(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert _steps_logged(out) == [2, 4, 6]
     assert "loss curve: 1:" in out
-    manifest = model_dir.verify_model_dir(tmp_path / "m")
+    manifest = model_files.verify_model_dir(tmp_path / "m")
     assert manifest["step"] == 6
     assert sorted(manifest["files"]) == ["metadata.json", "metrics.json", "model.npz"]
     metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
@@ -196,7 +195,7 @@ def test_directories_from_environment_and_gs_uris(tmp_path: Path, capsys) -> Non
     assert _main(tmp_path, environ=environ) == 0
     out = capsys.readouterr().out
     assert "SLURM_RESTART_COUNT=2" in out
-    model_dir.verify_model_dir(tmp_path / "gcs" / "bucket" / "vsp-model")
+    model_files.verify_model_dir(tmp_path / "gcs" / "bucket" / "vsp-model")
     assert checkpoint.latest_valid(tmp_path / "gcs" / "bucket" / "aip-ckpt").step == 6
     assert not (tmp_path / "ignored").exists()
     restored = checkpoint.load_latest(tmp_path / "gcs" / "bucket" / "aip-ckpt")

@@ -13,10 +13,10 @@ import shlex
 
 import yaml
 
-from vsp.pipelines import compile as compile_module
+from vsp.components import packaging
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-COMPILED = REPO / "compiled"
+COMPILED = REPO / "src" / "vsp" / "compiled"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,18 @@ class CompiledStep:
     @property
     def program(self) -> str:
         """The Python source kfp writes to ``ephemeral_component.py``."""
-        return self.command[-1]
+        return self.command[self.program_index]
+
+    @property
+    def runtime_chunks(self) -> list[str]:
+        """The embedded runtime's command arguments, after the program."""
+        return self.command[self.program_index + 1 :]
+
+    @property
+    def program_index(self) -> int:
+        """Where the program is in ``command`` (after the shell stage that writes it)."""
+        (stage,) = [i for i, part in enumerate(self.command) if "ephemeral_component.py" in part]
+        return stage + 1
 
     def requirements(self) -> list[str]:
         """Every requirement the install stage passes to pip (flags dropped)."""
@@ -59,15 +70,17 @@ class CompiledStep:
                 found += [w for w in tail if not w.startswith("-") and w not in ('"$0"', "$0")]
         return [r for r in found if "python_version<" not in r]
 
+    def write_program(self, folder: pathlib.Path) -> pathlib.Path:
+        """Writes the program and the runtime beside it, as the step's shell stage does."""
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / packaging.RUNTIME_FILE).write_text("".join(self.runtime_chunks))
+        program = folder / "ephemeral_component.py"
+        program.write_text(self.program)
+        return program
+
     def embedded_files(self) -> dict[str, bytes]:
         """The embedded archive's files by path (``vsp/components/runtime/core/rest.py``)."""
-        match = compile_module.EMBEDDED_ARCHIVE.search(self.program)
-        assert match, f"{self.name} embeds no runtime archive"
-        return {
-            info.name.removeprefix("./"): data
-            for info, data in compile_module.archive_members(match.group(1))
-            if data is not None
-        }
+        return packaging.embedded_files(self.command)
 
     def runtime_modules(self) -> list[str]:
         """Dotted names of the embedded runtime modules."""

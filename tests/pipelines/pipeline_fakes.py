@@ -9,7 +9,7 @@ import yaml
 from vsp.components.runtime.core import errors, rest
 from vsp.pipelines import pipeline_jobs
 
-LIFECYCLE = "compiled/pipelines/cluster_lifecycle.yaml"
+LIFECYCLE = "src/vsp/compiled/pipelines/cluster_lifecycle.yaml"
 HOST = "https://us-central1-kfp.pkg.dev/test-project/pipelines"
 DIGEST = "sha256:" + "ab" * 32
 PARENT = "projects/test-project/locations/us-central1"

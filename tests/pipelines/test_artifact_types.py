@@ -55,15 +55,13 @@ def test_the_step_program_takes_the_type_from_its_embedded_archive(tmp_path):
     """The program as kfp's executor loads it, in an interpreter that cannot see the
     repository: the type is imported after the archive is unpacked, from the archive."""
     step = compiled_steps.CompiledStep.load("register_model")
-    program = tmp_path / "ephemeral_component.py"
-    program.write_text(step.program)
+    program = step.write_program(tmp_path)
     code = (
         "import runpy, sys\n"
         "sys.path = [p for p in sys.path if p and not p.startswith('/work')]\n"
         f"namespace = runpy.run_path({str(program)!r})\n"
         "module = sys.modules['vsp.components.artifact_types']\n"
-        "unpacked = namespace['__KFP_EMBEDDED_ASSET_DIR']\n"
-        "assert module.__file__.startswith(unpacked), module.__file__\n"
+        "assert '/vsp-runtime-' in module.__file__, module.__file__\n"
         "annotation = namespace['register_model'].__annotations__['model']\n"
         "print(module.VertexModel.schema_title, annotation.__args__[0] is module.VertexModel)\n"
     )
@@ -77,20 +75,16 @@ def test_the_step_program_takes_the_type_from_its_embedded_archive(tmp_path):
     assert done.stdout.strip() == "google.VertexModel True"
 
 
-def test_the_import_is_moved_after_the_archive_is_unpacked():
-    program = catalog.component_set()["register_model"].component_spec.implementation
-    text = program.container.command[-1]
+def test_the_import_comes_after_the_runtime_is_unpacked():
+    text = compiled_steps.CompiledStep.load("register_model").program
     line = "from vsp.components.artifact_types import VertexModel"
     assert text.count(line) == 1
-    assert text.index("__kfp_sys.path.insert(0, __KFP_EMBEDDED_ASSET_DIR)") < text.index(line)
+    assert text.index("__vsp_unpack_runtime()\n") < text.index(line)
 
 
-def test_an_unknown_program_shape_fails_loudly():
-    with pytest.raises(RuntimeError, match="defer_embedded_imports"):
-        packaging.defer_embedded_imports(
-            "from vsp.components.artifact_types import VertexModel\n\ndef f(): pass\n",
-            ["from vsp.components.artifact_types import VertexModel"],
-        )
+def test_an_unknown_command_shape_fails_loudly():
+    with pytest.raises(RuntimeError, match="cannot embed the runtime"):
+        packaging.embed_runtime(["sh", "-c", "python3 -m kfp.dsl.executor_main"], ["AAAA"])
 
 
 class Foreign(dsl.Artifact):

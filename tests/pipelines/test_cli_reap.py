@@ -10,7 +10,6 @@ import requests
 from click.testing import CliRunner
 
 from vsp.components.runtime.core import gcp_labels
-from vsp.components.runtime.teardown import decision as teardown
 from vsp.pipelines import cli
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
@@ -20,7 +19,7 @@ def make(emulator_api, cluster_body, cluster_id, expires_at=None):
     body = copy.deepcopy(cluster_body)
     body["labels"] = {**body["labels"], "vsp-managed": "true", "vsp-teardown": "keep"}
     if expires_at is not None:
-        body["labels"][gcp_labels.EXPIRES_AT] = teardown.format_label_time(expires_at)
+        body["labels"][gcp_labels.EXPIRES_AT] = gcp_labels.format_label_time(expires_at)
     emulator_api.create_running(cluster_id, body)
 
 

@@ -28,7 +28,7 @@ CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/us-central1/pipe
 def template(tmp_path):
     """A private copy of a compiled template (the compiled/ folder may change meanwhile)."""
     path = tmp_path / "cluster_lifecycle.yaml"
-    shutil.copyfile("compiled/pipelines/cluster_lifecycle.yaml", path)
+    shutil.copyfile("src/vsp/compiled/pipelines/cluster_lifecycle.yaml", path)
     return str(path)
 
 
@@ -367,7 +367,7 @@ def test_schedule_of_a_keeping_pipeline_is_quiet_when_the_reaper_is_scheduled(
             "schedule",
             *LOC,
             "--template",
-            "compiled/pipelines/reap_expired_clusters.yaml",
+            "reap-expired-clusters",  # a pipeline shipped with vsp, by name
             "--pipeline-root",
             "gs://bucket/root",
             "--param",

@@ -23,7 +23,6 @@ import venv
 import pytest
 
 from tests.pipelines import compiled_steps
-from vsp.pipelines import compile as compile_module
 
 NAMES = compiled_steps.component_names()
 _NAME = re.compile(r"^[A-Za-z0-9._-]+")
@@ -76,7 +75,7 @@ def undeclared_imports(step: compiled_steps.CompiledStep) -> dict[str, str]:
     sources = [
         data.decode() for path, data in step.embedded_files().items() if path.endswith(".py")
     ]
-    program = compile_module.EMBEDDED_ARCHIVE.sub("''", step.program)
+    program = step.program
     imports = set().union(*(_top_level_imports(s) for s in [*sources, program]))
     third_party = imports - set(sys.stdlib_module_names) - {"__future__", "vsp"}
     allowed = _dependency_closure([_requirement_name(r) for r in step.requirements()])
@@ -100,7 +99,9 @@ def test_the_check_catches_an_undeclared_import():
     before the trainer library left the step code)."""
     step = compiled_steps.CompiledStep.load("register_model")
     planted = step.program.replace("def register_model(", "import numpy\n\ndef register_model(")
-    changed = compiled_steps.CompiledStep(step.name, [*step.command[:-1], planted], [], "")
+    command = list(step.command)
+    command[step.program_index] = planted
+    changed = compiled_steps.CompiledStep(step.name, command, [], "")
     assert undeclared_imports(changed) == {"numpy": "numpy"}
 
 
@@ -134,8 +135,7 @@ def test_every_component_imports_in_a_fresh_venv_with_only_its_declared_packages
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     environment["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{environment.get('PATH', '')}"
     for step in steps:
-        program = tmp_path / f"{step.name}.py"
-        program.write_text(step.program)
+        program = step.write_program(tmp_path / step.name)
         command = [
             "sh",
             "-c",

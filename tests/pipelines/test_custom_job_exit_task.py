@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from tests.pipelines import exit_tasks
-from vsp.components.runtime.training import custom_job_backend
+from vsp.components.runtime.training.backends import custom_job
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
@@ -28,8 +28,8 @@ _restore_logging = pytest.fixture(autouse=True)(exit_tasks.saved_step_loggers)
 def _job(server, pipeline_run: str, seconds: float) -> dict:
     """A CustomJob labelled as ``train_custom_job`` labels its attempts."""
     labels = {
-        custom_job_backend.PIPELINE_RUN_LABEL: custom_job_backend.run_label(pipeline_run),
-        custom_job_backend.RUN_KEY_LABEL: "vsp-train-" + custom_job_backend.run_label(pipeline_run),
+        custom_job.PIPELINE_RUN_LABEL: custom_job.run_label(pipeline_run),
+        custom_job.RUN_KEY_LABEL: "vsp-train-" + custom_job.run_label(pipeline_run),
     }
     body = {
         "displayName": "train-attempt-0",
@@ -81,7 +81,7 @@ def test_a_failed_or_cancelled_run_cancels_its_running_custom_job(
     cancels = [e["path"] for e in server.journal() if e["path"].endswith(":cancel")]
     assert cancels == [f"/v1/{mine['name']}:cancel"]
     lists = [e for e in server.journal() if e["method"] == "GET" and e["path"].endswith("Jobs")]
-    label = custom_job_backend.run_label(RUN)
+    label = custom_job.run_label(RUN)
     assert lists[-1]["query"]["filter"] == f'labels.vsp-pipeline-run="{label}"'
     deadline = time.monotonic() + 10
     while _state(server, mine["name"]) != "JOB_STATE_CANCELLED":

@@ -17,25 +17,30 @@ import pathlib
 import yaml
 
 from vsp.components import catalog
-from vsp.components.runtime.cluster import runner as cluster_runner
-from vsp.components.runtime.slurm import train_runner
+from vsp.components.runtime.steps import (
+    create_cluster,
+    delete_cluster,
+    train_custom_job,
+    train_on_cluster,
+)
 from vsp.components.runtime.teardown import decision
-from vsp.components.runtime.training import custom_job_runner, custom_job_spec, recovery
+from vsp.components.runtime.training import recovery
+from vsp.components.runtime.training.backends import custom_job_spec
 
-COMPILED = pathlib.Path(__file__).resolve().parents[2] / "compiled" / "pipelines"
+COMPILED = pathlib.Path(__file__).resolve().parents[2] / "src" / "vsp" / "compiled" / "pipelines"
 
 # Component -> (runtime callable, {runtime parameter: component parameter it comes from}); a
 # runtime parameter not in the map is compared with the component parameter of the same name.
 RUNTIME_ENTRIES = {
     "decide_teardown": [(decision.TeardownInputs, {})],
     "check_run_parameters": [(decision.TeardownInputs, {})],
-    "train_on_cluster": [(train_runner.train_on_cluster, {}), (recovery.SpotRecovery, {})],
+    "train_on_cluster": [(train_on_cluster.train_on_cluster, {}), (recovery.SpotRecovery, {})],
     "train_custom_job": [
-        (custom_job_runner.train_custom_job, {}),
+        (train_custom_job.train_custom_job, {}),
         (custom_job_spec.CustomJobTraining, {"timeout_seconds": "attempt_timeout_seconds"}),
     ],
-    "create_cluster": [(cluster_runner.create_cluster, {})],
-    "delete_cluster": [(cluster_runner.delete_cluster, {})],
+    "create_cluster": [(create_cluster.create_cluster, {})],
+    "delete_cluster": [(delete_cluster.delete_cluster, {})],
 }
 # (component, parameter): the component turns 0 into None ("not set") before the runtime.
 ZERO_MEANS_UNSET = {
@@ -125,7 +130,7 @@ def runtime_defaults(entry) -> dict:
 def runtime_drift(component: str, entries: list) -> list[str]:
     mine = {
         p.name: p.default
-        for p in inspect.signature(catalog.COMPONENT_FUNCTIONS[component]).parameters.values()
+        for p in inspect.signature(catalog.declarations()[component]).parameters.values()
         if p.default is not inspect.Parameter.empty
     }
     found = []

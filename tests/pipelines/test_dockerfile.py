@@ -11,7 +11,6 @@ import sys
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from tests.pipelines.test_wheel import FOLDERS
 from vsp.components import packaging
 from vsp.pipelines import runtime_lock
 
@@ -63,13 +62,13 @@ def test_the_image_installs_exactly_the_lock_with_hashes_then_the_wheel_without_
     ]
 
 
-def test_the_wheel_stage_copies_every_source_folder_of_the_package():
+def test_the_wheel_stage_copies_the_source_folder_of_the_package():
     instructions = parsed().structure
     wheel_stage = instructions[: instructions.index(final_stage(instructions)[0])]
     copied = {
         shlex.split(i["value"])[0].rstrip("/") for i in wheel_stage if i["instruction"] == "COPY"
     }
-    assert set(FOLDERS.values()) | {"pyproject.toml"} <= copied
+    assert {"src", "pyproject.toml"} <= copied  # src/ holds the whole package
     kept = DOCKERIGNORE.read_text().splitlines()
     sources = copied | {"requirements/runtime.lock", "README.md"}
     assert sorted(s for s in sources if f"!{s}" not in kept and f"!{s}/" not in kept) == []

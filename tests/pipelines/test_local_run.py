@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from vsp import vertex_emulator
-from vsp.components.runtime.trainer import history as checkpoint_history
+from vsp.components.runtime.trainer import history
 from vsp.components.runtime.training import goodput
 from vsp.pipelines import local_run, registry, run_console, run_summary
 
@@ -172,7 +172,7 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     log_file = pathlib.Path(arguments["log_directory"]) / "slurm-1.out"
     trainer_log = log_file.read_text()
     saves = trainer_log.count("saved checkpoint at step")
-    records = checkpoint_history.read(checkpoints)
+    records = history.read(checkpoints)
     assert len([r for r in records if r.event == "save"]) == saves >= 4
     starts = [r.event for r in records if r.event != "save"]
     assert starts == ["start"] + ["resume"] * (len(starts) - 1)

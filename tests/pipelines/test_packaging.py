@@ -32,9 +32,15 @@ def test_runtime_imports_reads_every_import_form():
 
 
 def test_closure_follows_imports_transitively():
-    closure = packaging.runtime_closure({"cluster.runner"})
-    # cluster.runner -> cluster.ops -> core.operations -> core.polling: found through two hops.
-    expected = {"cluster.runner", "cluster.ops", "core.operations", "core.polling", "core.errors"}
+    closure = packaging.runtime_closure({"steps.create_cluster"})
+    # steps.create_cluster -> cluster.ops -> core.operations -> core.polling: two hops.
+    expected = {
+        "steps.create_cluster",
+        "cluster.ops",
+        "core.operations",
+        "core.polling",
+        "core.errors",
+    }
     assert expected <= closure
     assert "training.supervisor" not in closure and "registry.client" not in closure
 
@@ -54,21 +60,21 @@ def test_an_import_of_a_missing_module_names_it(monkeypatch, tmp_path):
 
 
 def test_cluster_components_do_not_carry_the_training_runtime():
-    modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS["delete_cluster"])
-    assert "cluster.runner" in modules
+    modules = packaging.component_modules(catalog.declarations()["delete_cluster"])
+    assert "steps.delete_cluster" in modules
     # The Slurm client comes along for the in-use check before a delete; training does not.
-    assert {"cluster.in_use", "slurm.api"} <= modules
-    assert not {m for m in modules if m.startswith("training.") or m == "slurm.train_runner"}
+    assert {"teardown.in_use", "slurm.api"} <= modules
+    assert not {m for m in modules if m.startswith("training.") or m == "steps.train_on_cluster"}
 
 
-@pytest.mark.parametrize("name", sorted(catalog.COMPONENT_FUNCTIONS))
-def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
-    """Import each staged module in a fresh interpreter that cannot see the repository.
+@pytest.mark.parametrize("name", sorted(catalog.declarations()))
+def test_every_embedded_module_imports_from_the_staged_copy_alone(name, tmp_path):
+    """Import each embedded module in a fresh interpreter that cannot see the repository.
 
-    ``-B``: no ``__pycache__`` may appear in the staged copy, which is what gets embedded.
+    ``-B``: no ``__pycache__`` may appear in the staged copy (what a step unpacks).
     """
-    modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS[name])
-    staged = packaging.staged_runtime(modules)
+    modules = packaging.component_modules(catalog.declarations()[name])
+    staged = str(packaging.write_files(packaging.runtime_files(modules), tmp_path / "staged"))
     code = (
         "import importlib, sys\n"
         f"sys.path = [{staged!r}] + [p for p in sys.path if p and p != {str(REPO)!r}]\n"
@@ -81,16 +87,21 @@ def test_every_embedded_module_imports_from_the_staged_copy_alone(name):
 
 
 def test_custom_job_component_does_not_embed_the_slurm_client():
-    modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS["train_custom_job"])
-    assert {"training.custom_job_backend", "training.runner", "training.supervisor"} <= modules
+    modules = packaging.component_modules(catalog.declarations()["train_custom_job"])
+    assert {
+        "steps.train_custom_job",
+        "training.backends.custom_job",
+        "training.driver",
+        "training.supervisor",
+    } <= modules
     assert not {m for m in modules if m.startswith(("slurm.", "cluster."))}
 
 
-@pytest.mark.parametrize("name", sorted(catalog.COMPONENT_FUNCTIONS))
+@pytest.mark.parametrize("name", sorted(catalog.declarations()))
 def test_no_step_embeds_the_numpy_trainer_library(name):
     """Steps read manifests with the standard library (``manifests``); writing checkpoints and
     models (numpy) is the trainer's side."""
-    modules = packaging.component_modules(catalog.COMPONENT_FUNCTIONS[name])
+    modules = packaging.component_modules(catalog.declarations()[name])
     assert not modules & {"trainer.checkpoint", "trainer.model_files"}
 
 
@@ -103,5 +114,5 @@ def test_commands_exec_into_python_so_pid_1_gets_sigterm():
 
 
 def test_an_unknown_command_shape_fails_loudly():
-    with pytest.raises(RuntimeError, match="exec_in_place"):
+    with pytest.raises(RuntimeError, match="cannot make the step exec into Python"):
         packaging.exec_in_place(["sh", "-c", "python3 -m something_else"])

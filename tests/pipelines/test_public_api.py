@@ -12,9 +12,9 @@ import yaml
 from kfp.dsl import base_component
 
 import vsp.components
-from vsp.components import catalog, cluster, training
+from vsp.components import catalog, cluster, declare, packaging, training
 
-COMPILED = pathlib.Path(__file__).resolve().parents[2] / "compiled"
+COMPILED = pathlib.Path(__file__).resolve().parents[2] / "src" / "vsp" / "compiled"
 
 
 def test_all_lists_every_component_and_the_helpers():
@@ -37,7 +37,7 @@ def test_all_lists_every_component_and_the_helpers():
         "component_set",
         "load",
     ]
-    assert sorted(vsp.components.COMPONENTS) == sorted(catalog.COMPONENT_FUNCTIONS)
+    assert sorted(vsp.components.COMPONENTS) == sorted(catalog.declarations())
 
 
 @pytest.mark.parametrize("name", vsp.components.COMPONENTS)
@@ -48,7 +48,7 @@ def test_each_name_is_the_built_component_the_pipelines_use(name):
     assert component.name == name.replace("_", "-")
     # The runtime is embedded: that is what a bare dsl.component of the function lacks.
     command = "\n".join(component.component_spec.implementation.container.command)
-    assert "__KFP_EMBEDDED_ARCHIVE_B64" in command
+    assert packaging.RUNTIME_FILE in command
 
 
 def test_declaration_modules_give_the_component_not_the_plain_function():
@@ -59,10 +59,48 @@ def test_declaration_modules_give_the_component_not_the_plain_function():
     assert train_on_cluster is vsp.components.train_on_cluster
     assert ensure_slurm_account is vsp.components.ensure_slurm_account
     assert not inspect.isfunction(cluster.create_cluster)
-    assert inspect.isfunction(cluster.DECLARATIONS["create_cluster"])
-    assert set(training.DECLARATIONS) == {"train_on_cluster", "ensure_slurm_account"}
+    # The declaration itself stays reachable, for other images (catalog.component_set).
+    assert inspect.isfunction(declare.DECLARED["create_cluster"])
+    assert cluster.create_cluster.python_func is declare.DECLARED["create_cluster"]
     with pytest.raises(AttributeError, match="has no attribute 'train_on_clusterr'"):
         training.train_on_clusterr  # noqa: B018
+
+
+def test_a_name_declared_twice_is_refused():
+    def create_cluster(project: str) -> str:
+        """A second create_cluster."""
+        return project
+
+    with pytest.raises(ValueError, match="'create_cluster' is declared twice"):
+        declare.component(create_cluster)
+
+
+def test_every_component_body_hands_its_parameters_to_its_entry_module():
+    """The one declaration form: ``params = dict(locals())``, the import, ``main(**params)``;
+    and each entry's ``main`` takes exactly the component's parameters."""
+    import ast
+    import importlib
+    import textwrap
+
+    for name, func in catalog.declarations().items():
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+        body = tree.body[0].body[1:]  # after the docstring
+        assert [ast.unparse(node) for node in body] == [
+            "params = dict(locals())",
+            f"from vsp.components.runtime.steps import {name}",
+            f"return {name}.main(**params)",
+        ], name
+        module = importlib.import_module(f"vsp.components.runtime.steps.{name}")
+        declared = set(inspect.signature(func).parameters)
+        accepted = inspect.signature(module.main).parameters
+        named = {n for n, p in accepted.items() if p.kind is p.KEYWORD_ONLY}
+        if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+            # The rest go through as a group the entry names in a table (or all, for the check).
+            tables = [v for k, v in vars(module).items() if k.endswith("_PARAMETERS")]
+            rest = set(tables[0]) if tables else declared - named
+            assert named <= declared and (named | rest) == declared, name
+        else:
+            assert named == declared, name
 
 
 @pytest.mark.parametrize("name", ["create_cluster", "train_on_cluster", "register_model"])
@@ -86,7 +124,7 @@ def test_the_runtime_import_does_not_import_kfp():
     code = (
         "import sys\n"
         "import vsp.components.runtime.core.step\n"
-        "import vsp.components.runtime.slurm.train_runner\n"
+        "import vsp.components.runtime.steps.train_on_cluster\n"
         "print(sorted(m for m in sys.modules if m == 'kfp' or m.startswith('kfp.')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

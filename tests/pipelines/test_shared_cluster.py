@@ -39,7 +39,7 @@ def _start(tmp_path, name: str, steps: int, environment: dict) -> subprocess.Pop
         args += ["--param", f"{key}={value}"]
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed by the process end
     return subprocess.Popen(
-        [sys.executable, "-c", "from pipelines.cli import main; main()", *args],
+        [sys.executable, "-c", "from vsp.pipelines.cli import main; main()", *args],
         env=environment, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 

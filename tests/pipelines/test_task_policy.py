@@ -134,7 +134,7 @@ def test_caching_override_of_a_registry_template_is_refused():
 
 
 def test_default_cluster_ids_come_from_the_pipeline_names_and_differ():
-    from vsp.components.runtime.cluster import rules_base as cluster_rules_base  # noqa: PLC0415
+    from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
     from vsp.pipelines import cluster_lifecycle, cluster_tasks, slurm_spot_training  # noqa: PLC0415
 
     defaults = {}
@@ -142,7 +142,7 @@ def test_default_cluster_ids_come_from_the_pipeline_names_and_differ():
         spec = _spec(module.NAME.replace("-", "_"))
         default = spec["root"]["inputDefinitions"]["parameters"]["cluster_id"]["defaultValue"]
         assert default == cluster_tasks.default_cluster_id(module.NAME)
-        assert cluster_rules_base.SLURM_CLUSTER_ID.fullmatch(default)
+        assert rules_base.SLURM_CLUSTER_ID.fullmatch(default)
         defaults[module.NAME] = default
     assert len(set(defaults.values())) == 2
     assert cluster_tasks.default_cluster_id("2024 pipeline")[0].isalpha()

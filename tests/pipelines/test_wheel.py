@@ -14,27 +14,16 @@ import zipfile
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# Source folder of each top-level subpackage of ``vsp`` (pyproject's package-dir).
-FOLDERS = {
-    "vsp": "vsp",
-    "vsp/components": "components",
-    "vsp/pipelines": "pipelines",
-    "vsp/vertex_emulator": "vertex_emulator",
-    "vsp/examples": "examples",
-    "vsp/compiled": "compiled",
-}
+SRC = REPO / "src"
 
 
 def expected_packages() -> set[str]:
-    """Every package directory of the source tree, as its path inside the wheel."""
-    found = set()
-    for inside, folder in FOLDERS.items():
-        for init in (REPO / folder).rglob("__init__.py"):
-            if "__pycache__" in init.parts:
-                continue
-            relative = init.parent.relative_to(REPO / folder)
-            found.add(inside if str(relative) == "." else f"{inside}/{relative.as_posix()}")
-    return found
+    """Every package directory of the source tree (src/vsp), as its path inside the wheel."""
+    return {
+        init.parent.relative_to(SRC).as_posix()
+        for init in (SRC / "vsp").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
 
 
 def layout_problems(names: list[str], expected: set[str]) -> list[str]:
@@ -52,9 +41,8 @@ def wheel_path(tmp_path_factory) -> pathlib.Path:
     source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for folder in FOLDERS.values():
-        skip = shutil.ignore_patterns("__pycache__")
-        shutil.copytree(REPO / folder, source / folder, ignore=skip)
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(SRC / "vsp", source / "src" / "vsp", ignore=skip)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
         check=True,
@@ -85,8 +73,7 @@ def test_the_wheel_ships_every_compiled_template(wheel_names):
         n for n in wheel_names if n.startswith("vsp/compiled/") and n.endswith(".yaml")
     )
     committed = sorted(
-        f"vsp/compiled/{p.relative_to(REPO / 'compiled').as_posix()}"
-        for p in (REPO / "compiled").rglob("*.yaml")
+        p.relative_to(SRC).as_posix() for p in (SRC / "vsp" / "compiled").rglob("*.yaml")
     )
     assert shipped == committed
     assert "vsp/compiled/components/train_on_cluster.yaml" in shipped

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from slurm_fakes import REF, FakeRest
 
-from vsp.components.runtime.slurm import api as slurm_api
+from vsp.components.runtime.slurm import api
 
 
 @pytest.fixture(params=["body", "structuredBody"])
@@ -14,5 +14,5 @@ def fake(request) -> FakeRest:
 
 
 @pytest.fixture
-def client(fake) -> slurm_api.SlurmClient:
-    return slurm_api.SlurmClient(fake, REF)
+def client(fake) -> api.SlurmClient:
+    return api.SlurmClient(fake, REF)

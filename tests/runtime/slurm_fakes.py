@@ -11,10 +11,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.cluster import resource
+from vsp.components.runtime.slurm import script
 
-REF = cluster_resource.ClusterRef("proj", "us-central1", "c1")
+REF = resource.ClusterRef("proj", "us-central1", "c1")
 PROXY = "v1beta1/projects/proj/locations/us-central1/modelDevelopmentClusters/c1:callSlurmRestApi"
 
 
@@ -67,7 +67,7 @@ class FakeRest:
         ]
 
 
-def make_job(**overrides) -> slurm_script.JobDescription:
+def make_job(**overrides) -> script.JobDescription:
     fields = dict(
         run_key="run-1",
         partition="spot",
@@ -77,7 +77,7 @@ def make_job(**overrides) -> slurm_script.JobDescription:
         warning_signal="USR1@30",
     )
     fields.update(overrides)
-    return slurm_script.JobDescription(**fields)
+    return script.JobDescription(**fields)
 
 
 def err(number, text, description=""):

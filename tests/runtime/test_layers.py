@@ -1,103 +1,163 @@
-"""The runtime's dependency rules (written in ``vsp/components/runtime/__init__.py``).
+"""The runtime's structure: its layers in one order, and no import cycle between its modules.
 
-Read from the sources with ``ast`` (every import, function bodies included), so a rule broken
-anywhere fails here with the file and the import named. Each rule is also shown to catch a
-planted violation.
+The order is written once, as import-linter contracts in ``pyproject.toml``
+(``[tool.importlinter]``): steps > registry | teardown | training > slurm > cluster > trainer >
+core, no kfp anywhere in the runtime, no numpy below the trainer library. ``lint-imports``
+checks them here on the sources, and on a staged copy with a violation planted, to show it
+catches one. Import-linter's layers do not look inside a package, so cycles between modules
+(of one package or several) are found here from the sources with ``ast``; a planted one is
+caught too.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 
-RUNTIME = pathlib.Path(__file__).resolve().parents[2] / "components" / "runtime"
+import tomllib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RUNTIME = REPO / "src" / "vsp" / "components" / "runtime"
 PREFIX = "vsp.components.runtime."
-
-# Subpackage -> the subpackages it may import (besides itself).
-ALLOWED = {
-    "core": set(),
-    "trainer": {"core"},
-    "training": {"core", "trainer"},
-    "teardown": {"core", "cluster"},
-    "registry": {"core", "trainer", "teardown", "training", "cluster"},
-    "slurm": {"core", "cluster", "trainer", "training"},
-    "cluster": {"core", "slurm", "teardown"},
-}
-# What step code (everything but ``trainer``) may import from ``trainer``: the numpy-free files.
-TRAINER_FOR_STEPS = {"contract", "history", "manifests", "policy"}
+LAYERS = [
+    "steps",
+    "registry | teardown | training",
+    "slurm",
+    "cluster",
+    "trainer",
+    "core",
+]
 
 
-def imports(source: str) -> list[str]:
-    """Every module a source imports, as dotted names (``from a import b`` gives ``a.b``)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found += [f"{node.module}.{alias.name}" for alias in node.names]
-    return found
+def contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
 
-def violations(sources: dict[str, str]) -> list[str]:
-    """Broken rules of runtime sources given as ``{"SUB/NAME.py": source}``."""
-    found = []
-    for path, source in sorted(sources.items()):
-        sub = path.split("/")[0] if "/" in path else ""
-        for name in imports(source):
-            top = name.split(".")[0]
-            if top == "kfp":
-                found.append(f"{path}: imports kfp ({name}); the runtime never does")
-            if top == "numpy" and sub != "trainer":
-                found.append(f"{path}: imports numpy ({name}); only trainer/ may")
-            if not name.startswith(PREFIX):
-                continue
-            target = name[len(PREFIX) :].split(".")
-            other = target[0]
-            if sub == "" or other == sub:
-                continue
-            if other not in ALLOWED.get(sub, set()):
-                found.append(f"{path}: imports {other}/ ({name}); {sub}/ may import {ALLOWED[sub]}")
-            if other == "trainer" and len(target) > 1 and target[1] not in TRAINER_FOR_STEPS:
-                found.append(
-                    f"{path}: imports trainer.{target[1]}; steps use contract, manifests, policy"
-                )
-    return found
+def lint_imports(config: pathlib.Path, path_entry: pathlib.Path | None = None):
+    env = dict(os.environ)
+    if path_entry is not None:
+        env["PYTHONPATH"] = str(path_entry)
+    lint = pathlib.Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(lint), str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+    )
 
 
-def runtime_sources() -> dict[str, str]:
-    return {str(p.relative_to(RUNTIME)): p.read_text() for p in RUNTIME.rglob("*.py")}
-
-
-def test_every_module_sits_in_a_known_subpackage():
-    subpackages = {p.parent.name for p in RUNTIME.rglob("*.py") if p.parent != RUNTIME}
-    assert subpackages == set(ALLOWED)
+def test_the_layer_rule_is_one_order_over_every_runtime_package():
+    (layers,) = [c for c in contracts() if c["type"] == "layers"]
+    assert [layer.replace(PREFIX, "") for layer in layers["layers"]] == LAYERS
+    named = {name.strip() for layer in LAYERS for name in layer.split("|")}
+    packages = {p.name for p in RUNTIME.iterdir() if (p / "__init__.py").is_file()}
+    assert named == packages
     assert [p.name for p in RUNTIME.glob("*.py")] == ["__init__.py"]
 
 
-def test_the_runtime_keeps_its_dependency_rules():
-    assert violations(runtime_sources()) == []
+def test_the_runtime_keeps_its_contracts():
+    done = lint_imports(REPO / "pyproject.toml")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "3 kept, 0 broken" in done.stdout
 
 
-def test_the_rules_are_written_where_the_runtime_says():
-    text = (RUNTIME / "__init__.py").read_text()
-    assert "Dependency rules" in text and "test_layers.py" in text
+def staged_runtime(root: pathlib.Path) -> pathlib.Path:
+    """A copy of the runtime as package ``vsp.components.runtime`` under ``root``."""
+    for package in (root / "vsp", root / "vsp" / "components"):
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").write_text("")
+    shutil.copytree(
+        RUNTIME, root / "vsp" / "components" / "runtime", ignore=shutil.ignore_patterns("*.pyc")
+    )
+    return root / "vsp" / "components" / "runtime"
 
 
-def test_planted_violations_are_caught():
-    planted = {
-        "core/errors.py": "from vsp.components.runtime.cluster import spec\n",
-        "training/runner.py": "def f():\n    import kfp\n",
-        "slurm/api.py": "import numpy as np\n",
-        "registry/runner.py": "from vsp.components.runtime.trainer import checkpoint\n",
-        "training/metrics.py": "from vsp.components.runtime.slurm.api import SlurmClient\n",
-        "trainer/checkpoint.py": "import numpy\nfrom vsp.components.runtime.core import errors\n",
+def test_a_planted_layer_violation_is_caught(tmp_path):
+    runtime = staged_runtime(tmp_path / "staged")
+    errors_module = runtime / "core" / "errors.py"
+    errors_module.write_text(
+        errors_module.read_text() + "\nfrom vsp.components.runtime.steps import delete_cluster\n"
+    )
+    config = tmp_path / "pyproject.toml"
+    config.write_text((REPO / "pyproject.toml").read_text())
+    done = lint_imports(config, tmp_path / "staged")
+    assert done.returncode == 1, done.stdout[-3000:]
+    said = " ".join(done.stdout.split())  # lint-imports wraps long lines
+    assert "2 kept, 1 broken" in said
+    assert (
+        "vsp.components.runtime.core.errors -> vsp.components.runtime.steps.delete_cluster" in said
+    )
+
+
+def module_imports(sources: dict[str, str]) -> dict[str, set[str]]:
+    """``{module: runtime modules it imports}`` for sources given as ``{dotted name: text}``."""
+    found: dict[str, set[str]] = {}
+    for name, source in sources.items():
+        targets = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if not node.module.startswith(PREFIX):
+                    continue
+                dotted = node.module[len(PREFIX) :]
+                if dotted in sources:
+                    targets.add(dotted)
+                targets.update(f"{dotted}.{a.name}" for a in node.names)
+        found[name] = targets & set(sources)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(groups)
+
+
+def runtime_sources() -> dict[str, str]:
+    return {
+        ".".join(p.relative_to(RUNTIME).with_suffix("").parts): p.read_text()
+        for p in RUNTIME.rglob("*.py")
+        if p.name != "__init__.py"
     }
-    found = violations(planted)
-    assert len(found) == 5, found
-    assert [line.split(":")[0] for line in found] == [
-        "core/errors.py",
-        "registry/runner.py",
-        "slurm/api.py",
-        "training/metrics.py",
-        "training/runner.py",
-    ]
+
+
+def test_no_import_cycle_between_runtime_modules():
+    sources = runtime_sources()
+    assert len(sources) > 80
+    assert cycles(module_imports(sources)) == []
+
+
+def test_a_planted_module_cycle_is_caught():
+    sources = runtime_sources()
+    sources["training.goodput"] += "\nfrom vsp.components.runtime.training import metrics\n"
+    assert cycles(module_imports(sources)) == [["training.goodput", "training.metrics"]]

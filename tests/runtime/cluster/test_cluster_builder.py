@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from vsp.components.runtime.cluster import builder as cluster_builder
-from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import rules
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors
 
@@ -22,7 +22,7 @@ H100 = {
 
 
 def full() -> cluster_spec.ClusterSpec:
-    return cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml")
+    return rules.load_cluster_spec(DATA / "cluster_full.yaml")
 
 
 # ---- build_cluster_spec ----
@@ -153,7 +153,7 @@ def test_only_the_parameters_create_cluster_passes_are_taken():
     from vsp.components import catalog  # noqa: PLC0415
 
     builder = set(inspect.signature(cluster_builder.build_cluster_spec).parameters) - {"validate"}
-    component = set(inspect.signature(catalog.COMPONENT_FUNCTIONS["create_cluster"]).parameters)
+    component = set(inspect.signature(catalog.declarations()["create_cluster"]).parameters)
     assert builder <= component
     with pytest.raises(TypeError):
         cluster_builder.build_cluster_spec(node_pools=[{"id": "cpu"}])

@@ -7,8 +7,7 @@ import pathlib
 
 import pytest
 
-from vsp.components.runtime.cluster import builder as cluster_builder
-from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import builder, rules
 from vsp.components.runtime.cluster import spec as cluster_spec
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -17,7 +16,7 @@ HOME = "projects/acme-ml/locations/us-central1-b/instances/home"
 
 
 def full() -> cluster_spec.ClusterSpec:
-    return cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml")
+    return rules.load_cluster_spec(DATA / "cluster_full.yaml")
 
 
 def api_cluster() -> dict:
@@ -26,11 +25,11 @@ def api_cluster() -> dict:
 
 def changed(**updates) -> cluster_spec.ClusterSpec:
     """The full spec with ``merge_spec`` overrides applied."""
-    return cluster_rules.parse_cluster_spec(cluster_builder.merge_spec(full(), updates))
+    return rules.parse_cluster_spec(builder.merge_spec(full(), updates))
 
 
 def test_identical_specs_have_no_diff():
-    diff = cluster_builder.diff_cluster(full(), full())
+    diff = builder.diff_cluster(full(), full())
 
     assert diff.is_empty and diff.immutable == [] and diff.update_mask == []
 
@@ -38,7 +37,7 @@ def test_identical_specs_have_no_diff():
 def test_the_api_answer_of_the_same_cluster_has_no_diff():
     actual = cluster_spec.ClusterSpec.from_api(api_cluster())
 
-    diff = cluster_builder.diff_cluster(full(), actual)
+    diff = builder.diff_cluster(full(), actual)
 
     assert diff.changes == []
 
@@ -48,7 +47,7 @@ def test_machine_change_is_immutable():
     pools[2]["machine_spec"].update(machine_type="a4-highgpu-8g", accelerator_type="NVIDIA_B200")
     desired = changed(node_pools=pools)
 
-    diff = cluster_builder.diff_cluster(desired, full())
+    diff = builder.diff_cluster(desired, full())
 
     assert diff.immutable == [
         "node_pools[ondemand].machine_spec.machine_type: 'a3-highgpu-8g' -> 'a4-highgpu-8g'",
@@ -62,7 +61,7 @@ def test_config_change_gives_the_exact_update_mask():
         orchestrator_spec={"slurm_spec": {"config": {"PreemptExemptTime": "00:30:00"}}}
     )
 
-    diff = cluster_builder.diff_cluster(desired, full())
+    diff = builder.diff_cluster(desired, full())
 
     assert diff.immutable == []
     assert diff.update_mask == [f"{SLURM}.config"]
@@ -88,7 +87,7 @@ def test_several_mutable_changes_give_an_ordered_mask():
         },
     }
 
-    diff = cluster_builder.diff_cluster(changed(**overrides), full())
+    diff = builder.diff_cluster(changed(**overrides), full())
 
     assert diff.immutable == []
     assert diff.update_mask == [
@@ -117,7 +116,7 @@ def test_several_mutable_changes_give_an_ordered_mask():
     ],
 )
 def test_immutable_top_level_changes(overrides, immutable_path):
-    diff = cluster_builder.diff_cluster(changed(**overrides), full())
+    diff = builder.diff_cluster(changed(**overrides), full())
 
     assert [c.path for c in diff.changes] == [immutable_path]
     assert diff.immutable[0].startswith(f"{immutable_path}: ")
@@ -129,7 +128,7 @@ def test_provisioning_and_confidential_changes_are_immutable():
     pools[1]["provisioning_model"] = "ON_DEMAND"
     pools[2]["confidential_instance_config"] = {"confidential_instance_type": "TDX"}
 
-    diff = cluster_builder.diff_cluster(changed(node_pools=pools), full())
+    diff = builder.diff_cluster(changed(node_pools=pools), full())
 
     assert [c.path for c in diff.changes] == [
         "node_pools[spot].provisioning_model",
@@ -141,8 +140,8 @@ def test_provisioning_and_confidential_changes_are_immutable():
 def test_pool_added_or_removed_is_a_node_pools_update():
     pools = full().model_dump(exclude_none=True)["node_pools"]
 
-    added = cluster_builder.diff_cluster(changed(node_pools=[*pools, {"id": "extra"}]), full())
-    removed = cluster_builder.diff_cluster(changed(node_pools=pools[:2]), full())
+    added = builder.diff_cluster(changed(node_pools=[*pools, {"id": "extra"}]), full())
+    removed = builder.diff_cluster(changed(node_pools=pools[:2]), full())
 
     assert [str(c) for c in added.changes] == ["node_pools[extra]: None -> '<added>'"]
     assert [str(c) for c in removed.changes] == ["node_pools[ondemand]: '<present>' -> None"]
@@ -153,13 +152,13 @@ def test_vsp_labels_are_ignored():
     actual = changed(labels={"vsp-managed": "true", "vsp-run": "r1"})
     desired = changed(labels={"vsp-managed": "false"})
 
-    diff = cluster_builder.diff_cluster(desired, actual)
+    diff = builder.diff_cluster(desired, actual)
 
     assert diff.is_empty
 
 
 def test_api_defaults_and_omitted_zeros_are_tolerated():
-    desired = cluster_rules.parse_cluster_spec(
+    desired = rules.parse_cluster_spec(
         {
             "display_name": "t",
             "node_pools": [
@@ -193,7 +192,7 @@ def test_api_defaults_and_omitted_zeros_are_tolerated():
         }
     )
 
-    assert cluster_builder.diff_cluster(desired, actual).is_empty
+    assert builder.diff_cluster(desired, actual).is_empty
 
 
 def test_durations_and_resource_name_spellings_compare_by_meaning():
@@ -203,7 +202,7 @@ def test_durations_and_resource_name_spellings_compare_by_meaning():
             {"id": "f", "provisioning_model": "FLEX_START", "flex_start_max_duration": "3600s"}
         ],
     }
-    desired = cluster_rules.parse_cluster_spec(base)
+    desired = rules.parse_cluster_spec(base)
     actual = cluster_spec.ClusterSpec.from_api(
         {
             "network": {
@@ -215,21 +214,21 @@ def test_durations_and_resource_name_spellings_compare_by_meaning():
         }
     )
 
-    assert cluster_builder.diff_cluster(desired, actual).is_empty
+    assert builder.diff_cluster(desired, actual).is_empty
     other = cluster_spec.ClusterSpec.from_api(
         {"network": {"network": "projects/42/global/networks/m"}}
     )
-    assert cluster_builder.diff_cluster(desired, other).immutable[0].startswith("network.network")
+    assert builder.diff_cluster(desired, other).immutable[0].startswith("network.network")
 
 
 def test_flex_duration_change_is_a_node_pools_update():
-    desired = cluster_rules.parse_cluster_spec(
+    desired = rules.parse_cluster_spec(
         {"node_pools": [{"id": "f", "flex_start_max_duration": "7200s"}]}
     )
-    actual = cluster_rules.parse_cluster_spec(
+    actual = rules.parse_cluster_spec(
         {"node_pools": [{"id": "f", "flex_start_max_duration": "3600s"}]}
     )
 
-    diff = cluster_builder.diff_cluster(desired, actual)
+    diff = builder.diff_cluster(desired, actual)
 
     assert diff.update_mask == ["node_pools"] and diff.immutable == []

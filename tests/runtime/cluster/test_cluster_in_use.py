@@ -8,18 +8,15 @@ import time
 
 import pytest
 
-from vsp.components.runtime.cluster import in_use as cluster_in_use
-from vsp.components.runtime.cluster import reaper as cluster_reaper
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import runner as cluster_step
+from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import gcp_labels, rest
-from vsp.components.runtime.slurm import api as slurm_api
-from vsp.components.runtime.slurm import script as slurm_script
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.slurm import api, script
+from vsp.components.runtime.steps import delete_cluster
+from vsp.components.runtime.teardown import in_use, reaper
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "shared"
-REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
 
 
@@ -30,9 +27,9 @@ def cluster(slurm_cluster):
 
 def _start_job(tmp_path, pipeline_run: str, seconds: float = 60) -> int:
     """A job of another run's training, as ``train_on_cluster`` submits it."""
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
+    client = api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
     job_id = client.submit(
-        slurm_script.JobDescription(
+        script.JobDescription(
             run_key=f"vsp-{pipeline_run}-train",
             partition="spot",
             working_directory=str(tmp_path),
@@ -61,7 +58,7 @@ def _labels(server):
 
 
 def _delete(pipeline_run):
-    return cluster_step.delete_cluster(
+    return delete_cluster.delete_cluster(
         project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run=pipeline_run,
         timeout_seconds=60,
     )  # fmt: skip
@@ -77,10 +74,10 @@ def test_run_b_does_not_delete_the_cluster_run_a_trains_on(cluster, tmp_path):
     assert len(queue_reads) == 1  # the live queue, read right before the decision
     assert _cluster_writes(cluster) == [("PATCH", CLUSTER)]  # labels only, no DELETE
     labels = _labels(cluster)
-    assert labels[gcp_labels.TEARDOWN] == cluster_in_use.IN_USE
-    expires = teardown.parse_label_time(labels[gcp_labels.EXPIRES_AT])
+    assert labels[gcp_labels.TEARDOWN] == in_use.IN_USE
+    expires = gcp_labels.parse_label_time(labels[gcp_labels.EXPIRES_AT])
     assert 29 * 60 < expires - time.time() <= 30 * 60
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
+    client = api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
     assert client.get_job(job).base_state == "RUNNING"
 
 
@@ -94,7 +91,7 @@ def test_a_run_deletes_the_cluster_when_only_its_own_jobs_are_there(cluster, tmp
 @pytest.mark.slow
 def test_finished_jobs_of_other_runs_do_not_block_the_delete(cluster, tmp_path):
     job = _start_job(tmp_path, "run-a", seconds=0.2)
-    client = slurm_api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
+    client = api.SlurmClient(rest.VertexRestClient(LOCATION), REF)
     deadline = time.monotonic() + 10
     while not client.get_job(job).is_terminal:
         assert time.monotonic() < deadline
@@ -110,17 +107,17 @@ def test_the_reaper_keeps_an_expired_cluster_in_use_and_deletes_it_once_idle(clu
     from vsp.components.runtime.cluster import labels as cluster_labels  # noqa: PLC0415
 
     cluster_labels.update_managed_labels(client, REF, set_labels=past)
-    report = cluster_reaper.reap_expired(client, PARENT, delete_timeout=60)
+    report = reaper.reap_expired(client, PARENT, delete_timeout=60)
     [entry] = report.entries
-    assert entry.action == cluster_reaper.KEPT
+    assert entry.action == reaper.KEPT
     assert f"in use by job {job} (RUNNING" in entry.reason and "run run-a" in entry.reason
     assert ("DELETE", CLUSTER) not in _cluster_writes(cluster)
-    assert _labels(cluster)[gcp_labels.TEARDOWN] == cluster_in_use.IN_USE
-    slurm_api.SlurmClient(client, REF).cancel(job)
+    assert _labels(cluster)[gcp_labels.TEARDOWN] == in_use.IN_USE
+    api.SlurmClient(client, REF).cancel(job)
     deadline = time.monotonic() + 10
-    while not slurm_api.SlurmClient(client, REF).get_job(job).is_terminal:
+    while not api.SlurmClient(client, REF).get_job(job).is_terminal:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     later = time.time() + 3600  # past the in-use expiry
-    [entry] = cluster_reaper.reap_expired(client, PARENT, now=later, delete_timeout=60).entries
-    assert entry.action == cluster_reaper.DELETED
+    [entry] = reaper.reap_expired(client, PARENT, now=later, delete_timeout=60).entries
+    assert entry.action == reaper.DELETED

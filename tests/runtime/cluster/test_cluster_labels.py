@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import errors, polling, rest
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
@@ -19,10 +19,10 @@ CLUSTER_PATH = (
 PARAMS = {"updateMask": "labels", "updateMode": "USER_ONLY"}
 BASE = {"team": "ml", "vsp-managed": "true", "vsp-pipeline-run": "run-1"}
 FUTURE = "20300101t000000z"
-FAST = cluster_resource.ClusterOptions(
+FAST = resource.ClusterOptions(
     timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
 )
-REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def client(emulator) -> rest.VertexRestClient:
     return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
 
 
-def options() -> cluster_resource.ClusterOptions:
+def options() -> resource.ClusterOptions:
     return copy.deepcopy(FAST)
 
 
@@ -60,7 +60,7 @@ def test_mark_kept_patches_only_the_labels_with_an_exact_body(
     assert patch["body"] == {"labels": {**BASE, **decision}}
     assert patch["status"] == 200
     assert cluster["labels"] == {**BASE, **decision}
-    assert cluster_resource.cluster_state(cluster) == "RUNNING"
+    assert resource.cluster_state(cluster) == "RUNNING"
     assert labels_now(emulator_api) == {**BASE, **decision}
 
 
@@ -131,7 +131,7 @@ def test_lost_patch_answer_is_read_again_not_resent(emulator, emulator_api, clus
     decision = {"vsp-teardown": "keep", "vsp-expires-at": FUTURE}
     cluster = cluster_labels.mark_kept(client, REF, decision, options=options())
     assert cluster["labels"] == {**BASE, **decision}
-    assert cluster_resource.cluster_state(cluster) == "RUNNING"
+    assert resource.cluster_state(cluster) == "RUNNING"
     (patch,) = patches(emulator)
     assert patch["status"] == "reset"
     assert patch["body"] == {"labels": {**BASE, **decision}}

@@ -13,20 +13,17 @@ import logging
 import pytest
 import requests
 
-from vsp.components.runtime.cluster import builder as cluster_builder
-from vsp.components.runtime.cluster import in_use as cluster_in_use
-from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import ops as cluster_ops
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import runner as cluster_runner
+from vsp.components.runtime.cluster import builder, labels, ops, resource
 from vsp.components.runtime.core import errors, polling, rest
+from vsp.components.runtime.steps import create_cluster, delete_cluster
+from vsp.components.runtime.teardown import in_use
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
 PATH = f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/{CLUSTER}"
-REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 BASE = {"team": "ml", "vsp-managed": "true"}
 DECISION = {"vsp-teardown": "keep", "vsp-expires-at": "20300101t000000z"}
-FAST = cluster_resource.ClusterOptions(
+FAST = resource.ClusterOptions(
     timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
 )
 FLAT = {
@@ -48,7 +45,7 @@ def client(emulator) -> rest.VertexRestClient:
     return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
 
 
-def options() -> cluster_resource.ClusterOptions:
+def options() -> resource.ClusterOptions:
     return copy.deepcopy(FAST)
 
 
@@ -65,7 +62,7 @@ def writes(emulator) -> list[tuple[str, dict]]:
 
 def test_label_patch_is_user_only_and_recorded_so(emulator, emulator_api, cluster_body, client):
     existing(emulator_api, cluster_body)
-    cluster_labels.mark_kept(client, REF, DECISION, options=options())
+    labels.mark_kept(client, REF, DECISION, options=options())
     assert writes(emulator) == [("PATCH", {"updateMask": "labels", "updateMode": "USER_ONLY"})]
     record = emulator.app.store.get("clusters", REF.name)
     assert record["update_mode"] == "USER_ONLY"
@@ -76,8 +73,8 @@ def test_refused_labels_mask_raises_the_distinct_error_naming_the_fix(
 ):
     existing(emulator_api, cluster_body)
     emulator.update_settings(cluster_labels_updatable=False)
-    with pytest.raises(cluster_labels.LabelsRefusedError) as info:
-        cluster_labels.mark_kept(client, REF, DECISION, options=options())
+    with pytest.raises(labels.LabelsRefusedError) as info:
+        labels.mark_kept(client, REF, DECISION, options=options())
     assert isinstance(info.value, errors.UserError)
     message = str(info.value)
     assert f"refused to update the labels of cluster {REF.name}" in message
@@ -91,8 +88,8 @@ def test_refusal_as_a_failed_operation_is_recognised(emulator, emulator_api, clu
     existing(emulator_api, cluster_body)
     message = "Field labels is not updatable."
     emulator.add_fault(action="lro_error", method="PATCH", path=f"{PATH}$", code=3, message=message)
-    with pytest.raises(cluster_labels.LabelsRefusedError, match="Field labels is not updatable"):
-        cluster_labels.mark_kept(client, REF, DECISION, options=options())
+    with pytest.raises(labels.LabelsRefusedError, match="Field labels is not updatable"):
+        labels.mark_kept(client, REF, DECISION, options=options())
 
 
 def test_other_invalid_arguments_are_not_a_labels_refusal(
@@ -103,8 +100,8 @@ def test_other_invalid_arguments_are_not_a_labels_refusal(
         action="status", method="PATCH", path=f"{PATH}$", http_status=400, message="Bad request."
     )
     with pytest.raises(errors.InvalidArgumentError) as info:
-        cluster_labels.mark_kept(client, REF, DECISION, options=options())
-    assert not isinstance(info.value, cluster_labels.LabelsRefusedError)
+        labels.mark_kept(client, REF, DECISION, options=options())
+    assert not isinstance(info.value, labels.LabelsRefusedError)
 
 
 @pytest.mark.parametrize(
@@ -123,14 +120,14 @@ def test_other_invalid_arguments_are_not_a_labels_refusal(
     ],
 )  # fmt: skip
 def test_labels_refused_reads_both_readings_of_the_answer(error, refused):
-    assert cluster_labels.labels_refused(error) is refused
+    assert labels.labels_refused(error) is refused
 
 
 def test_keep_or_delete_keeps_when_labels_are_accepted(
     emulator, emulator_api, cluster_body, client
 ):
     existing(emulator_api, cluster_body)
-    assert cluster_in_use.keep_or_delete(client, REF, DECISION, options=options()) == "kept"
+    assert in_use.keep_or_delete(client, REF, DECISION, options=options()) == "kept"
     assert requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"] == {
         **BASE,
         **DECISION,
@@ -142,8 +139,8 @@ def test_keep_or_delete_deletes_when_labels_are_refused(
 ):
     existing(emulator_api, cluster_body)
     emulator.update_settings(cluster_labels_updatable=False)
-    caplog.set_level(logging.WARNING, "vsp.components.runtime.cluster.in_use")
-    assert cluster_in_use.keep_or_delete(client, REF, DECISION, options=options()) == "deleted"
+    caplog.set_level(logging.WARNING, "vsp.components.runtime.teardown.in_use")
+    assert in_use.keep_or_delete(client, REF, DECISION, options=options()) == "deleted"
     assert [m for m, _ in writes(emulator)] == ["PATCH", "DELETE"]
     assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404
     (warning,) = [r.getMessage() for r in caplog.records if "cannot be kept" in r.getMessage()]
@@ -154,35 +151,35 @@ def test_keep_or_delete_deletes_when_labels_are_refused(
 def test_keep_or_delete_uses_the_given_delete_and_reports_absent(
     emulator, emulator_api, cluster_body, client
 ):
-    assert cluster_in_use.keep_or_delete(client, REF, DECISION, options=options()) == "absent"
+    assert in_use.keep_or_delete(client, REF, DECISION, options=options()) == "absent"
     existing(emulator_api, cluster_body)
     emulator.update_settings(cluster_labels_updatable=False)
     deleted = []
-    result = cluster_in_use.keep_or_delete(
+    result = in_use.keep_or_delete(
         client, REF, DECISION, delete=lambda: deleted.append(1) or True, options=options()
     )
     assert (result, deleted) == ("deleted", [1])
 
 
 def test_a_labels_only_spec_change_is_patched_user_only(emulator, tmp_path):
-    spec = cluster_builder.build_cluster_spec(**FLAT)
-    manager = cluster_ops.ClusterManager(
-        cluster_resource.ClusterResource(rest.VertexRestClient(LOCATION), REF, options=options())
+    spec = builder.build_cluster_spec(**FLAT)
+    manager = ops.ClusterManager(
+        resource.ClusterResource(rest.VertexRestClient(LOCATION), REF, options=options())
     )
     manager.ensure(spec, {"vsp-managed": "true"})
-    relabelled = cluster_builder.build_cluster_spec(**FLAT, labels={"team": "infra"})
+    relabelled = builder.build_cluster_spec(**FLAT, labels={"team": "infra"})
     assert manager.ensure(relabelled, {"vsp-managed": "true"}).update_mask == ["labels"]
     assert writes(emulator) == [("PATCH", {"updateMask": "labels", "updateMode": "USER_ONLY"})]
     emulator.update_settings(cluster_labels_updatable=False)
-    again = cluster_builder.build_cluster_spec(**FLAT, labels={"team": "ops"})
-    with pytest.raises(cluster_labels.LabelsRefusedError, match="Fix: leave the cluster's labels"):
+    again = builder.build_cluster_spec(**FLAT, labels={"team": "ops"})
+    with pytest.raises(labels.LabelsRefusedError, match="Fix: leave the cluster's labels"):
         manager.ensure(again, {"vsp-managed": "true"})
-    assert cluster_ops.update_mode(["labels", "node_pools"]) == "USER_AND_SERVICE"
+    assert ops.update_mode(["labels", "node_pools"]) == "USER_AND_SERVICE"
 
 
 def test_a_reuse_goes_on_when_the_claim_is_refused(emulator, caplog):
     def create(run: str):
-        return cluster_runner.create_cluster(
+        return create_cluster.create_cluster(
             project=PROJECT,
             location=LOCATION,
             cluster_id=CLUSTER,
@@ -194,7 +191,7 @@ def test_a_reuse_goes_on_when_the_claim_is_refused(emulator, caplog):
 
     assert create("run-1").action == "created"
     emulator.update_settings(cluster_labels_updatable=False)
-    caplog.set_level(logging.WARNING, "vsp.components.runtime.cluster.runner")
+    caplog.set_level(logging.WARNING, "vsp.components.runtime.steps.create_cluster")
     result = create("run-2")
     assert (result.action, result.reused) == ("reused", True)
     assert any("reused without recording this run" in r.getMessage() for r in caplog.records)
@@ -203,12 +200,12 @@ def test_a_reuse_goes_on_when_the_claim_is_refused(emulator, caplog):
 @pytest.mark.parametrize("timeout", ["abc", -1, float("nan"), True])
 def test_a_bad_timeout_is_refused_before_any_request(emulator, timeout):
     with pytest.raises(errors.UserError, match="timeout_seconds = .*must be a number of seconds"):
-        cluster_runner.create_cluster(
+        create_cluster.create_cluster(
             project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=None,
             spec_params=FLAT, timeout_seconds=timeout, options=options(),
         )  # fmt: skip
     with pytest.raises(errors.UserError, match="timeout_seconds"):
-        cluster_runner.delete_cluster(
+        delete_cluster.delete_cluster(
             project=PROJECT, location=LOCATION, cluster_id=CLUSTER, timeout_seconds=timeout
         )
     assert emulator.journal() == []

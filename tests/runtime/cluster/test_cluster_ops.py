@@ -14,9 +14,7 @@ import time
 import pytest
 import requests
 
-from vsp.components.runtime.cluster import ops as cluster_ops
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import ops, resource, rules
 from vsp.components.runtime.core import errors, gcp_resources, polling, rest
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -24,31 +22,31 @@ PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "llmtrain"
 CREATE_PATH = f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters"
 CLUSTER_PATH = f"{CREATE_PATH}/{CLUSTER}"
 LABELS = {"vsp-managed": "true", "vsp-pipeline-run": "run-1", "vsp-created-at": "20261202t000000z"}
-FAST = cluster_resource.ClusterOptions(
+FAST = resource.ClusterOptions(
     timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
 )
 
 
 def spec(**changes):
     """The full example spec, with dotted-path changes applied to its dict form."""
-    data = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+    data = rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
     for path, value in changes.items():
         node = data
         *parents, leaf = path.split(".")
         for part in parents:
             node = node[int(part)] if part.isdigit() else node[part]
         node[leaf] = value
-    return cluster_rules.parse_cluster_spec(data)
+    return rules.parse_cluster_spec(data)
 
 
-def manager(tmp_path, **option_changes) -> cluster_ops.ClusterManager:
+def manager(tmp_path, **option_changes) -> ops.ClusterManager:
     options = copy.deepcopy(FAST)
     for key, value in option_changes.items():
         setattr(options, key, value)
     client = rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
-    return cluster_ops.ClusterManager(
-        cluster_resource.ClusterResource(
+    ref = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+    return ops.ClusterManager(
+        resource.ClusterResource(
             client, ref, gcp_resources_path=str(tmp_path / "gcp_resources"), options=options
         )
     )
@@ -89,7 +87,7 @@ def test_missing_cluster_is_created_with_the_exact_body(emulator, tmp_path):
     assert (
         result.name == f"projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/{CLUSTER}"
     )
-    assert cluster_ops.cluster_state(result.cluster) == "RUNNING"
+    assert ops.cluster_state(result.cluster) == "RUNNING"
     (create,) = creates(emulator)
     expected = desired.to_request_body()
     expected["labels"] = {**expected["labels"], **LABELS}
@@ -115,7 +113,7 @@ def test_provisioning_cluster_of_this_run_is_waited_for_not_recreated(emulator, 
     make_existing(emulator, spec().to_request_body(), labels=LABELS, wait=False)
     result = manager(tmp_path).ensure(spec(), LABELS)
     assert result.action == "attached"
-    assert cluster_ops.cluster_state(result.cluster) == "RUNNING"
+    assert ops.cluster_state(result.cluster) == "RUNNING"
     assert len(creates(emulator)) == 1  # only the one made above
 
 
@@ -214,7 +212,7 @@ def test_transient_faults_on_every_call_type_are_survived(
         rule["http_status"] = status
     emulator.add_fault(**rule)
     created = manager(tmp_path).ensure(spec(), LABELS)
-    assert cluster_ops.cluster_state(created.cluster) == "RUNNING"
+    assert ops.cluster_state(created.cluster) == "RUNNING"
     assert manager(tmp_path).delete() is True
     assert requests.get(f"http://{emulator.address}{CLUSTER_PATH}").status_code == 404
     # A write whose answer was lost after it took effect is looked up, never sent again.
@@ -243,10 +241,10 @@ def test_delete_waits_until_the_cluster_is_gone(emulator, tmp_path):
 
 STEP_SCRIPT = """
 import json, sys
-from vsp.components.runtime.cluster import runner as cluster_step
+from vsp.components.runtime.steps import create_cluster
 from vsp.components.runtime.core import step
 step.configure_logging()
-result = cluster_step.create_cluster(
+result = create_cluster.create_cluster(
     project=sys.argv[1], location=sys.argv[2], cluster_id=sys.argv[3],
     cluster_spec=json.load(open(sys.argv[4])), spec_params={}, pipeline_run="run-1",
     timeout_seconds=60, gcp_resources_path=sys.argv[5],

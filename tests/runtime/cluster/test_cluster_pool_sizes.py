@@ -14,11 +14,9 @@ import pathlib
 
 import pytest
 
-from vsp.components.runtime.cluster import builder as cluster_builder
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import rules as cluster_rules
-from vsp.components.runtime.cluster import runner as cluster_runner
+from vsp.components.runtime.cluster import builder, resource, rules
 from vsp.components.runtime.core import errors, polling
+from vsp.components.runtime.steps import create_cluster
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "fixed"
@@ -36,14 +34,14 @@ FLAT = {
     "ondemand_max_nodes": 1,
     "boot_disk_size_gb": 200,
 }
-FAST = cluster_resource.ClusterOptions(
+FAST = resource.ClusterOptions(
     timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
 )
 RULES_LOGGER = "vsp.components.runtime.cluster.rules"
 
 
 def full_body() -> dict:
-    return cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+    return rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
 
 
 def warnings_of(caplog) -> list[str]:
@@ -51,7 +49,7 @@ def warnings_of(caplog) -> list[str]:
 
 
 def create(cluster_id: str = CLUSTER, **spec_params):
-    return cluster_runner.create_cluster(
+    return create_cluster.create_cluster(
         project=PROJECT,
         location=LOCATION,
         cluster_id=cluster_id,
@@ -63,7 +61,7 @@ def create(cluster_id: str = CLUSTER, **spec_params):
 
 def test_builder_makes_spot_and_ondemand_pools_fixed_size_without_warnings(caplog):
     caplog.set_level(logging.WARNING, RULES_LOGGER)
-    spec = cluster_builder.build_cluster_spec(**FLAT)
+    spec = builder.build_cluster_spec(**FLAT)
     sizes = {
         p.id: (p.scaling_spec.min_node_count, p.scaling_spec.max_node_count)
         for p in spec.node_pools
@@ -74,8 +72,8 @@ def test_builder_makes_spot_and_ondemand_pools_fixed_size_without_warnings(caplo
 
 def test_pool_scaling_from_zero_is_a_warning_citing_the_reference_not_an_error(caplog):
     caplog.set_level(logging.WARNING, RULES_LOGGER)
-    spec = cluster_rules.parse_cluster_spec(full_body())
-    cluster_rules.validate_cluster(spec, "llmtrain")  # does not raise
+    spec = rules.parse_cluster_spec(full_body())
+    rules.validate_cluster(spec, "llmtrain")  # does not raise
     assert warnings_of(caplog) == [
         f"node_pools[{index}].scaling_spec.min_node_count = 0 (pool {pool!r}, max_node_count "
         f"{high}): the create-cluster reference says a node pool's minimum node count must "
@@ -90,20 +88,20 @@ def test_flex_start_pools_and_an_unset_maximum_are_not_warned_about():
     body = full_body()
     body["nodePools"][1].update(provisioningModel="FLEX_START", flexStartMaxDuration="86400s")
     body["nodePools"][2]["scalingSpec"] = {"minNodeCount": 1}
-    assert cluster_rules.pool_size_warnings(cluster_rules.parse_cluster_spec(body)) == []
+    assert rules.pool_size_warnings(rules.parse_cluster_spec(body)) == []
     body["nodePools"][2]["scalingSpec"] = {"maxNodeCount": 3}  # unset min is 0 (proto3)
-    (warning,) = cluster_rules.pool_size_warnings(cluster_rules.parse_cluster_spec(body))
+    (warning,) = rules.pool_size_warnings(rules.parse_cluster_spec(body))
     assert warning.startswith("node_pools[2].scaling_spec.min_node_count = 0 (pool 'ondemand'")
 
 
 def test_login_pool_scaling_stays_an_error():
     body = full_body()
     body["nodePools"][0]["scalingSpec"] = {"minNodeCount": 0, "maxNodeCount": 1}
-    spec = cluster_rules.parse_cluster_spec(body)
+    spec = rules.parse_cluster_spec(body)
     with pytest.raises(errors.SpecValidationError) as info:
-        cluster_rules.validate_cluster(spec, "llmtrain")
+        rules.validate_cluster(spec, "llmtrain")
     assert info.value.fields == ["node_pools[0].scaling_spec.min_node_count"]
-    assert all("node_pools[0]" not in w for w in cluster_rules.pool_size_warnings(spec))
+    assert all("node_pools[0]" not in w for w in rules.pool_size_warnings(spec))
 
 
 @pytest.mark.parametrize("fixed_size_pools", [False, True])

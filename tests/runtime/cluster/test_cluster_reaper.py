@@ -9,20 +9,19 @@ import pytest
 import requests
 
 from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import reaper as cluster_reaper
-from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import gcp_labels, polling, rest
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import reaper
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
 COLLECTION = f"/v1beta1/{PARENT}/modelDevelopmentClusters"
-FAST = cluster_resource.ClusterOptions(
+FAST = resource.ClusterOptions(
     timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
 )
 NOW = time.time()
-PAST = teardown.format_label_time(NOW - 3600)
-LATER = teardown.format_label_time(NOW + 3600)
+PAST = gcp_labels.format_label_time(NOW - 3600)
+LATER = gcp_labels.format_label_time(NOW + 3600)
 MANAGED = {"vsp-managed": "true", "vsp-pipeline-run": "run-1", "vsp-teardown": "keep"}
 
 
@@ -58,9 +57,7 @@ def deletes(emulator):
 
 
 def reap(client, **kwargs):
-    return cluster_reaper.reap_expired(
-        client, PARENT, now=NOW, options=copy.deepcopy(FAST), **kwargs
-    )
+    return reaper.reap_expired(client, PARENT, now=NOW, options=copy.deepcopy(FAST), **kwargs)
 
 
 def exists(emulator_api, cluster_id) -> bool:
@@ -73,7 +70,7 @@ def test_only_the_expired_cluster_is_deleted(emulator, emulator_api, cluster_bod
     (delete,) = deletes(emulator)
     assert delete["path"] == f"{COLLECTION}/expired"
     assert report.deleted == [name("expired")]
-    expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(teardown.parse_label_time(LATER)))
+    expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(gcp_labels.parse_label_time(LATER)))
     assert report.kept == {
         name("future"): f"expires at {expiry}",
         name("nolabel"): "no vsp-expires-at label",
@@ -99,8 +96,8 @@ def test_cluster_claimed_between_listing_and_delete_is_kept(
     emulator, emulator_api, cluster_body, client, monkeypatch, claim
 ):
     make(emulator_api, cluster_body, "expired", PAST)
-    real_list = cluster_resource.list_clusters
-    ref = cluster_resource.ClusterRef(PROJECT, LOCATION, "expired")
+    real_list = resource.list_clusters
+    ref = resource.ClusterRef(PROJECT, LOCATION, "expired")
 
     def list_then_claim(*args, **kwargs):
         listed = list(real_list(*args, **kwargs))  # the reaper sees the expired label
@@ -111,7 +108,7 @@ def test_cluster_claimed_between_listing_and_delete_is_kept(
             cluster_labels.mark_kept(client, ref, labels, options=copy.deepcopy(FAST))
         yield from listed
 
-    monkeypatch.setattr(cluster_resource, "list_clusters", list_then_claim)
+    monkeypatch.setattr(resource, "list_clusters", list_then_claim)
     report = reap(client)
     assert deletes(emulator) == []
     assert report.deleted == []

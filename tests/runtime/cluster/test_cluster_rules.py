@@ -9,8 +9,7 @@ import pathlib
 import pytest
 import yaml
 
-from vsp.components.runtime.cluster import rules as cluster_rules
-from vsp.components.runtime.cluster import slurm_values as cluster_slurm_values
+from vsp.components.runtime.cluster import rules, slurm_values
 from vsp.components.runtime.core import errors
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -42,7 +41,7 @@ def mutated(case: dict) -> dict:
 
 def check(data: dict, cluster_id: str | None = "llmtrain") -> None:
     """Parses and validates like a component does."""
-    cluster_rules.validate_cluster(cluster_rules.parse_cluster_spec(data), cluster_id)
+    rules.validate_cluster(rules.parse_cluster_spec(data), cluster_id)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in CASES["invalid"]])
@@ -123,9 +122,9 @@ def test_load_json_and_yaml_by_extension_or_content(tmp_path):
     yaml_text = tmp_path / "spec"
     yaml_text.write_text(yaml.safe_dump(FULL))
 
-    specs = [cluster_rules.load_cluster_spec(p) for p in (as_json, str(json_text), yaml_text)]
+    specs = [rules.load_cluster_spec(p) for p in (as_json, str(json_text), yaml_text)]
 
-    expected = cluster_rules.parse_cluster_spec(FULL)
+    expected = rules.parse_cluster_spec(FULL)
     assert specs == [expected] * 3
 
 
@@ -144,15 +143,15 @@ def test_load_errors_are_spec_errors(tmp_path, name, text, hint):
         path.write_text(text)
 
     with pytest.raises(errors.SpecValidationError) as caught:
-        cluster_rules.load_cluster_spec(path)
+        rules.load_cluster_spec(path)
 
     assert hint in str(caught.value)
 
 
 def test_parse_accepts_a_spec_as_is():
-    spec = cluster_rules.parse_cluster_spec(FULL)
+    spec = rules.parse_cluster_spec(FULL)
 
-    assert cluster_rules.parse_cluster_spec(spec) is spec
+    assert rules.parse_cluster_spec(spec) is spec
 
 
 @pytest.mark.parametrize(
@@ -170,11 +169,11 @@ def test_parse_accepts_a_spec_as_is():
     ],
 )
 def test_preempt_mode_values(value, ok):
-    assert (cluster_slurm_values.check_preempt_mode(value) is None) is ok
+    assert (slurm_values.check_preempt_mode(value) is None) is ok
 
 
 def test_partition_scope_suspend_does_not_need_gang():
-    assert cluster_slurm_values.check_preempt_mode("SUSPEND", cluster_scope=False) is None
+    assert slurm_values.check_preempt_mode("SUSPEND", cluster_scope=False) is None
 
 
 @pytest.mark.parametrize(
@@ -193,9 +192,9 @@ def test_partition_scope_suspend_does_not_need_gang():
     ],
 )
 def test_refused_keys_ignore_case_and_underscores(key, scope, refused):
-    norm = cluster_slurm_values.normalize_key(key)
+    norm = slurm_values.normalize_key(key)
 
-    assert (cluster_slurm_values.refused_key(norm, scope) is not None) is refused
+    assert (slurm_values.refused_key(norm, scope) is not None) is refused
 
 
 def test_reserved_label_keys_are_refused():

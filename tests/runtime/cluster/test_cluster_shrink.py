@@ -14,18 +14,17 @@ import logging
 import pytest
 import requests
 
-from vsp.components.runtime.cluster import builder as cluster_builder
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.cluster import runner as cluster_runner
-from vsp.components.runtime.cluster import shrink as cluster_shrink
+from vsp.components.runtime.cluster import builder, resource
 from vsp.components.runtime.core import errors, polling, rest
+from vsp.components.runtime.steps import create_cluster
+from vsp.components.runtime.teardown import shrink
 from vsp.vertex_emulator import config
 from vsp.vertex_emulator.clusters import api as cluster_api
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "shrunk"
-REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 LABELS = {"vsp-teardown": "shrink", "vsp-expires-at": "20300101t000000z"}
-FAST = cluster_resource.ClusterOptions(
+FAST = resource.ClusterOptions(
     timeout=30, backoff=polling.Backoff(initial=0.05, maximum=0.2, jitter=0)
 )
 FLAT = {
@@ -41,12 +40,12 @@ FLAT = {
 }
 
 
-def options() -> cluster_resource.ClusterOptions:
+def options() -> resource.ClusterOptions:
     return copy.deepcopy(FAST)
 
 
-def create(run: str, update_policy: str = "apply") -> cluster_runner.cluster_ops.EnsureResult:
-    return cluster_runner.create_cluster(
+def create(run: str, update_policy: str = "apply") -> create_cluster.ops.EnsureResult:
+    return create_cluster.create_cluster(
         project=PROJECT,
         location=LOCATION,
         cluster_id=CLUSTER,
@@ -84,13 +83,13 @@ def client(emulator) -> rest.VertexRestClient:
 
 
 def test_shrunk_pools_scales_compute_pools_and_leaves_the_login_pool():
-    body = cluster_builder.build_cluster_spec(**FLAT).to_request_body()
-    pools, changed = cluster_shrink.shrunk_pools(body)
+    body = builder.build_cluster_spec(**FLAT).to_request_body()
+    pools, changed = shrink.shrunk_pools(body)
     assert changed == ["spot", "ondemand"]
     assert scaling({"nodePools": pools}) == {"login": (1, 1), "spot": (0, 0), "ondemand": (0, 0)}
     # Everything else in a pool is sent back unchanged (the list is replaced whole).
     assert [p["machineSpec"] for p in pools] == [p["machineSpec"] for p in body["nodePools"]]
-    again, changed = cluster_shrink.shrunk_pools({**body, "nodePools": pools})
+    again, changed = shrink.shrunk_pools({**body, "nodePools": pools})
     assert (again, changed) == (pools, [])
 
 
@@ -98,7 +97,7 @@ def test_shrunk_pools_scales_compute_pools_and_leaves_the_login_pool():
 def test_shrink_labels_first_then_one_node_pools_patch(emulator, emulator_api, client):
     create("run-1")
     mark = len(emulator.journal())
-    result = cluster_shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1")
+    result = shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1")
     assert result == "shrunk"
     sent = writes(emulator, mark)
     assert [(m, q) for m, q, _ in sent] == [
@@ -111,17 +110,17 @@ def test_shrink_labels_first_then_one_node_pools_patch(emulator, emulator_api, c
     assert cluster["clusterStatus"]["state"] == "RUNNING"
     assert scaling(cluster) == {"login": (1, 1), "spot": (0, 0), "ondemand": (0, 0)}
     assert {k: cluster["labels"][k] for k in LABELS} == LABELS
-    assert cluster_shrink.is_shrunk(cluster)
+    assert shrink.is_shrunk(cluster)
     # Shrinking again changes nothing: the labels and the pools are already so.
     mark = len(emulator.journal())
-    assert cluster_shrink.shrink(client, REF, dict(LABELS)) == "shrunk"
+    assert shrink.shrink(client, REF, dict(LABELS)) == "shrunk"
     assert writes(emulator, mark) == []
 
 
 @pytest.mark.slow
 def test_shrink_then_reuse_scales_back_up_and_claims(emulator, emulator_api, client):
     create("run-1")
-    cluster_shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1")
+    shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1")
     mark = len(emulator.journal())
     # Even with update_policy "report", a pool this tool shrank is scaled back up.
     result = create("run-2", update_policy="report")
@@ -142,8 +141,8 @@ def test_shrink_then_reuse_scales_back_up_and_claims(emulator, emulator_api, cli
 
 def test_the_emulated_scale_up_takes_its_own_time():
     settings = config.EmulatorSettings(update_delay_seconds=0.1, scale_up_delay_seconds=1.5)
-    body = cluster_builder.build_cluster_spec(**FLAT).to_request_body()
-    shrunk = {**body, "nodePools": cluster_shrink.shrunk_pools(body)[0]}
+    body = builder.build_cluster_spec(**FLAT).to_request_body()
+    shrunk = {**body, "nodePools": shrink.shrunk_pools(body)[0]}
     paths = ["node_pools"]
     assert cluster_api._update_seconds(settings, body, shrunk, paths) == 0.1
     assert cluster_api._update_seconds(settings, shrunk, body, paths) == 1.5
@@ -155,8 +154,8 @@ def test_a_refused_pool_of_no_nodes_deletes_the_cluster(emulator, emulator_api, 
     create("run-1")
     emulator.update_settings(cluster_empty_pools_allowed=False)
     mark = len(emulator.journal())
-    caplog.set_level(logging.WARNING, "vsp.components.runtime.cluster.shrink")
-    assert cluster_shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1") == "deleted"
+    caplog.set_level(logging.WARNING, "vsp.components.runtime.teardown.shrink")
+    assert shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1") == "deleted"
     assert [m for m, _, _ in writes(emulator, mark)] == ["PATCH", "PATCH", "DELETE"]
     assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404
     (warning,) = [r.getMessage() for r in caplog.records if "refused to scale" in r.getMessage()]
@@ -169,7 +168,7 @@ def test_refused_labels_delete_before_any_scaling(emulator, emulator_api, client
     create("run-1")
     emulator.update_settings(cluster_labels_updatable=False)
     mark = len(emulator.journal())
-    assert cluster_shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1") == "deleted"
+    assert shrink.shrink(client, REF, dict(LABELS), pipeline_run="run-1") == "deleted"
     sent = writes(emulator, mark)
     assert [(m, q.get("updateMask")) for m, q, _ in sent] == [
         ("PATCH", "labels"),
@@ -178,8 +177,8 @@ def test_refused_labels_delete_before_any_scaling(emulator, emulator_api, client
 
 
 def test_a_missing_cluster_is_absent_and_wrong_labels_are_refused(emulator, client):
-    assert cluster_shrink.shrink(client, REF, dict(LABELS)) == "absent"
+    assert shrink.shrink(client, REF, dict(LABELS)) == "absent"
     with pytest.raises(errors.UserError, match="do not say vsp-teardown=shrink"):
-        cluster_shrink.shrink(client, REF, {"vsp-teardown": "keep"})
+        shrink.shrink(client, REF, {"vsp-teardown": "keep"})
     with pytest.raises(errors.UserError, match="are not teardown labels"):
-        cluster_shrink.shrink(client, REF, {**LABELS, "team": "x"})
+        shrink.shrink(client, REF, {**LABELS, "team": "x"})

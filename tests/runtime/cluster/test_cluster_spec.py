@@ -8,8 +8,7 @@ import pathlib
 
 import pytest
 
-from vsp.components.runtime.cluster import keys as cluster_keys
-from vsp.components.runtime.cluster import rules as cluster_rules
+from vsp.components.runtime.cluster import keys, rules
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors
 
@@ -110,19 +109,19 @@ EXPECTED_BODY = {
 
 def _problem(data: dict) -> errors.SpecValidationError:
     with pytest.raises(errors.SpecValidationError) as caught:
-        cluster_rules.parse_cluster_spec(data)
+        rules.parse_cluster_spec(data)
     return caught.value
 
 
 def test_full_yaml_round_trips_to_the_expected_camel_case_body():
-    spec = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml")
+    spec = rules.load_cluster_spec(DATA / "cluster_full.yaml")
 
     assert spec.to_request_body() == EXPECTED_BODY
 
 
 def test_camel_case_file_gives_the_same_body_as_the_snake_case_file():
-    snake = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml")
-    camel = cluster_rules.load_cluster_spec(DATA / "cluster_full_camel.json")
+    snake = rules.load_cluster_spec(DATA / "cluster_full.yaml")
+    camel = rules.load_cluster_spec(DATA / "cluster_full_camel.json")
 
     assert camel == snake
     assert camel.to_request_body() == snake.to_request_body() == EXPECTED_BODY
@@ -135,14 +134,14 @@ def test_mixed_spellings_parse_to_the_same_spec():
     pool["machine_spec"] = pool.pop("machineSpec")
     pool["machine_spec"]["accelerator_count"] = pool["machine_spec"].pop("acceleratorCount")
 
-    spec = cluster_rules.parse_cluster_spec(mixed)
+    spec = rules.parse_cluster_spec(mixed)
 
     assert spec.to_request_body() == EXPECTED_BODY
     assert spec.node_pools[1].machine_spec.accelerator_count == 8
 
 
 def test_map_keys_are_kept_verbatim():
-    spec = cluster_rules.parse_cluster_spec(
+    spec = rules.parse_cluster_spec(
         {
             "labels": {"cost_center": "x", "team-name": "y"},
             "orchestrator_spec": {
@@ -266,20 +265,20 @@ def test_all_shape_problems_are_reported_together():
 def test_snake_keys_converts_fields_but_not_map_keys():
     data = {"nodePools": [{"machineSpec": {"machineType": "x"}, "labels": {"fooBar": "y"}}]}
 
-    assert cluster_keys.snake_keys(data, cluster_spec.ClusterSpec) == {
+    assert keys.snake_keys(data, cluster_spec.ClusterSpec) == {
         "node_pools": [{"machine_spec": {"machine_type": "x"}, "labels": {"fooBar": "y"}}]
     }
 
 
 def test_format_loc():
-    assert cluster_keys.format_loc(("node_pools", 1, "machine_spec", "accelerator_count")) == (
+    assert keys.format_loc(("node_pools", 1, "machine_spec", "accelerator_count")) == (
         "node_pools[1].machine_spec.accelerator_count"
     )
-    assert cluster_keys.format_loc(()) == "cluster"
+    assert keys.format_loc(()) == "cluster"
 
 
 def test_helpers_find_pools_and_slurm():
-    spec = cluster_rules.load_cluster_spec(DATA / "cluster_full.yaml")
+    spec = rules.load_cluster_spec(DATA / "cluster_full.yaml")
 
     assert spec.pool("spot").provisioning_model == "SPOT"
     assert spec.pool("nope") is None

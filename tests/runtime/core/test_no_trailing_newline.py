@@ -12,9 +12,9 @@ import pytest
 
 from vsp.components.runtime.cluster import rules_base
 from vsp.components.runtime.core import gcp_labels
-from vsp.components.runtime.registry import client as model_registry
+from vsp.components.runtime.registry import client
 from vsp.components.runtime.slurm import job_checks
-from vsp.components.runtime.training import custom_job_spec
+from vsp.components.runtime.training.backends import custom_job_spec
 from vsp.pipelines import pipeline_jobs, pipeline_templates
 
 VALID = [
@@ -22,8 +22,8 @@ VALID = [
     (job_checks.SLURM_NAME_RE, "spot"),
     (job_checks.ENV_NAME_RE, "HOME"),
     (custom_job_spec._ENV_NAME, "HOME"),
-    (model_registry.MODEL_ID, "slurm-spot-example"),
-    (model_registry.ALIAS, "candidate"),
+    (client.MODEL_ID, "slurm-spot-example"),
+    (client.ALIAS, "candidate"),
     (gcp_labels.KEY, "team"),
     (gcp_labels.VALUE, "ml"),
     (rules_base.CLUSTER_ID, "vsplocal"),
@@ -45,6 +45,6 @@ def test_a_trailing_newline_is_refused(pattern: re.Pattern, value: str):
 
 def test_the_checks_that_use_them_say_so():
     with pytest.raises(Exception, match="model_id 'm\\\\n' is invalid"):
-        model_registry._check_args("m\n", "name", "image", [])
+        client._check_args("m\n", "name", "image", [])
     with pytest.raises(Exception, match="version alias 'ok\\\\n' is invalid. Fix: use 2-128"):
-        model_registry._check_args("m", "name", "image", ["ok\n"])
+        client._check_args("m", "name", "image", ["ok\n"])

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from vsp.components.runtime.core import errors, rest
-from vsp.components.runtime.registry import runner as model_step
-from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.components.runtime.steps import register_model
+from vsp.components.runtime.trainer import model_files
 
 PROJECT, LOCATION = "test-project", "us-central1"
 NAME = f"projects/{PROJECT}/locations/{LOCATION}/models/digits"
@@ -26,7 +26,7 @@ def gcs_root(tmp_path, monkeypatch):
     """A GCS FUSE root holding a verified model dir (step 42) at ``gs://bucket/run/model``."""
     root = tmp_path / "gcs"
     monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(root))
-    model_dir.write_model_dir(
+    model_files.write_model_dir(
         root / "bucket" / "run" / "model", {"w": np.arange(3.0)}, {"step": 42}
     )
     return root
@@ -50,7 +50,7 @@ def _register(**changes):
         "pipeline_run": "slurm-spot-training-20261202",
     }
     kwargs.update(changes)
-    return model_step.register(**kwargs)
+    return register_model.register(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -62,17 +62,17 @@ def _register(**changes):
     ],
 )
 def test_to_gcs_uri_maps_fuse_paths(path, uri):
-    assert model_step.to_gcs_uri(path, gcs_root="/gcs") == uri
+    assert register_model.to_gcs_uri(path, gcs_root="/gcs") == uri
 
 
 @pytest.mark.parametrize("path", ["/home/user/model", "/gcs", "gs://", "", "relative/model"])
 def test_to_gcs_uri_refuses_what_the_registry_cannot_read(path):
     with pytest.raises(errors.UserError, match="Fix:"):
-        model_step.to_gcs_uri(path, gcs_root="/gcs")
+        register_model.to_gcs_uri(path, gcs_root="/gcs")
 
 
 def test_provenance_labels_are_label_safe_and_skip_empty_values():
-    labels = model_step.provenance_labels(
+    labels = register_model.provenance_labels(
         job_ids=["7", "8", "9"],
         preemptions=2,
         checkpoint_step=None,
@@ -143,7 +143,7 @@ def test_wrong_types_are_user_errors_before_any_request(emulator, gcs_root, chan
 
 
 def test_a_local_model_dir_is_refused_before_any_request(emulator, gcs_root, tmp_path):
-    model_dir.write_model_dir(tmp_path / "local", {"w": np.arange(2.0)}, {})
+    model_files.write_model_dir(tmp_path / "local", {"w": np.arange(2.0)}, {})
     with pytest.raises(errors.UserError, match="not on Cloud Storage"):
         _register(model_dir_path=str(tmp_path / "local"))
     assert emulator.journal() == []
@@ -151,10 +151,10 @@ def test_a_local_model_dir_is_refused_before_any_request(emulator, gcs_root, tmp
 
 STEP_SCRIPT = """
 import sys
-from vsp.components.runtime.registry import runner as model_step
+from vsp.components.runtime.steps import register_model
 from vsp.components.runtime.core import step
 step.configure_logging()
-result = model_step.register(
+result = register_model.register(
     project=sys.argv[1], location=sys.argv[2], model_id="digits", display_name="digits",
     model_dir_path="gs://bucket/run/model", serving_image="img:1", pipeline_run="run-9",
     gcp_resources_path=sys.argv[3],

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.registry import preflight, run_check
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.steps import check_run_parameters
+from vsp.components.runtime.teardown import decision
 
 GOOD_MODEL = {
     "model_id": "digits",
@@ -15,14 +15,14 @@ GOOD_MODEL = {
     "version_aliases": ["candidate"],
     "labels": {"team": "vision"},
 }
-GOOD_TEARDOWN = teardown.TeardownInputs(
+GOOD_TEARDOWN = decision.TeardownInputs(
     idle_price_per_hour=1.0, provisioning_minutes=20.0, provisioning_price_per_hour=1.0
 )
 
 
 def test_good_parameters_pass():
-    preflight.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=60.0)
-    preflight.check_run({**GOOD_MODEL, "model_dir": "/gcs/bucket/run/model"})
+    check_run_parameters.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=60.0)
+    check_run_parameters.check_run({**GOOD_MODEL, "model_dir": "/gcs/bucket/run/model"})
 
 
 def test_every_problem_is_named_with_its_fix():
@@ -33,14 +33,14 @@ def test_every_problem_is_named_with_its_fix():
         "version_aliases": ["ok-alias", "-bad"],
         "labels": {"vsp-run": "x", "Team": "y"},
     }
-    bad_teardown = teardown.TeardownInputs(
+    bad_teardown = decision.TeardownInputs(
         idle_price_per_hour=1.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=1.0,
         schedule_cron="every hour",
     )
     with pytest.raises(errors.SpecValidationError) as caught:
-        preflight.check_run(model, bad_teardown, failure_keep_minutes=-5)
+        check_run_parameters.check_run(model, bad_teardown, failure_keep_minutes=-5)
     assert caught.value.fields == [
         "model_id",
         "serving_image",
@@ -58,33 +58,39 @@ def test_every_problem_is_named_with_its_fix():
 
 
 def test_an_unknown_policy_is_reported():
-    inputs = teardown.TeardownInputs(
+    inputs = decision.TeardownInputs(
         idle_price_per_hour=1.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=1.0,
         policy="sometimes",
     )
     with pytest.raises(errors.SpecValidationError) as caught:
-        preflight.check_run(GOOD_MODEL, inputs)
+        check_run_parameters.check_run(GOOD_MODEL, inputs)
     assert caught.value.fields == ["policy"]
 
 
 def test_the_default_checkpoint_dir_needs_a_folder_above_the_model():
-    preflight.check_run(GOOD_MODEL, checkpoint_dir="")
-    preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket/model"}, checkpoint_dir="")
+    check_run_parameters.check_run(GOOD_MODEL, checkpoint_dir="")
+    check_run_parameters.check_run(
+        {**GOOD_MODEL, "model_dir": "gs://bucket/model"}, checkpoint_dir=""
+    )
     with pytest.raises(errors.SpecValidationError) as caught:
-        preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="")
+        check_run_parameters.check_run(
+            {**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir=""
+        )
     assert caught.value.fields == ["checkpoint_dir"]
     assert "Fix: use gs://BUCKET/RUN/model" in str(caught.value)
     # An explicit checkpoint directory needs no folder above the model.
-    preflight.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c")
+    check_run_parameters.check_run(
+        {**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c"
+    )
 
 
 @pytest.mark.parametrize("minutes", [1e30, float("inf"), 10081])
 def test_a_retry_window_beyond_a_week_is_reported_before_anything_exists(minutes):
     # 1e30 minutes once passed this check and crashed the exit task (OverflowError).
     with pytest.raises(errors.SpecValidationError) as caught:
-        preflight.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=minutes)
+        check_run_parameters.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=minutes)
     assert caught.value.fields == ["failure_keep_minutes"]
     assert "from 0 to 10080 (a week)" in str(caught.value)
 
@@ -114,10 +120,10 @@ def test_a_gpu_request_beyond_the_nodes_is_refused_first(gpus, count, spec, refu
         "cluster_spec": spec,
     }
     if not refused:
-        assert run_check.check_component_params(params) is True
+        assert check_run_parameters.check_component_params(params) is True
         return
     with pytest.raises(errors.UserError) as caught:
-        run_check.check_component_params(params)
+        check_run_parameters.check_component_params(params)
     assert str(caught.value) == (
         f"gpus_per_node = {gpus} asks Slurm for more GPUs than a training node has "
         f"(accelerator_count = {count}): the job would never start. Fix: set gpus_per_node to "

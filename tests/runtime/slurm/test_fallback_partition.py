@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from vsp.components.runtime.slurm import train_runner
+from vsp.components.runtime.steps import train_on_cluster
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 CLUSTER = json.loads((DATA / "cluster_api_response.json").read_text())
@@ -24,12 +24,12 @@ def _without_ondemand(cluster: dict) -> dict:
 
 
 def test_a_cluster_with_the_partition_keeps_the_fallback():
-    assert train_runner.fallback_if_present(CLUSTER, "ondemand") == "ondemand"
+    assert train_on_cluster.fallback_if_present(CLUSTER, "ondemand") == "ondemand"
 
 
 def test_a_cluster_without_it_trains_on_spot_only_and_says_why(caplog):
-    caplog.set_level(logging.INFO, logger=train_runner.__name__)
-    assert train_runner.fallback_if_present(_without_ondemand(CLUSTER), "ondemand") == ""
+    caplog.set_level(logging.INFO, logger=train_on_cluster.__name__)
+    assert train_on_cluster.fallback_if_present(_without_ondemand(CLUSTER), "ondemand") == ""
     assert caplog.messages == [
         "cluster has no partition 'ondemand' (partitions: spot): no on-demand fallback; set "
         "ondemand_max_nodes > 0 to have one"
@@ -40,4 +40,4 @@ def test_a_cluster_without_it_trains_on_spot_only_and_says_why(caplog):
     "cluster", [None, {}, {"name": "x"}, {"orchestratorSpec": {"slurmSpec": {"partitions": []}}}]
 )
 def test_unknown_partitions_keep_the_fallback_as_given(cluster):
-    assert train_runner.fallback_if_present(cluster, "ondemand") == "ondemand"
+    assert train_on_cluster.fallback_if_present(cluster, "ondemand") == "ondemand"

@@ -15,7 +15,7 @@ import pytest
 from benchmarks import goodput_metric
 from benchmarks.goodput_metric import true_billed_seconds, true_useful_seconds
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.slurm import train_runner as train_step
+from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.training import goodput
 
 CLUSTER = "llmtrain"
@@ -43,7 +43,7 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(
     work = tmp_path / "shared"
     step_log = work / "steps.log"
     training = goodput_metric.trainer_training(seed, work)  # 240 steps, a save every 30
-    outcome = train_step.train_on_cluster(
+    outcome = train_on_cluster.train_on_cluster(
         project="test-project",
         location="us-central1",
         cluster_id=CLUSTER,

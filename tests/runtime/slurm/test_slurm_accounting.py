@@ -6,7 +6,7 @@ import pytest
 from slurm_fakes import FakeRest, err
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.slurm import error_codes as slurm_errors
+from vsp.components.runtime.slurm import error_codes
 
 # ----- accounting -----------------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ def test_ensure_association_without_operator_rights(fake, client):
     FakeSlurmdb(fake, accounts=["ml"], users=["alice"])
     denied = {"errors": [err(2002, "Access/permission denied")]}
     fake.on("POST", "/slurmdb/v0.0.42/associations", (denied, 403))
-    with pytest.raises(slurm_errors.SlurmRejectedError, match="AdminLevel") as caught:
+    with pytest.raises(error_codes.SlurmRejectedError, match="AdminLevel") as caught:
         client.ensure_association("ml", "alice", ["spot"])
     assert isinstance(caught.value, errors.UserError)
 

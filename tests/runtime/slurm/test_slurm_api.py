@@ -13,9 +13,7 @@ import pytest
 from slurm_fakes import PROXY, REF, err, make_job, record
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.slurm import api as slurm_api
-from vsp.components.runtime.slurm import error_codes as slurm_errors
-from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.slurm import api, error_codes, script
 
 # ----- submit ---------------------------------------------------------------------------------
 
@@ -36,7 +34,7 @@ def test_submit_sends_the_exact_proxy_body_once(fake, client):
                         "comment": "vsp-run-key=run-1",
                         "partition": "spot",
                         "current_working_directory": "/home/alice/runs",
-                        "environment": [f"PATH={slurm_script.DEFAULT_PATH}", "VSP_RUN_KEY=run-1"],
+                        "environment": [f"PATH={script.DEFAULT_PATH}", "VSP_RUN_KEY=run-1"],
                         "minimum_nodes": 1,
                         "maximum_nodes": 1,
                         "tasks_per_node": 1,
@@ -81,7 +79,7 @@ def test_held_job_is_accepted_despite_errors(fake, client, caplog):
 def test_rejected_submission_is_a_user_error_with_the_fix(fake, client, number, text, fix):
     answer = {"errors": [err(number, text)], "job_id": None}
     fake.on("POST", "/slurm/v0.0.42/job/submit", (answer, 500))
-    with pytest.raises(slurm_errors.SlurmRejectedError) as caught:
+    with pytest.raises(error_codes.SlurmRejectedError) as caught:
         client.submit(make_job())
     assert isinstance(caught.value, errors.UserError)
     assert text in str(caught.value) and fix in str(caught.value)
@@ -92,7 +90,7 @@ def test_rejected_submission_is_a_user_error_with_the_fix(fake, client, number, 
 def test_unavailable_controller_makes_submission_outcome_unknown(fake, client):
     answer = {"errors": [err(1800, "Unable to contact slurm controller (connect failure)")]}
     fake.on("POST", "/slurm/v0.0.42/job/submit", (answer, 500))
-    with pytest.raises(slurm_errors.SlurmSubmitUnknownError, match="find_jobs") as caught:
+    with pytest.raises(error_codes.SlurmSubmitUnknownError, match="find_jobs") as caught:
         client.submit(make_job())
     assert isinstance(caught.value, errors.TransientError)
 
@@ -100,14 +98,14 @@ def test_unavailable_controller_makes_submission_outcome_unknown(fake, client):
 def test_transport_failure_on_submit_is_not_retried(fake, client):
     blip = errors.UnavailableError("reset", http_status=503)
     fake.on("POST", "/slurm/v0.0.42/job/submit", blip)
-    with pytest.raises(slurm_errors.SlurmSubmitUnknownError, match="before submitting again"):
+    with pytest.raises(error_codes.SlurmSubmitUnknownError, match="before submitting again"):
         client.submit(make_job())
     assert [c["idempotent"] for c in fake.calls] == [False]
 
 
 def test_unreadable_success_answer_to_submit_is_ambiguous(fake, client):
     fake.on("POST", "/slurm/v0.0.42/job/submit", ("Submitted batch job ???", 200))
-    with pytest.raises(slurm_errors.SlurmSubmitUnknownError, match="find_jobs"):
+    with pytest.raises(error_codes.SlurmSubmitUnknownError, match="find_jobs"):
         client.submit(make_job())
 
 
@@ -162,7 +160,7 @@ def test_get_job_falls_back_to_slurmdb(fake, client, live):
     fake.on("GET", "/slurm/v0.0.42/job/42", live[0] if len(live) == 1 else live)
     fake.on("GET", "/slurmdb/v0.0.42/job/42", DB_RECORD)
     job = client.get_job(42)
-    assert job.source == "slurmdb" and job.outcome() == "succeeded"
+    assert job.source == "slurmdb" and job.outcome() == "SUCCEEDED"
     assert fake.slurm_calls == [
         ("GET", "/slurm/v0.0.42/job/42"),
         ("GET", "/slurmdb/v0.0.42/job/42"),
@@ -173,14 +171,14 @@ def test_get_job_falls_back_to_slurmdb(fake, client, live):
 def test_get_job_unknown_everywhere(fake, client):
     fake.on("GET", "/slurm/v0.0.42/job/42", ({"errors": [err(2017, "Invalid job id")]}, 404))
     fake.on("GET", "/slurmdb/v0.0.42/job/42", ({"jobs": [], "errors": []}, 200))
-    with pytest.raises(slurm_errors.SlurmJobNotFoundError, match="neither"):
+    with pytest.raises(error_codes.SlurmJobNotFoundError, match="neither"):
         client.get_job(42)
 
 
 def test_get_job_transient_live_error_does_not_fall_back(fake, client):
     answer = {"errors": [err(1800, "Unable to contact slurm controller (connect failure)")]}
     fake.on("GET", "/slurm/v0.0.42/job/42", (answer, 500))
-    with pytest.raises(slurm_errors.SlurmUnavailableError) as caught:
+    with pytest.raises(error_codes.SlurmUnavailableError) as caught:
         client.get_job(42)
     assert isinstance(caught.value, errors.TransientError)
     assert len(fake.calls) == 1
@@ -188,7 +186,7 @@ def test_get_job_transient_live_error_does_not_fall_back(fake, client):
 
 def test_unreadable_body_with_5xx_is_transient(fake, client):
     fake.on("GET", "/slurm/v0.0.42/job/42", ("<html>Bad gateway</html>", 502))
-    with pytest.raises(slurm_errors.SlurmUnavailableError, match="Bad gateway"):
+    with pytest.raises(error_codes.SlurmUnavailableError, match="Bad gateway"):
         client.get_job(42)
 
 
@@ -310,7 +308,7 @@ def test_cancel_of_finished_or_unknown_job_is_fine(fake, client, answer):
 def test_cancel_of_someone_elses_job_is_an_error(fake, client):
     answer = {"errors": [err(2002, "Access/permission denied")]}
     fake.on("DELETE", "/slurm/v0.0.42/job/42", (answer, 403))
-    with pytest.raises(slurm_errors.SlurmRejectedError, match="permission denied"):
+    with pytest.raises(error_codes.SlurmRejectedError, match="permission denied"):
         client.cancel(42)
 
 
@@ -321,6 +319,6 @@ def test_whoami_reads_meta_client_user(fake, client):
 
 def test_version_must_look_like_v0_0_n(fake):
     with pytest.raises(errors.UserError, match="v0.0.N"):
-        slurm_api.SlurmClient(fake, REF, version="0.0.42")
-    client = slurm_api.SlurmClient(fake, REF, version="v0.0.41")
+        api.SlurmClient(fake, REF, version="0.0.42")
+    client = api.SlurmClient(fake, REF, version="v0.0.41")
     assert client.slurm_path("jobs") == "/slurm/v0.0.41/jobs"

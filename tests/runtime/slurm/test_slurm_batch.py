@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from slurm_fakes import make_job as make
 
-from vsp.components.runtime.slurm import batch as slurm_batch
+from vsp.components.runtime.slurm import batch
 from vsp.components.runtime.slurm import script as slurm_script
 
 PY = sys.executable
@@ -193,7 +193,7 @@ def _run_with_hostile_environment(script_text: str, tmp_path: Path) -> tuple[boo
 
 def test_the_batch_shell_ignores_bash_env_and_shellopts(tmp_path):
     payload = [PY, "-c", f"open({str(tmp_path / 'ran')!r}, 'w').write('ran')"]
-    script = slurm_batch.render(payload)
+    script = batch.render(payload)
     assert script.startswith("#!/bin/bash -p\n")
     assert _run_with_hostile_environment(script, tmp_path) == (True, False)
     # The same script without -p sources the file and, with SHELLOPTS=noexec, runs nothing.

@@ -6,7 +6,7 @@ import pytest
 from slurm_fakes import make_job
 
 from vsp.components.runtime.core import errors, polling
-from vsp.components.runtime.slurm import api as slurm_api
+from vsp.components.runtime.slurm import error_codes
 
 SUBMIT = "/slurm/v0.0.42/job/submit"
 
@@ -45,6 +45,6 @@ def test_other_failed_preconditions_and_transients_are_not_retried_here(fake, cl
     with pytest.raises(errors.InvalidArgumentError, match="STOPPING"):
         client.list_jobs()
     fake.on("POST", SUBMIT, errors.UnavailableError("down", http_status=503, status="UNAVAILABLE"))
-    with pytest.raises(slurm_api.slurm_errors.SlurmSubmitUnknownError):
+    with pytest.raises(error_codes.SlurmSubmitUnknownError):
         client.submit(make_job())
     assert client.clock.sleeps == []

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.slurm import job as slurm_job
-from vsp.components.runtime.slurm.job import JobInfo, Outcome
+from vsp.components.runtime.slurm.job import JobInfo
 
 
 def nv(number=0, *, set_=True, infinite=False):
@@ -106,7 +107,7 @@ def test_requeued_pending_job():
     assert job.priority == 10801 and job.restart_cnt == 1
     assert job.return_code is None and job.signal is None
     assert job.submit_time == 1_700_000_100 and job.start_time is None and job.end_time is None
-    assert job.outcome() is Outcome.RUNNING
+    assert job.outcome() is Outcome.PENDING
     assert job.describe() == "job 101 PENDING+REQUEUED reason=BeginTime priority=10801 restarts=1"
     assert job.carries_run_key("run-1") and not job.carries_run_key("run-10")
 
@@ -199,7 +200,7 @@ def test_requeue_hold_is_held_and_requeued():
     job = JobInfo.parse(
         {"job_id": 1, "job_state": ["PENDING", "REQUEUE_HOLD"], "state_reason": "JobHeldAdmin"}
     )
-    assert job.is_held and job.is_requeued and job.outcome() is Outcome.RUNNING
+    assert job.is_held and job.is_requeued and job.outcome() is Outcome.PENDING
 
 
 def test_number_struct_forms():
@@ -235,7 +236,7 @@ def job(state, rc=None, sig=None, reason=""):
         (["DEADLINE"], None, None, "", Outcome.USER_FAILURE),
         (["CANCELLED"], 143, None, "", Outcome.CANCELLED),
         (["CANCELLED"], None, None, "", Outcome.CANCELLED),
-        (["PENDING"], None, None, "Priority", Outcome.RUNNING),
+        (["PENDING"], None, None, "Priority", Outcome.PENDING),
         (["RUNNING"], None, None, "", Outcome.RUNNING),
         (["SUSPENDED"], None, None, "", Outcome.RUNNING),
         (["PREEMPTED", "REQUEUED"], None, None, "", Outcome.RUNNING),
@@ -249,10 +250,11 @@ def test_outcome_table(state, rc, sig, reason, outcome):
 
 def test_outcome_values_are_plain_strings():
     assert [o.value for o in Outcome] == [
-        "succeeded",
-        "preempted",
-        "user_failure",
-        "cancelled",
-        "running",
+        "PENDING",
+        "RUNNING",
+        "SUCCEEDED",
+        "PREEMPTED",
+        "USER_FAILURE",
+        "CANCELLED",
     ]
-    assert Outcome.PREEMPTED == "preempted"
+    assert Outcome.PREEMPTED == "PREEMPTED"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vsp.components.runtime.slurm import backend as slurm_backend
+from vsp.components.runtime.training.backends import slurm
 
-TRAINING = slurm_backend.SlurmTraining(
+TRAINING = slurm.SlurmTraining(
     command=["python", "-m", "train"],
     working_directory="/home/me/run",
     checkpoint_dir="gs://bucket/run/checkpoints",
@@ -15,8 +15,8 @@ TRAINING = slurm_backend.SlurmTraining(
 
 
 def job_environment(training=TRAINING) -> dict[str, str]:
-    (spot,) = slurm_backend.targets("spot", "")
-    backend = slurm_backend.SlurmBackend(None, training, [spot], pipeline_run="run-1")
+    (spot,) = slurm.targets("spot", "")
+    backend = slurm.SlurmBackend(None, training, [spot], pipeline_run="run-1")
     return backend.description("key-1", 0, spot).environment
 
 
@@ -42,7 +42,7 @@ def test_the_emulated_storage_folder_reaches_the_job(monkeypatch, emulator, root
 def test_the_trainers_own_environment_wins(monkeypatch):
     monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:8618")
     monkeypatch.setenv("VSP_GCS_FUSE_ROOT", "/state/gcs")
-    mine = slurm_backend.SlurmTraining(
+    mine = slurm.SlurmTraining(
         **{**TRAINING.__dict__, "environment": {"VSP_GCS_FUSE_ROOT": "/mnt"}}
     )
     assert job_environment(mine)["VSP_GCS_FUSE_ROOT"] == "/mnt"

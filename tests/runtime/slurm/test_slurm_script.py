@@ -10,14 +10,13 @@ import sys
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.slurm import batch as slurm_batch
-from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.slurm import batch, script
 
 PY = sys.executable
-DEFAULT_PATH = slurm_script.DEFAULT_PATH
+DEFAULT_PATH = script.DEFAULT_PATH
 
 
-def make(**overrides) -> slurm_script.JobDescription:
+def make(**overrides) -> script.JobDescription:
     fields = dict(
         run_key="run-1",
         partition="spot",
@@ -25,7 +24,7 @@ def make(**overrides) -> slurm_script.JobDescription:
         command=["python", "-m", "vsp.examples.trainer", "--steps", "100"],
     )
     fields.update(overrides)
-    return slurm_script.JobDescription(**fields)
+    return script.JobDescription(**fields)
 
 
 # ----- the request ----------------------------------------------------------------------------
@@ -243,9 +242,9 @@ def test_oversized_request_is_refused_with_size_and_fix():
 
 def test_render_refuses_nul_and_missing_payload():
     with pytest.raises(ValueError):
-        slurm_batch.render(["a\0"])
+        batch.render(["a\0"])
     with pytest.raises(ValueError):
-        slurm_batch.render()
+        batch.render()
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import polling, rest
-from vsp.components.runtime.slurm import api as slurm_api
-from vsp.components.runtime.slurm import backend as slurm_backend
+from vsp.components.runtime.slurm import api
+from vsp.components.runtime.training.backends import slurm
 from vsp.components.runtime.training.recovery import Target
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "llmtrain"
@@ -28,22 +28,22 @@ FAST = polling.Backoff(initial=0.05, maximum=0.1, jitter=0)
 
 @pytest.fixture
 def cluster(slurm_cluster, monkeypatch):
-    monkeypatch.setattr(slurm_backend, "SUBMIT_BACKOFF", FAST)
+    monkeypatch.setattr(slurm, "SUBMIT_BACKOFF", FAST)
     return slurm_cluster(CLUSTER)
 
 
-def backend(tmp_path) -> slurm_backend.SlurmBackend:
-    client = slurm_api.SlurmClient(
-        rest.VertexRestClient(LOCATION), cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+def backend(tmp_path) -> slurm.SlurmBackend:
+    client = api.SlurmClient(
+        rest.VertexRestClient(LOCATION), resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
     )
     work = tmp_path / "shared"
-    training = slurm_backend.SlurmTraining(
+    training = slurm.SlurmTraining(
         command=[sys.executable, "-c", "import time; time.sleep(30)"],
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
         model_dir=str(work / "model"),
     )
-    return slurm_backend.SlurmBackend(client, training, [SPOT], pipeline_run="run-1")
+    return slurm.SlurmBackend(client, training, [SPOT], pipeline_run="run-1")
 
 
 def submits(emulator) -> list[int]:

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from vsp.components.runtime.core import errors, polling
-from vsp.components.runtime.slurm import backend as slurm_backend
-from vsp.components.runtime.slurm import train_runner as train_step
+from vsp.components.runtime.steps import train_on_cluster
+from vsp.components.runtime.training.backends import slurm
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "llmtrain"
@@ -30,9 +30,9 @@ def cluster(slurm_cluster):
     return slurm_cluster(CLUSTER)
 
 
-def training(tmp_path, command, **changes) -> slurm_backend.SlurmTraining:
+def training(tmp_path, command, **changes) -> slurm.SlurmTraining:
     work = tmp_path / "shared"
-    return slurm_backend.SlurmTraining(
+    return slurm.SlurmTraining(
         command=command,
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
@@ -42,7 +42,7 @@ def training(tmp_path, command, **changes) -> slurm_backend.SlurmTraining:
 
 
 def train(emulator_training, **options):
-    return train_step.train_on_cluster(
+    return train_on_cluster.train_on_cluster(
         project=PROJECT,
         location=LOCATION,
         cluster_id=CLUSTER,
@@ -148,14 +148,15 @@ def test_hostile_parameters_reach_the_trainer_unchanged(cluster, tmp_path):
 STEP = """
 import sys
 from vsp.components.runtime.core import polling, step
-from vsp.components.runtime.slurm import backend as slurm_backend, train_runner as train_step
+from vsp.components.runtime.steps import train_on_cluster
+from vsp.components.runtime.training.backends import slurm
 step.configure_logging()
 work = sys.argv[1]
-spec = slurm_backend.SlurmTraining(
+spec = slurm.SlurmTraining(
     command=[sys.executable, "-m", "vsp.examples.trainer",
              "--steps", "400", "--step-seconds", "0.05"],
     working_directory=work, checkpoint_dir=work + "/ckpt", model_dir=work + "/model")
-step.run_step("train", lambda: train_step.train_on_cluster(
+step.run_step("train", lambda: train_on_cluster.train_on_cluster(
     project="test-project", location="us-central1", cluster_id="llmtrain", training=spec,
     spot_partition="spot", run_key="run-x", gcp_resources_path=work + "/gcp_resources",
     poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0)))
@@ -226,8 +227,7 @@ def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_p
 def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
     cluster, tmp_path, monkeypatch
 ):
-    from vsp.components.runtime.training import beacon as beacon_lib
-    from vsp.components.runtime.training import poll_plan
+    from vsp.components.runtime.training import beacon, poll_plan
 
     gcs = tmp_path / "gcs"
     monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(gcs))
@@ -242,7 +242,7 @@ def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
     outcome = train(spec, max_preemptions=3, poll_settings=settings)
     assert outcome.metrics["preemptions"] == 1
     job_id = outcome.result.job_ids[0]
-    final = beacon_lib.read(str(gcs / "bucket" / "ckpt.beacon"), job_id)
+    final = beacon.read(str(gcs / "bucket" / "ckpt.beacon"), job_id)
     assert (final.state, final.rc, final.restart) == ("exiting", 0, 1)
     # Every request the step sent is counted, and the emulator saw exactly those.
     assert outcome.metrics["vertex_calls"] == len(cluster.journal()) - before

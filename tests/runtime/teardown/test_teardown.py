@@ -6,13 +6,8 @@ import math
 import pytest
 
 from vsp.components.runtime.core.errors import UserError
-from vsp.components.runtime.teardown.decision import (
-    TeardownInputs,
-    decide,
-    expired,
-    format_label_time,
-    parse_label_time,
-)
+from vsp.components.runtime.core.gcp_labels import expired, format_label_time, parse_label_time
+from vsp.components.runtime.teardown.decision import TeardownInputs, decide
 
 
 def _epoch(*args: int) -> float:

@@ -10,8 +10,7 @@ import pytest
 import requests
 
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, polling, rest
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.core import errors, gcp_labels, polling, rest
 from vsp.components.runtime.teardown import exit_task
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "exit"
@@ -105,5 +104,5 @@ def test_the_last_resort_is_an_expiry_now_and_a_transient_error(
     assert message.endswith("It is labelled to expire now, so the next reap deletes it.")
     labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
     assert labels["vsp-teardown"] == "teardown-failed"
-    assert teardown.expired(labels, teardown.parse_label_time(labels["vsp-expires-at"]) + 1)
+    assert gcp_labels.expired(labels, gcp_labels.parse_label_time(labels["vsp-expires-at"]) + 1)
     assert any("retrying in" in r.getMessage() for r in caplog.records)

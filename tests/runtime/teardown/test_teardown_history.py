@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import history as teardown_history
+from vsp.components.runtime.teardown import history
 
 
 def test_idle_gaps_subtract_this_runs_duration_when_it_is_listed():
     # Runs started at 0, 3600, 7200; this one (started 7200) ends at 7500: 300 s long.
-    assert teardown_history.idle_gaps([0, 3600, 7200], now=7500) == [3300.0, 3300.0]
+    assert history.idle_gaps([0, 3600, 7200], now=7500) == [3300.0, 3300.0]
 
 
 def test_idle_gaps_keep_start_gaps_when_this_run_is_not_listed():
-    assert teardown_history.idle_gaps([0, 3600, 7200], now=20000) == [3600.0, 3600.0]
-    assert teardown_history.idle_gaps([5.0], now=10) == []
+    assert history.idle_gaps([0, 3600, 7200], now=20000) == [3600.0, 3600.0]
+    assert history.idle_gaps([5.0], now=10) == []
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_idle_gaps_keep_start_gaps_when_this_run_is_not_listed():
 )
 def test_best_ttl_picks_the_cheapest_keep_time(gaps, ttl):
     # r = 1/h, C = 1 (break-even 1 h).
-    chosen, average = teardown_history.best_ttl(gaps, 1.0, 1.0)
+    chosen, average = history.best_ttl(gaps, 1.0, 1.0)
     assert chosen == ttl
     expected = sum(min(g, ttl) / 3600 + (1.0 if g > ttl else 0.0) for g in gaps) / len(gaps)
     assert average == pytest.approx(expected)
@@ -38,7 +38,7 @@ def test_best_ttl_picks_the_cheapest_keep_time(gaps, ttl):
 
 def test_best_ttl_is_never_worse_than_delete_or_keep_forever():
     gaps = [100.0, 5000.0, 200.0, 90000.0, 3000.0, 7000.0]
-    chosen, average = teardown_history.best_ttl(gaps, 2.0, 3.0)
+    chosen, average = history.best_ttl(gaps, 2.0, 3.0)
     delete = 3.0
     forever = sum(2.0 * g / 3600 for g in gaps) / len(gaps)
     assert average <= min(delete, forever)

@@ -10,10 +10,10 @@ import pathlib
 import pytest
 import yaml
 
-from vsp.components.runtime.cluster import builder as cluster_builder
+from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import price_book as teardown_price_book
+from vsp.components.runtime.teardown import price_book
 from vsp.components.runtime.teardown import prices as price_table
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -25,12 +25,12 @@ def local_cluster_body(**overrides) -> dict:
     from vsp.components import catalog  # noqa: PLC0415
     from vsp.pipelines import registry  # noqa: PLC0415
 
-    accepted = inspect.signature(cluster_builder.build_cluster_spec).parameters
-    defaults = inspect.signature(catalog.COMPONENT_FUNCTIONS["create_cluster"]).parameters
+    accepted = inspect.signature(builder.build_cluster_spec).parameters
+    defaults = inspect.signature(catalog.declarations()["create_cluster"]).parameters
     kwargs = {name: p.default for name, p in defaults.items() if name in accepted}
     kwargs.update({k: v for k, v in registry.LOCAL_CLUSTER.items() if k in accepted})
     kwargs.update(overrides)
-    return cluster_builder.build_cluster_spec(**kwargs).to_request_body()
+    return builder.build_cluster_spec(**kwargs).to_request_body()
 
 
 def _lines(cost: teardown_cost.ClusterCost) -> list[tuple]:
@@ -133,7 +133,7 @@ def test_an_invalid_price_file_is_a_user_error(tmp_path, text, problem):
     path = tmp_path / "prices.yaml"
     path.write_text(text)
     with pytest.raises(errors.UserError, match=problem):
-        teardown_price_book.load_price_file(str(path))
+        price_book.load_price_file(str(path))
 
 
 def test_a_missing_price_file_is_a_user_error(tmp_path):

@@ -8,11 +8,9 @@ import pytest
 
 from tests.runtime.teardown.test_teardown_idle_cost import local_cluster_body
 from vsp.components.runtime.core import errors, rest
-from vsp.components.runtime.registry import preflight
+from vsp.components.runtime.steps import check_run_parameters, decide_teardown
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import pricing as teardown_pricing
-from vsp.components.runtime.teardown import report as teardown_report
-from vsp.components.runtime.teardown import runner as teardown_step
+from vsp.components.runtime.teardown import report
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "vsplocal"
 CLUSTER_PATH = f"v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/{CLUSTER}"
@@ -43,7 +41,7 @@ def _inputs(**prices) -> teardown.TeardownInputs:
 
 
 def _decide(client, inputs, **kw):
-    return teardown_pricing.decide(
+    return decide_teardown.decide_teardown(
         inputs, client=client, project=PROJECT, location=LOCATION, cluster_id=CLUSTER, **kw
     )
 
@@ -69,7 +67,7 @@ def test_a_zero_idle_price_prices_the_cluster_and_says_where_from():
     assert "Idle cost 159.67/h" in decision.reason
     assert "ondemand: 1 x a3-highgpu-8g ON_DEMAND at 88.49/h" in decision.reason
     assert "price table: us-central1 prices as listed on 2025-03-06" in decision.reason
-    metrics = teardown_step.decision_metrics(weighed, decision)
+    metrics = decide_teardown.decision_metrics(weighed, decision)
     assert metrics["teardown_input_idle_price_from_cluster"] == 1.0
     assert metrics["teardown_input_idle_price_per_hour"] == pytest.approx(159.669972)
 
@@ -83,7 +81,7 @@ def test_an_explicit_idle_price_wins_and_the_cluster_is_not_read():
     assert (weighed.idle_price_per_hour, weighed.provisioning_price_per_hour) == (2.0, 3.0)
     assert weighed.idle_cost is None
     assert "Idle price 2.00/h: parameter idle_price_per_hour." in decision.reason
-    metrics = teardown_step.decision_metrics(weighed, decision)
+    metrics = decide_teardown.decision_metrics(weighed, decision)
     assert metrics["teardown_input_idle_price_from_cluster"] == 0.0
 
 
@@ -117,7 +115,7 @@ def test_a_price_file_and_storage_shape_the_derived_idle_price(tmp_path):
 
 def test_pricing_needs_an_existing_cluster():
     with pytest.raises(errors.UserError, match="no cluster is given"):
-        teardown_pricing.decide(_inputs(), client=ClusterClient(), project=PROJECT)
+        decide_teardown.decide_teardown(_inputs(), client=ClusterClient(), project=PROJECT)
     with pytest.raises(errors.UserError, match="does not exist.*idle_price_per_hour > 0"):
         _decide(ClusterClient(None), _inputs())
 
@@ -131,7 +129,7 @@ def test_a_cluster_without_prices_fails_with_the_pool_and_the_fixes():
 
 def test_the_report_lists_each_pool_and_the_sources():
     weighed, decision = _decide(ClusterClient(local_cluster_body()), _inputs())
-    page = teardown_report.html_page(weighed, decision)
+    page = report.html_page(weighed, decision)
     assert "Idle cost of the kept cluster" in page
     assert "<td>spot</td><td>compute</td><td>a3-highgpu-8g</td><td>SPOT</td><td>2</td>" in page
     assert "<td>total</td><td></td><td></td><td></td><td></td><td></td><td>159.67</td>" in page
@@ -140,7 +138,7 @@ def test_the_report_lists_each_pool_and_the_sources():
     explicit, plain = _decide(
         ClusterClient(), _inputs(idle_price_per_hour=1.0, provisioning_price_per_hour=1.0)
     )
-    assert "Idle cost of the kept cluster" not in teardown_report.html_page(explicit, plain)
+    assert "Idle cost of the kept cluster" not in report.html_page(explicit, plain)
 
 
 GOOD_MODEL = {
@@ -155,29 +153,31 @@ GOOD_MODEL = {
 def test_preflight_finds_a_cluster_it_cannot_price_before_it_exists(tmp_path):
     unknown = local_cluster_body(machine_type="a9-hypergpu-8g")
     with pytest.raises(errors.SpecValidationError) as caught:
-        preflight.check_run(GOOD_MODEL, _inputs(), failure_keep_minutes=60.0, cluster=unknown)
+        check_run_parameters.check_run(
+            GOOD_MODEL, _inputs(), failure_keep_minutes=60.0, cluster=unknown
+        )
     assert [p.field for p in caught.value.problems] == ["idle_price_per_hour"]
     assert "add it to a price file" in caught.value.problems[0].fix
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"a9-hypergpu-8g": {"SPOT": 1, "ON_DEMAND": 2}}))
-    preflight.check_run(GOOD_MODEL, _inputs(), cluster=unknown, price_file=str(prices))
+    check_run_parameters.check_run(GOOD_MODEL, _inputs(), cluster=unknown, price_file=str(prices))
     # Explicit prices need no price for the cluster.
     explicit = _inputs(idle_price_per_hour=1.0, provisioning_price_per_hour=1.0)
-    preflight.check_run(GOOD_MODEL, explicit, cluster=unknown)
+    check_run_parameters.check_run(GOOD_MODEL, explicit, cluster=unknown)
 
 
 def test_preflight_reports_an_invalid_price_file(tmp_path):
     prices = tmp_path / "prices.yaml"
     prices.write_text("a3-highgpu-8g: {SPOT: -2}\n")
     with pytest.raises(errors.SpecValidationError) as caught:
-        preflight.check_run(GOOD_MODEL, _inputs(), price_file=str(prices))
+        check_run_parameters.check_run(GOOD_MODEL, _inputs(), price_file=str(prices))
     assert [p.field for p in caught.value.problems] == ["price_file"]
 
 
 def test_the_local_cluster_is_priced_through_the_emulator(emulator, emulator_api):
     emulator_api.create_running(CLUSTER, local_cluster_body())
     client = rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
-    weighed, decision = teardown_pricing.decide(
+    weighed, decision = decide_teardown.decide_teardown(
         _inputs(), client=client, project=PROJECT, location=LOCATION, cluster_id=CLUSTER
     )
     assert weighed.idle_price_per_hour == pytest.approx(159.669972)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import report as teardown_report
-from vsp.components.runtime.teardown import report_chart
+from vsp.components.runtime.teardown import report, report_chart
 
 NOW = 1796390200.0  # 2026-12-04 13:16:40 UTC; the hourly cron's next run is 43 min 20 s away
 
@@ -67,7 +66,7 @@ def test_free_idle_has_no_break_even_and_an_unknown_next_run_no_idle_mark():
 
 
 def test_the_decision_table_shows_readable_times_and_units():
-    page = teardown_report.html_page(*_case())
+    page = report.html_page(*_case())
     for row in (
         "<tr><th>break-even idle time (keeping costs as much as re-creating)</th>"
         "<td>36 min 40 s</td></tr>",

@@ -8,14 +8,14 @@ import datetime
 import pytest
 import requests
 
-from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.cluster import resource
+from vsp.components.runtime.core import errors, gcp_labels, rest, step
+from vsp.components.runtime.steps import decide_teardown, keep_cluster
 from vsp.components.runtime.teardown import decision as teardown
-from vsp.components.runtime.teardown import exit_task
-from vsp.components.runtime.teardown import runner as teardown_step
+from vsp.components.runtime.teardown import exit_task, run_history
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
-REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 PRICES = {
     "idle_price_per_hour": 1.0,
@@ -63,19 +63,19 @@ def _iso(hours_ago: float) -> str:
 
 
 def test_history_is_read_past_the_first_page(monkeypatch):
-    monkeypatch.setattr(teardown_step, "HISTORY_PAGE_SIZE", 2)
+    monkeypatch.setattr(run_history, "HISTORY_PAGE_SIZE", 2)
     jobs = [_job(h) for h in (0.0, 1.0)] + [_job(1.5, "PIPELINE_STATE_CANCELLED"), _job(2.0)]
     client = PagedClient(jobs)
-    history = teardown_step.run_history(client, PROJECT, LOCATION, "p")
+    history = run_history.run_history(client, PROJECT, LOCATION, "p")
     assert history == [NOW - 2 * 3600, NOW - 3600, NOW]
     assert [params.get("pageToken") for _, params in client.calls] == [None, "2"]
 
 
 def test_history_stops_at_the_most_runs_it_reads(monkeypatch):
-    monkeypatch.setattr(teardown_step, "HISTORY_PAGE_SIZE", 2)
-    monkeypatch.setattr(teardown_step, "HISTORY_MAX_JOBS", 3)
+    monkeypatch.setattr(run_history, "HISTORY_PAGE_SIZE", 2)
+    monkeypatch.setattr(run_history, "HISTORY_MAX_JOBS", 3)
     client = PagedClient([_job(h) for h in (0.0, 1.0, 2.0, 3.0, 4.0)])
-    history = teardown_step.run_history(client, PROJECT, LOCATION, "p")
+    history = run_history.run_history(client, PROJECT, LOCATION, "p")
     assert history == [NOW - 2 * 3600, NOW - 3600, NOW]
     assert len(client.calls) == 2
 
@@ -84,7 +84,7 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     jobs = [_job(h) for h in (0.0, 1.0, 2.0, 3.0)] + [_job(0.5, "PIPELINE_STATE_CANCELLED")]
     client = RecordingClient(jobs)
     inputs = teardown.TeardownInputs(**PRICES, now=NOW)
-    weighed, decision = teardown_step.decide(
+    weighed, decision = decide_teardown.decide_teardown(
         inputs, client=client, project=PROJECT, location=LOCATION, pipeline_name="p"
     )
     assert client.calls == [
@@ -96,7 +96,7 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     assert decision.action == "keep"
     assert decision.next_run == pytest.approx(NOW + 3600)
     assert "median gap 3600 s of 4 earlier runs" in decision.reason
-    metrics = teardown_step.decision_metrics(weighed, decision)
+    metrics = decide_teardown.decision_metrics(weighed, decision)
     assert metrics["teardown_keep"] == 1.0
     assert metrics["teardown_input_earlier_runs"] == 4.0
     assert metrics["teardown_input_provisioning_minutes"] == 20.0
@@ -106,7 +106,7 @@ def test_history_of_hourly_runs_keeps_the_cluster():
 def test_a_cron_wins_over_the_history_which_is_still_listed_for_missed_runs():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
     inputs = teardown.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
-    weighed, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
+    weighed, decision = decide_teardown.decide_teardown(inputs, client=client, pipeline_name="p")
     assert len(client.calls) == 1
     assert weighed.run_start_times == [NOW - 3600, NOW]
     assert decision.action == "delete"
@@ -116,14 +116,14 @@ def test_a_cron_wins_over_the_history_which_is_still_listed_for_missed_runs():
 def test_an_interval_wins_and_nothing_is_listed():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
     inputs = teardown.TeardownInputs(**PRICES, now=NOW, interval_seconds=3600)
-    _, decision = teardown_step.decide(inputs, client=client, pipeline_name="p")
+    _, decision = decide_teardown.decide_teardown(inputs, client=client, pipeline_name="p")
     assert client.calls == []
     assert decision.action == "keep"
 
 
 def test_history_that_cannot_be_listed_means_unknown_cadence():
     client = RecordingClient(error=errors.PermissionDeniedError("no", http_status=403))
-    _, decision = teardown_step.decide(
+    _, decision = decide_teardown.decide_teardown(
         teardown.TeardownInputs(**PRICES, now=NOW), client=client, pipeline_name="p"
     )
     assert decision.action == "delete" and "unknown" in decision.reason
@@ -132,16 +132,16 @@ def test_history_that_cannot_be_listed_means_unknown_cadence():
 def test_invalid_inputs_fail_before_any_request():
     client = RecordingClient()
     with pytest.raises(errors.UserError, match="schedule_cron"):
-        teardown_step.decide(
+        decide_teardown.decide_teardown(
             teardown.TeardownInputs(**PRICES, schedule_cron="every hour"), client=client
         )
     assert client.calls == []
 
 
 def test_parse_run_times_accepts_epochs_and_rfc3339():
-    assert teardown_step.parse_run_times([1.5, "1970-01-01T00:00:10Z"]) == [1.5, 10.0]
+    assert run_history.parse_run_times([1.5, "1970-01-01T00:00:10Z"]) == [1.5, 10.0]
     with pytest.raises(errors.UserError, match="RFC 3339"):
-        teardown_step.parse_run_times(["yesterday"])
+        run_history.parse_run_times(["yesterday"])
 
 
 # ----- against the emulator -----
@@ -178,7 +178,7 @@ def _deleter(calls):
 @pytest.mark.slow
 def test_keep_labels_the_cluster_with_the_decision(emulator, client, cluster):
     labels = {"vsp-teardown": "keep", "vsp-expires-at": "20270115t091500z"}
-    assert teardown_step.keep(client, REF, labels) is True
+    assert keep_cluster.keep(client, REF, labels) is True
     [patch] = _patches(emulator)
     assert patch["query"]["updateMask"] == "labels"
     assert {k: v for k, v in patch["body"]["labels"].items() if k in labels} == labels
@@ -187,12 +187,12 @@ def test_keep_labels_the_cluster_with_the_decision(emulator, client, cluster):
 
 def test_keep_refuses_labels_that_are_not_the_decision(emulator, client, cluster):
     with pytest.raises(errors.UserError, match="not teardown labels"):
-        teardown_step.keep(client, REF, {"vsp-teardown": "keep", "team": "x"})
+        keep_cluster.keep(client, REF, {"vsp-teardown": "keep", "team": "x"})
     assert _patches(emulator) == []
 
 
 def test_keep_of_a_missing_cluster_is_false(emulator, client):
-    assert teardown_step.keep(client, REF, {"vsp-teardown": "keep"}) is False
+    assert keep_cluster.keep(client, REF, {"vsp-teardown": "keep"}) is False
 
 
 def test_after_success_the_exit_task_changes_nothing(emulator, client, cluster):
@@ -223,8 +223,8 @@ def test_after_a_failure_the_cluster_is_kept_for_a_retry_with_an_expiry(emulator
     assert result.action == "kept" and calls == []
     labels = _labels(client)
     assert labels["vsp-teardown"] == "retry"
-    assert labels["vsp-expires-at"] == teardown.format_label_time(NOW + 1800)
-    assert teardown.expired(labels, NOW + 1801) and not teardown.expired(labels, NOW + 1799)
+    assert labels["vsp-expires-at"] == gcp_labels.format_label_time(NOW + 1800)
+    assert gcp_labels.expired(labels, NOW + 1801) and not gcp_labels.expired(labels, NOW + 1799)
 
 
 def test_after_a_failure_with_no_retry_window_the_cluster_is_deleted(emulator, client, cluster):
@@ -268,14 +268,14 @@ def test_final_states_are_read_tolerantly_and_unknown_ones_take_the_failure_path
 
 @pytest.mark.slow
 def test_real_delete_through_the_exit_task(emulator, client, cluster, emulator_api):
-    from vsp.components.runtime.cluster import runner as cluster_step
+    from vsp.components.runtime.steps import delete_cluster
 
     result = exit_task.finalize(
         client,
         REF,
         state="CANCELLED",
         failure_keep_minutes=60,
-        delete=lambda: cluster_step.delete_cluster(
+        delete=lambda: delete_cluster.delete_cluster(
             project=PROJECT, location=LOCATION, cluster_id=CLUSTER, timeout_seconds=30
         ),
     )

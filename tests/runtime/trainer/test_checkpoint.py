@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from vsp.components.runtime.core import errors, file_primitives
-from vsp.components.runtime.trainer import checkpoint
-from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.components.runtime.trainer import checkpoint, model_files
 
 
 def _arrays(step: int) -> dict[str, np.ndarray]:
@@ -74,7 +73,7 @@ def test_manifest_lists_step_format_sizes_and_sha256(tmp_path: Path) -> None:
     assert (manifest["format"], manifest["format_version"]) == ("vsp-checkpoint", 1)
     assert manifest["created_unix"] > 0 and manifest["created"].endswith("+00:00")
     for name in ("arrays.npz", "metadata.json"):
-        size, sha = model_dir.file_digest(ref.path / name)
+        size, sha = model_files.file_digest(ref.path / name)
         assert manifest["files"][name] == {"size": size, "sha256": sha}
 
 
@@ -245,7 +244,7 @@ def test_directory_fsync_failure_is_tolerated(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    assert model_dir.fsync_dir(tmp_path) is False
+    assert model_files.fsync_dir(tmp_path) is False
     _save(tmp_path, 1)
     assert checkpoint.latest_valid(tmp_path).step == 1
 

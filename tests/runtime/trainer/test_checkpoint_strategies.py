@@ -7,45 +7,44 @@ import math
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import history
+from vsp.components.runtime.trainer import history, strategies
 from vsp.components.runtime.trainer import policy as cp
-from vsp.components.runtime.trainer import strategies as st
 
 HOUR = 3600.0
 
 
 def test_notice_first_lengthens_the_interval_when_the_save_fits() -> None:
     # async save at full scale: 2 s snapshot, 26 s until the manifest, 30 s notice
-    costs = st.Costs(save_block_s=2.0, save_total_s=26.0, mtbf_s=HOUR, notice_s=30.0)
+    costs = strategies.Costs(save_block_s=2.0, save_total_s=26.0, mtbf_s=HOUR, notice_s=30.0)
     assert costs.fits_notice
-    interval = st.NoticeFirst(p_notice_fail=0.02).interval(costs)
+    interval = strategies.NoticeFirst(p_notice_fail=0.02).interval(costs)
     assert interval == math.sqrt(2 * 2.0 * HOUR / 0.02)
     assert round(interval, 1) == 848.5
     # Young/Daly with the same costs saves about every 2 minutes
-    assert round(st.YoungDaly().interval(costs), 1) == 118.7
-    assert round(st.NoticeFirst(p_notice_fail=0.5).interval(costs), 1) == 169.7
+    assert round(strategies.YoungDaly().interval(costs), 1) == 118.7
+    assert round(strategies.NoticeFirst(p_notice_fail=0.5).interval(costs), 1) == 169.7
 
 
 def test_notice_first_falls_back_when_the_save_does_not_fit() -> None:
     # fully blocking 30 s save, as long as the notice: Daly's interval
-    costs = st.Costs(save_block_s=30.0, save_total_s=30.0, mtbf_s=HOUR, notice_s=30.0)
+    costs = strategies.Costs(save_block_s=30.0, save_total_s=30.0, mtbf_s=HOUR, notice_s=30.0)
     assert not costs.fits_notice
-    assert st.NoticeFirst().interval(costs) == st.daly_interval(30.0, HOUR)
-    young = st.NoticeFirst(fallback=st.YoungDaly("young"))
+    assert strategies.NoticeFirst().interval(costs) == strategies.daly_interval(30.0, HOUR)
+    young = strategies.NoticeFirst(fallback=strategies.YoungDaly("young"))
     assert young.interval(costs) == math.sqrt(2 * 30.0 * HOUR)
 
 
 def test_explanations_carry_the_numbers() -> None:
-    fits = st.Costs(save_block_s=2.0, save_total_s=26.0, mtbf_s=HOUR, notice_s=30.0)
-    assert st.NoticeFirst().explain(fits) == (
+    fits = strategies.Costs(save_block_s=2.0, save_total_s=26.0, mtbf_s=HOUR, notice_s=30.0)
+    assert strategies.NoticeFirst().explain(fits) == (
         "notice-first: a save takes 26 s (2 s blocking), mean time between preemptions 3600 s"
         " (prior); the save fits in the 30 s notice with a 1.1x margin, so periodic saves only"
         " insure against a failed notice save (p = 0.02: Beta prior centred on 0.02 worth 50"
         " preemptions; none in the checkpoint history yet): every 848.5 s of training"
         " = sqrt(2 x 2 s x 3600 s / 0.02)"
     )
-    blocking = st.Costs(30.0, 30.0, 1800.0, 30.0, preemptions=3)
-    assert st.NoticeFirst().explain(blocking) == (
+    blocking = strategies.Costs(30.0, 30.0, 1800.0, 30.0, preemptions=3)
+    assert strategies.NoticeFirst().explain(blocking) == (
         "notice-first: the save does not fit in the 30 s notice with a 1.1x margin, so"
         " young-daly: a save blocks training 30 s, mean time between preemptions 1800 s"
         " (3 preemptions observed); Daly's interval gives a periodic save every 308.9 s of"
@@ -55,14 +54,14 @@ def test_explanations_carry_the_numbers() -> None:
 
 def test_policy_uses_notice_first_by_default_and_explains() -> None:
     policy = cp.CheckpointPolicy(mtbf_s=HOUR)
-    assert isinstance(policy.strategy, st.NoticeFirst)
+    assert isinstance(policy.strategy, strategies.NoticeFirst)
     policy.record_save(10, 2.0, persisted=False)
     policy.record_persist(26.0)
     assert policy.interval_s == pytest.approx(848.528, abs=1e-3)
     assert "every 848.5 s" in policy.explain()
     policy.record_persist(60.0)  # 26 + 0.3 * (60 - 26) = 36.2 s: no longer fits
     assert policy.save_total_s == pytest.approx(36.2)
-    assert policy.interval_s == st.daly_interval(2.0, HOUR)
+    assert policy.interval_s == strategies.daly_interval(2.0, HOUR)
     clamped = cp.CheckpointPolicy(mtbf_s=HOUR, initial_save_cost_s=2.0, max_interval_s=600.0)
     assert clamped.interval_s == 600.0
     assert clamped.explain().endswith(", clamped to 600 s")
@@ -86,24 +85,24 @@ def test_policy_state_keeps_both_costs() -> None:
 
 
 def test_from_name() -> None:
-    assert isinstance(st.from_name("young-daly"), st.YoungDaly)
-    notice_first = st.from_name("notice-first", formula="young", p_notice_fail=0.1)
+    assert isinstance(strategies.from_name("young-daly"), strategies.YoungDaly)
+    notice_first = strategies.from_name("notice-first", formula="young", p_notice_fail=0.1)
     assert (notice_first.p_notice_fail, notice_first.fallback.formula) == (0.1, "young")
     with pytest.raises(errors.UserError, match="unknown checkpoint strategy 'often'"):
-        st.from_name("often")
+        strategies.from_name("often")
     for bad in (0.0, 1.5, math.nan):
         with pytest.raises(errors.UserError, match="p_notice_fail"):
-            st.NoticeFirst(bad)
+            strategies.NoticeFirst(bad)
     with pytest.raises(errors.UserError, match="formula"):
-        st.YoungDaly("fast")
+        strategies.YoungDaly("fast")
 
 
-def _costs(landed: int, failed: int) -> st.Costs:
-    return st.Costs(2.0, 26.0, HOUR, 30.0, notices_landed=landed, notices_failed=failed)
+def _costs(landed: int, failed: int) -> strategies.Costs:
+    return strategies.Costs(2.0, 26.0, HOUR, 30.0, notices_landed=landed, notices_failed=failed)
 
 
 def test_notice_first_learns_p_from_the_notice_outcomes() -> None:
-    notice_first = st.NoticeFirst()
+    notice_first = strategies.NoticeFirst()
     # Beta(1, 49): p = (1 + failed) / (50 + landed + failed)
     assert notice_first.p(_costs(0, 0)) == 1 / 50
     assert notice_first.p(_costs(5, 0)) == 1 / 55
@@ -114,7 +113,7 @@ def test_notice_first_learns_p_from_the_notice_outcomes() -> None:
     assert notice_first.interval(_costs(4, 1)) == math.sqrt(2 * 2.0 * HOUR * 55 / 2)
     assert round(notice_first.interval(_costs(5, 0)), 2) == 889.94
     assert round(notice_first.interval(_costs(4, 1)), 2) == 629.29
-    weak = st.NoticeFirst(p_notice_fail=0.1, prior_strength=10)
+    weak = strategies.NoticeFirst(p_notice_fail=0.1, prior_strength=10)
     assert weak.p(_costs(4, 1)) == (1 + 1) / 15
     assert notice_first.explain(_costs(4, 1)) == (
         "notice-first: a save takes 26 s (2 s blocking), mean time between preemptions 3600 s"
@@ -124,7 +123,7 @@ def test_notice_first_learns_p_from_the_notice_outcomes() -> None:
         " preemptions without one 1): every 629.3 s of training = sqrt(2 x 2 s x 3600 s / 0.0364)"
     )
     with pytest.raises(errors.UserError, match="prior_strength"):
-        st.NoticeFirst(prior_strength=0)
+        strategies.NoticeFirst(prior_strength=0)
 
 
 def _rec(event: str, time: float, step: int, reason: str = "") -> history.Record:

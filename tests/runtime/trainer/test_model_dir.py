@@ -9,21 +9,21 @@ import numpy as np
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import model_files as model_dir
+from vsp.components.runtime.trainer import model_files
 
 ARRAYS = {"W": np.arange(12, dtype=np.float64).reshape(3, 4) / 7, "b": np.ones(4, np.float32)}
 
 
 def _write(path: Path, **kwargs) -> dict:
     extra = kwargs.pop("extra_files", {"metrics.json": {"loss_history": [1.0, 0.5]}})
-    return model_dir.write_model_dir(
+    return model_files.write_model_dir(
         path, ARRAYS, {"step": 40, "name": "mlp"}, extra_files=extra, **kwargs
     )
 
 
 def _problems(path: Path) -> list[str]:
-    with pytest.raises(model_dir.ModelDirError) as info:
-        model_dir.verify_model_dir(path)
+    with pytest.raises(model_files.ModelDirError) as info:
+        model_files.verify_model_dir(path)
     assert isinstance(info.value, errors.UserError)
     assert str(path) in str(info.value)
     return info.value.problems
@@ -31,7 +31,7 @@ def _problems(path: Path) -> list[str]:
 
 def test_write_then_verify_and_read(tmp_path: Path) -> None:
     written = _write(tmp_path / "model")
-    manifest = model_dir.verify_model_dir(tmp_path / "model")
+    manifest = model_files.verify_model_dir(tmp_path / "model")
     assert manifest == written
     assert (manifest["format"], manifest["format_version"], manifest["step"]) == (
         "vsp-model",
@@ -40,9 +40,9 @@ def test_write_then_verify_and_read(tmp_path: Path) -> None:
     )
     assert sorted(manifest["files"]) == ["metadata.json", "metrics.json", "model.npz"]
     for name, entry in manifest["files"].items():
-        size, sha = model_dir.file_digest(tmp_path / "model" / name)
+        size, sha = model_files.file_digest(tmp_path / "model" / name)
         assert entry == {"size": size, "sha256": sha}
-    arrays, metadata = model_dir.read_model_dir(tmp_path / "model")
+    arrays, metadata = model_files.read_model_dir(tmp_path / "model")
     assert {k: v.tobytes() for k, v in arrays.items()} == {
         k: v.tobytes() for k, v in ARRAYS.items()
     }
@@ -136,7 +136,7 @@ def test_rewrite_replaces_previous_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [*manifest["files"], "manifest.json"]
     )
-    model_dir.verify_model_dir(tmp_path)
+    model_files.verify_model_dir(tmp_path)
 
 
 def test_foreign_files_are_not_clobbered(tmp_path: Path) -> None:
@@ -155,4 +155,4 @@ def test_reserved_or_unsafe_extra_names_are_refused(tmp_path: Path, name: str) -
 
 def test_bad_step_is_refused(tmp_path: Path) -> None:
     with pytest.raises(errors.UserError, match="step must be"):
-        model_dir.write_model_dir(tmp_path, ARRAYS, {"step": "40"})
+        model_files.write_model_dir(tmp_path, ARRAYS, {"step": "40"})

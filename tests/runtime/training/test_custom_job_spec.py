@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.training.custom_job_backend import classify
-from vsp.components.runtime.training.custom_job_spec import CustomJobTraining
-from vsp.components.runtime.training.recovery import Outcome
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training.backends.custom_job import classify
+from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
 
 SPEC = CustomJobTraining(
     display_name="llm",
@@ -138,7 +138,7 @@ def test_job_states_are_classified(job, outcome):
 
 
 def test_long_run_keys_keep_distinct_labels():
-    from vsp.components.runtime.training.custom_job_backend import run_label
+    from vsp.components.runtime.training.backends.custom_job import run_label
 
     a = run_label("vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395016")
     b = run_label("vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395017")

@@ -12,9 +12,9 @@ import pytest
 import requests
 
 from vsp.components.runtime.core import errors, polling
+from vsp.components.runtime.steps import train_custom_job
 from vsp.components.runtime.trainer import checkpoint
-from vsp.components.runtime.training import custom_job_runner as custom_job_step
-from vsp.components.runtime.training.custom_job_spec import CustomJobTraining
+from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
 
 PROJECT, LOCATION = "test-project", "us-central1"
 POLL = polling.Backoff(initial=0.1, maximum=0.15, jitter=0)
@@ -48,7 +48,7 @@ def spec(steps: int, **changes) -> CustomJobTraining:
 
 
 def train(training, **options):
-    return custom_job_step.train_custom_job(
+    return train_custom_job.train_custom_job(
         project=PROJECT,
         location=LOCATION,
         training=training,
@@ -122,16 +122,16 @@ def test_retried_step_reattaches_to_its_job(emulator):
 STEP = """
 import sys
 import time
-from vsp.components.runtime.training import custom_job_runner as custom_job_step
+from vsp.components.runtime.steps import train_custom_job
 from vsp.components.runtime.core import polling, step
-from vsp.components.runtime.training.custom_job_spec import CustomJobTraining
+from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
 step.configure_logging()
 training = CustomJobTraining(
     display_name="cancel", base_output_directory="gs://bucket/runs/cancel",
     machine_type="n1-standard-8", container_image="python:3.11-slim",
     command=[sys.executable, "-m", "vsp.examples.trainer",
              "--steps", "400", "--step-seconds", "0.05"])
-step.run_step("train", lambda: custom_job_step.train_custom_job(
+step.run_step("train", lambda: train_custom_job.train_custom_job(
     project="test-project", location="us-central1", training=training, run_key="run-c",
     poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0)))
 """

@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 
 from vsp.components.runtime.core import errors
+from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.trainer import history as checkpoint_history
 from vsp.components.runtime.trainer import history_writer, manifests
 from vsp.components.runtime.trainer.history import Record
+from vsp.components.runtime.training import driver, recovery
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training import recovery
-from vsp.components.runtime.training import runner as training_step
-from vsp.components.runtime.training.backend_api import RunResult
+from vsp.components.runtime.training.backends.interface import RunResult
 
 
 def _preempted_run() -> RunResult:
     attempt = recovery.Attempt("1", recovery.Target("spot", spot=True))
-    attempt.outcome = recovery.Outcome.SUCCEEDED
+    attempt.outcome = Outcome.SUCCEEDED
     attempt.nodes = 1
     events = [
         {"time": 0.0, "job_id": "1", "event": "running"},
@@ -41,7 +41,7 @@ def test_invisible_checkpoints_leave_goodput_out_when_a_run_was_interrupted():
 
 def test_an_uninterrupted_run_needs_no_history_to_know_nothing_was_lost():
     attempt = recovery.Attempt("1", recovery.Target("spot", spot=True))
-    attempt.outcome = recovery.Outcome.SUCCEEDED
+    attempt.outcome = Outcome.SUCCEEDED
     events = [
         {"time": 0.0, "job_id": "1", "event": "running"},
         {"time": 10.0, "job_id": "1", "event": "succeeded"},
@@ -55,9 +55,9 @@ def test_an_uninterrupted_run_needs_no_history_to_know_nothing_was_lost():
 def test_visibility_and_the_notes(tmp_path):
     assert manifests.checkpoints_visible(tmp_path)
     assert not manifests.checkpoints_visible(tmp_path / "on-the-cluster")
-    note = training_step.unknown_goodput_note("/home/run/ckpt")
+    note = driver.unknown_goodput_note("/home/run/ckpt")
     assert "/home/run/ckpt" in note and "gs://BUCKET/PATH" in note
-    seen = training_step.unknown_goodput_note("/gcs/b/ckpt", visible=True)
+    seen = driver.unknown_goodput_note("/gcs/b/ckpt", visible=True)
     assert "no history.jsonl" in seen and "checkpoint.resume()" in seen
 
 

@@ -65,12 +65,12 @@ def test_the_supervisor_shows_trainer_lines_while_it_polls(slurm_cluster, tmp_pa
     import sys  # noqa: PLC0415
 
     from vsp.components.runtime.core import polling  # noqa: PLC0415
-    from vsp.components.runtime.slurm import backend as slurm_backend
-    from vsp.components.runtime.slurm import train_runner as train_step
+    from vsp.components.runtime.steps import train_on_cluster
+    from vsp.components.runtime.training.backends import slurm
 
     slurm_cluster("logs")
     work = tmp_path / "run"
-    spec = slurm_backend.SlurmTraining(
+    spec = slurm.SlurmTraining(
         command=[sys.executable, "-m", "vsp.examples.trainer", "--steps", "5", "--samples", "64"],
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
@@ -78,7 +78,7 @@ def test_the_supervisor_shows_trainer_lines_while_it_polls(slurm_cluster, tmp_pa
         account="ml",
     )
     with caplog.at_level(logging.INFO, logger="vsp.components.runtime.training.supervisor"):
-        train_step.train_on_cluster(
+        train_on_cluster.train_on_cluster(
             project="test-project", location="us-central1", cluster_id="logs", training=spec,
             spot_partition="spot", run_key="logs-1", timeout_seconds=120,
             poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),

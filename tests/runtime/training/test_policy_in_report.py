@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.training import runner as training_step
-from vsp.components.runtime.training.backend_api import TrainingBackend
-from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training import driver
+from vsp.components.runtime.training.backends.interface import TrainingBackend
+from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
 
 EXPLAINED = "notice-first: a save takes 26 s (2 s blocking) & <more>"
 
@@ -36,7 +37,7 @@ class SucceedingBackend(TrainingBackend):
 
 def _supervise(tmp_path):
     pages = []
-    training_step.supervise(
+    driver.supervise(
         SucceedingBackend(),
         SpotRecovery(Target("spot", spot=True)),
         "run-1",
@@ -52,15 +53,15 @@ def test_the_report_shows_the_trainers_policy_explanation(tmp_path):
     (tmp_path / "model").mkdir()
     metrics = {"loss_history": [2.0, 1.0], "checkpoint_policy": EXPLAINED}
     (tmp_path / "model" / "metrics.json").write_text(json.dumps(metrics))
-    assert training_step.checkpoint_policy_text(str(tmp_path / "model")) == EXPLAINED
+    assert driver.checkpoint_policy_text(str(tmp_path / "model")) == EXPLAINED
     page = _supervise(tmp_path)
     escaped = "notice-first: a save takes 26 s (2 s blocking) &amp; &lt;more&gt;"
     assert f"<h2>Checkpoint policy</h2>{escaped}" in page
 
 
 def test_no_section_without_an_explanation(tmp_path):
-    assert training_step.checkpoint_policy_text(str(tmp_path / "missing")) == ""
+    assert driver.checkpoint_policy_text(str(tmp_path / "missing")) == ""
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "metrics.json").write_text('{"checkpoint_policy": 3}')
-    assert training_step.checkpoint_policy_text(str(tmp_path / "model")) == ""
+    assert driver.checkpoint_policy_text(str(tmp_path / "model")) == ""
     assert "Checkpoint policy" not in _supervise(tmp_path)

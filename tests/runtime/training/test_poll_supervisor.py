@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.training import poll_plan
-from vsp.components.runtime.training import runner as training_step
-from vsp.components.runtime.training.backend_api import TrainingBackend
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training import driver, poll_plan
+from vsp.components.runtime.training.backends.interface import TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
-from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
 from vsp.components.runtime.training.supervisor import TrainingSupervisor
 
 SPOT = Target("spot", spot=True)
@@ -104,7 +104,7 @@ def test_call_metrics_are_per_hour_of_supervision():
 
 
 def test_component_options_scale_the_plan_from_poll_seconds():
-    options = training_step.component_options(
+    options = driver.component_options(
         spot_price=1, ondemand_price=2, poll_seconds=20, timeout_seconds=60,
         gcp_resources_path="", report_path="/dev/null",
     )  # fmt: skip

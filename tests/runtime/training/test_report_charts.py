@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
+from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.training import report_charts
-from vsp.components.runtime.training.backend_api import RunResult
-from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
+from vsp.components.runtime.training.backends.interface import RunResult
+from vsp.components.runtime.training.recovery import Attempt, Target
 
 T0 = 1796389200.0  # 2026-12-04 13:00:00 UTC
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from vsp.components.runtime.core import errors, polling
-from vsp.components.runtime.slurm import backend as slurm_backend
-from vsp.components.runtime.slurm import train_runner as train_step
-from vsp.components.runtime.training import runner as training_step
+from vsp.components.runtime.steps import train_on_cluster
+from vsp.components.runtime.training import driver
+from vsp.components.runtime.training.backends import slurm
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "keys"
@@ -20,15 +20,15 @@ TRAINER = [sys.executable, "-m", "vsp.examples.trainer", "--steps", "5", "--samp
 
 def test_derived_keys_differ_by_task_and_stay_within_the_limit():
     run = "slurm-spot-training-20261203081500"
-    first = training_step.run_key_for(run, "vsptrain", task="train-on-cluster")
-    second = training_step.run_key_for(run, "vsptrain", task="train-on-cluster-2")
+    first = driver.run_key_for(run, "vsptrain", task="train-on-cluster")
+    second = driver.run_key_for(run, "vsptrain", task="train-on-cluster-2")
     assert first == f"vsp-vsptrain-{run}-train-on-cluster"
     assert first != second
-    assert training_step.run_key_for(run, "vsptrain", "mine", "train-on-cluster") == "mine"
+    assert driver.run_key_for(run, "vsptrain", "mine", "train-on-cluster") == "mine"
     long_run = "r" * 63
-    a = training_step.run_key_for(long_run, "c", task="t" * 60 + "-a")
-    b = training_step.run_key_for(long_run, "c", task="t" * 60 + "-b")
-    assert len(a) == len(b) == training_step.MAX_RUN_KEY and a != b
+    a = driver.run_key_for(long_run, "c", task="t" * 60 + "-a")
+    b = driver.run_key_for(long_run, "c", task="t" * 60 + "-b")
+    assert len(a) == len(b) == driver.MAX_RUN_KEY and a != b
 
 
 @pytest.fixture
@@ -38,14 +38,14 @@ def cluster(slurm_cluster):
 
 def _train(tmp_path, folder: str, command: list[str], **keys):
     work = tmp_path / folder
-    spec = slurm_backend.SlurmTraining(
+    spec = slurm.SlurmTraining(
         command=command,
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
         model_dir=str(work / "model"),
         account="ml",
     )
-    return train_step.train_on_cluster(
+    return train_on_cluster.train_on_cluster(
         project=PROJECT,
         location=LOCATION,
         cluster_id=CLUSTER,

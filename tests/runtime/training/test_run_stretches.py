@@ -4,10 +4,11 @@ stretch and opens a new one at the new run's start; starts and ends use the back
 from __future__ import annotations
 
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training.backend_api import TrainingBackend
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training import metrics
+from vsp.components.runtime.training.backends.interface import TrainingBackend
 from vsp.components.runtime.training.poll_window import PollWindow
-from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
 from vsp.components.runtime.training.supervisor import TrainingSupervisor
 
 SPOT = Target("spot", spot=True)
@@ -51,7 +52,7 @@ def run(rows, start=1000.0):
         wall=clock.now,
     )
     result = supervisor.run()
-    return result, training_metrics.run_intervals(result, clock.now())
+    return result, metrics.run_intervals(result, clock.now())
 
 
 def stretches(intervals):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training.backend_api import RunResult
-from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
+from vsp.components.runtime.training.backends.interface import RunResult
+from vsp.components.runtime.training.recovery import Attempt, Target
 
 SPOT, ONDEMAND = Target("spot", True), Target("ondemand", False)
 

@@ -76,7 +76,7 @@ def test_the_component_refuses_wrong_types_cleanly_before_any_request(tmp_path, 
     monkeypatch.setattr(step, "configure_logging", lambda: None)
     output = types.SimpleNamespace(path=str(tmp_path / "out"), metadata={})
     with pytest.raises(SystemExit) as exited:
-        catalog.COMPONENT_FUNCTIONS["train_on_cluster"](
+        catalog.declarations()["train_on_cluster"](
             project="test-project", location="us-central1", cluster_id="c1",
             command=["python"], working_directory="/home/me/run",
             model_dir="/gcs/bucket/model", gcp_resources=str(tmp_path / "gcp_resources"),

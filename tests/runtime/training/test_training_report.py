@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training import report as training_report
-from vsp.components.runtime.training.backend_api import RunResult
-from vsp.components.runtime.training.recovery import Attempt, Outcome, Target
+from vsp.components.runtime.training import report
+from vsp.components.runtime.training.backends.interface import RunResult
+from vsp.components.runtime.training.recovery import Attempt, Target
 
 
 def _result():
@@ -26,7 +27,7 @@ def _result():
 def test_html_report_has_metrics_timeline_loss_and_escapes_details():
     result = _result()
     metrics = training_metrics.compute(result)
-    page = training_report.html_report("run <x>", result, metrics, losses=[3.0, 2.0, 1.5])
+    page = report.html_report("run <x>", result, metrics, losses=[3.0, 2.0, 1.5])
     assert "<title>run &lt;x&gt;</title>" in page
     assert "&lt;b&gt;NODE_FAIL&lt;/b&gt;" in page and "<b>NODE_FAIL" not in page
     assert page.count('<rect class="bar"') == 2 and page.count('fill="#4e79a7">') == 2  # Spot
@@ -38,7 +39,7 @@ def test_html_report_has_metrics_timeline_loss_and_escapes_details():
 
 def test_markdown_report_lists_attempts():
     result = _result()
-    text = training_report.markdown("run", result, training_metrics.compute(result))
+    text = report.markdown("run", result, training_metrics.compute(result))
     assert "| 1 | 7 | spot | PREEMPTED | 0 | <b>NODE_FAIL</b> |" in text
     assert "| preemptions | 1 |" in text
 
@@ -56,7 +57,7 @@ HISTORY = [
 def test_running_stretches_show_where_their_node_seconds_went():
     result = _result()
     metrics = training_metrics.compute(result, history=HISTORY)
-    page = training_report.html_report("run", result, metrics, history=HISTORY)
+    page = report.html_report("run", result, metrics, history=HISTORY)
     # useful, startup, reload, periodic save, notice window, finish, work lost
     assert (
         '<tr><td>7</td><td data-epoch="0.000">1970-01-01 00:00:00 UTC</td>'
@@ -77,6 +78,6 @@ def test_running_stretches_show_where_their_node_seconds_went():
 def test_running_stretches_without_visible_history_say_unknown():
     result = _result()
     metrics = training_metrics.compute(result, history=None)
-    page = training_report.html_report("run", result, metrics, history=None)
+    page = report.html_report("run", result, metrics, history=None)
     assert "<td>preempted</td>" + "<td>unknown</td>" * 7 + "</tr>" in page
     assert "goodput" not in metrics

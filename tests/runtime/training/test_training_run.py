@@ -9,8 +9,9 @@ import pytest
 
 from vsp.components.runtime.core import errors, gcp_resources, polling
 from vsp.components.runtime.core.errors import StepCancelled
-from vsp.components.runtime.training.backend_api import TrainingBackend
-from vsp.components.runtime.training.recovery import Attempt, Outcome, SpotRecovery, Target
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training.backends.interface import TrainingBackend
+from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
 from vsp.components.runtime.training.supervisor import TrainingSupervisor
 
 SPOT, ONDEMAND = Target("spot", spot=True), Target("ondemand", spot=False)

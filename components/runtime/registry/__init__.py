@@ -1,1 +1,0 @@
-"""Vertex AI Model Registry: uploading model versions, and the run's parameter check."""

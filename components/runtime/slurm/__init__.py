@@ -1,1 +1,0 @@
-"""The Slurm Job API (``:callSlurmRestApi``): client, job descriptions and the training backend."""

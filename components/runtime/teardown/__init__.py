@@ -1,1 +1,0 @@
-"""Keep the cluster warm or delete it: the cost decision, run cadence and its history."""

@@ -1,1 +1,0 @@
-"""Spot training supervision for any backend: attempts, recovery, metrics, report, CustomJobs."""

@@ -1,0 +1,77 @@
+"""KFP component: register a trained model as a new Model Registry version.
+
+A declaration (``vsp.components.declare``): its body hands its parameters to
+``vsp.components.runtime.steps.register_model.main``. The ``model`` output has the schema title of
+GCPC's ``google.VertexModel`` (``vsp.components.artifact_types.VertexModel``), so GCPC ops such
+as ``ModelDeployOp`` and ``ModelBatchPredictOp`` accept it, while the step itself installs no
+``google-cloud-pipeline-components``: the type travels embedded with the runtime.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from vsp.components.artifact_types import VertexModel
+from vsp.components.declare import component
+
+
+@component
+def register_model(
+    project: str,
+    location: str,
+    model_id: str,
+    model_dir: str,
+    serving_image: str,
+    model: dsl.Output[VertexModel],
+    gcp_resources: dsl.OutputPath(str),
+    display_name: str = "",
+    version_aliases: list = [],  # noqa: B006 - KFP reads the default; it is never mutated
+    description: str = "",
+    labels: dict = {},  # noqa: B006
+    job_ids: list = [],  # noqa: B006
+    preemptions: int = 0,
+    data_version: str = "",
+    code_version: str = "",
+    pipeline_run: str = "",
+) -> NamedTuple("Outputs", [("model_resource_name", str), ("version_id", str), ("reused", bool)]):
+    """Registers a trained model directory in the Vertex AI Model Registry, once per run.
+
+    Only a model directory whose manifest verifies (every file present with its size and
+    sha256) is registered. The first registration of ``model_id`` creates the model; later
+    ones add a version (``parentModel``). Every version carries the label
+    ``vsp-pipeline-run``; before uploading, and after any failed upload, the step looks for the
+    version carrying this run's label and returns it, so a retried step creates no second
+    version. Provenance (training jobs, preemptions, checkpoint step, data and code versions)
+    is stored as labels.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the registry (the pipeline's region).
+        model_id: Registry model id: lowercase letters, digits, ``_`` and ``-``, starting with a
+            letter, at most 63 characters.
+        model_dir: The model directory: ``gs://BUCKET/PATH`` or a GCS FUSE path
+            ``/gcs/BUCKET/PATH`` (the registry reads Cloud Storage only).
+        serving_image: Serving container image URI for predictions.
+        model: Output: the registered version as a ``google.VertexModel`` artifact.
+        gcp_resources: Output: the upload operation and the model version (proto-JSON).
+        display_name: Display name ('' = the model id).
+        version_aliases: Aliases of the new version, e.g. ``["candidate"]`` (``default`` moves
+            the default version to it).
+        description: Description of the model and of the version.
+        labels: User labels (keys starting with ``vsp-`` are reserved).
+        job_ids: Training job ids, recorded as provenance.
+        preemptions: Preemptions the training survived, recorded as provenance.
+        data_version: Version of the training data, recorded as provenance.
+        code_version: Version (e.g. commit) of the training code, recorded as provenance.
+        pipeline_run: Pipeline run name (pass the job name placeholder); identifies the version
+            of this run.
+
+    Returns:
+        model_resource_name: ``projects/P/locations/L/models/ID@VERSION``.
+        version_id: The version id, e.g. ``"3"``.
+        reused: True when the version had already been registered by this run.
+    """
+    params = dict(locals())  # the parameters, before the import below binds a name
+    from vsp.components.runtime.steps import register_model
+
+    return register_model.main(**params)

@@ -1,0 +1,94 @@
+"""Labels: the ``vsp-`` vocabulary, Google Cloud's label rules, and making values fit them.
+
+Every label the project writes (on clusters, CustomJobs and model versions) is named here, so
+the vocabulary is in one place; so are the rules a label must follow (keys: a lowercase letter
+first, then lowercase letters, digits, ``_`` and ``-``, at most 63; values: the same characters,
+at most 63; at most 64 labels, https://cloud.google.com/resource-manager/docs/labels-overview).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+from collections.abc import Mapping
+
+PREFIX = "vsp-"  # labels the project manages; users' own labels never start with it
+KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+VALUE = re.compile(r"^[a-z0-9_-]{0,63}\Z")
+MAX_LABELS = 64
+
+# On clusters.
+MANAGED = "vsp-managed"  # created by this project
+CREATED_AT = "vsp-created-at"
+PIPELINE_RUN = "vsp-pipeline-run"  # the run that created the resource (also on jobs, models)
+TEARDOWN = "vsp-teardown"  # the teardown decision: keep, in-use, failed-run...
+SHRUNK = "shrink"  # the TEARDOWN value of a cluster whose GPU pools were scaled to no nodes
+
+EXPIRES_AT = "vsp-expires-at"  # a kept cluster may be deleted after this time
+LAST_RUN = "vsp-last-run"  # the last run that reused the cluster
+LAST_USED_AT = "vsp-last-used-at"
+# On CustomJobs.
+RUN_KEY = "vsp-run-key"
+ATTEMPT = "vsp-attempt"
+# On model versions.
+DATA_VERSION = "vsp-data-version"
+CODE_VERSION = "vsp-code-version"
+CHECKPOINT_STEP = "vsp-checkpoint-step"
+JOB_COUNT = "vsp-job-count"
+JOBS = "vsp-jobs"
+PREEMPTIONS = "vsp-preemptions"
+
+_BAD_VALUE_CHARACTERS = re.compile(r"[^a-z0-9_-]+")
+_TIMESTAMP = "%Y%m%dt%H%M%Sz"
+
+
+def is_managed(key: str) -> bool:
+    """Whether a label key is one this project manages."""
+    return key.startswith(PREFIX)
+
+
+def value(text: str) -> str:
+    """``text`` made into a valid label value (lowercase, [a-z0-9_-], at most 63 chars)."""
+    return _BAD_VALUE_CHARACTERS.sub("-", text.lower()).strip("-")[:63]
+
+
+def timestamp(moment: datetime.datetime) -> str:
+    """A UTC time as a label value, e.g. ``20261202t181600z``."""
+    return moment.astimezone(datetime.timezone.utc).strftime(_TIMESTAMP)
+
+
+def parse_timestamp(text: str) -> datetime.datetime:
+    """Inverse of ``timestamp``."""
+    return datetime.datetime.strptime(text, _TIMESTAMP).replace(tzinfo=datetime.timezone.utc)
+
+
+def is_shrunk(labels: dict[str, str] | None) -> bool:
+    """Whether a cluster's labels say this tool shrank it (``vsp-teardown=shrink``)."""
+    return (labels or {}).get(TEARDOWN) == SHRUNK
+
+
+def format_label_time(epoch: float) -> str:
+    """Format epoch seconds as a label value, ``%Y%m%dt%H%M%Sz`` in UTC."""
+    return timestamp(datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc))
+
+
+def parse_label_time(value: str) -> float:
+    """Parse a ``%Y%m%dt%H%M%Sz`` UTC label value into epoch seconds."""
+    return parse_timestamp(value).timestamp()
+
+
+def expired(labels: Mapping[str, str] | None, now: float | None = None) -> bool:
+    """Whether a reaper may delete a cluster: its ``vsp-expires-at`` is in the past.
+
+    Clusters without the label (or with an unreadable one) are never expired, so the reaper
+    never deletes what this module did not mark.
+    """
+    value = (labels or {}).get(EXPIRES_AT)
+    if not value:
+        return False
+    try:
+        expires_at = parse_label_time(value)
+    except ValueError:
+        return False
+    return (time.time() if now is None else now) > expires_at

@@ -1,0 +1,1 @@
+"""Vertex AI Model Registry: uploading model versions, one per run."""

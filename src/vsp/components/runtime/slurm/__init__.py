@@ -1,0 +1,1 @@
+"""The Slurm Job API (``:callSlurmRestApi``): client, job descriptions, scripts, accounting."""

@@ -1,0 +1,269 @@
+"""The ``check_run_parameters`` step: every later step's parameters, checked before anything.
+
+``main`` is the component's entry (every parameter it received); ``vsp submit`` and ``vsp
+schedule`` call ``check_component_params`` with the values the compiled template would pass to
+that step, so a run is refused on the command line for exactly what its first step would
+refuse.
+
+Registration and teardown run after hours of training; a typo in ``model_id`` or the cron must
+not surface only then, after the cluster and the GPUs were paid for. ``check_run`` validates
+the parameters of ``register_model`` and of the teardown decision with the same rules those
+steps apply, and reports every problem at once (``errors.SpecValidationError``, exit code 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vsp.components.runtime.cluster import builder
+from vsp.components.runtime.core import errors, gcp_labels, step
+from vsp.components.runtime.registry import client
+from vsp.components.runtime.steps import register_model
+from vsp.components.runtime.teardown import cost, decision, price_book
+from vsp.components.runtime.teardown import inputs as teardown_inputs
+from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.training import options_check
+
+TRAINING_NAMES = (
+    "command", "working_directory", "environment", "nodes", "gpus_per_node",
+    "time_limit_minutes", "max_preemptions", "max_user_failures", "fallback_after_preemptions",
+    "capacity_wait_seconds", "poll_seconds", "spot_price_per_node_hour",
+    "ondemand_price_per_node_hour",
+)  # fmt: skip
+
+
+def main(**params: Any) -> bool:
+    """The component's entry: every parameter it received (see the component)."""
+    return step.run_step("check_run_parameters", lambda: check_component_params(params))
+
+
+def check_component_params(params: Mapping[str, Any]) -> bool:
+    """Raises ``errors.SpecValidationError`` listing every problem; returns True otherwise.
+
+    Args:
+        params: The ``check_run_parameters`` component's parameters by name (see its
+            docstring); missing ones take the component's defaults' meaning (not checked).
+    """
+    p = dict(params)
+    inputs = None
+    if p.get("check_teardown"):
+        inputs = teardown_inputs.component_inputs(
+            policy=p.get("teardown_policy", "auto"),
+            schedule_cron=p.get("schedule_cron", ""),
+            interval_hours=p.get("interval_hours", 0.0),
+            idle_price_per_hour=p.get("idle_price_per_hour", 0.0),
+            provisioning_minutes=p.get("provisioning_minutes", 20.0),
+            provisioning_price_per_hour=p.get("provisioning_price_per_hour", 0.0),
+            delay_penalty_per_hour=p.get("delay_penalty_per_hour", 10.0),
+            shrunk_price_per_hour=p.get("shrunk_price_per_hour", 0.0),
+            scale_up_minutes=p.get("scale_up_minutes", teardown_inputs.DEFAULT_SCALE_UP_MINUTES),
+        )
+    cluster = None
+    prices = (p.get("idle_price_per_hour", 0.0), p.get("provisioning_price_per_hour", 0.0))
+    if p.get("check_teardown") and 0 in prices:
+        cluster = dict(p.get("cluster_spec") or {}) or (
+            builder.build_cluster_spec(
+                machine_type=p.get("machine_type", "a3-highgpu-8g"),
+                spot_max_nodes=p.get("spot_max_nodes", 2),
+                ondemand_max_nodes=p.get("ondemand_max_nodes", 0),
+                validate=False,  # create_cluster validates the spec itself
+            ).to_request_body()
+        )
+    training = {}
+    if p.get("check_training"):
+        training = options_check.component_params({k: p[k] for k in TRAINING_NAMES if k in p})
+        _check_gpus(p)
+    extra: dict[str, Any] = {}
+    if p.get("check_checkpoint_dir"):
+        extra["checkpoint_dir"] = p.get("checkpoint_dir", "")
+    check_run(
+        {
+            "model_id": p.get("model_id"),
+            "serving_image": p.get("serving_image"),
+            "model_dir": p.get("model_dir"),
+            "version_aliases": list(p.get("version_aliases") or []),
+            "labels": dict(p.get("model_labels") or {}),
+        },
+        inputs,
+        failure_keep_minutes=p.get("failure_keep_minutes", 60.0),
+        price_file=p.get("price_file", ""),
+        cluster=cluster,
+        location=p.get("location", "us-central1"),
+        training=training,
+        **extra,
+    )
+    return True
+
+
+def _check_gpus(p: Mapping[str, Any]) -> None:
+    """A job asking for more GPUs per node than the flat parameters' nodes have would wait
+    in the queue forever; refused before the cluster is created."""
+    gpus, count = p.get("gpus_per_node", 0), p.get("accelerator_count", -1)
+    if p.get("cluster_spec") or not isinstance(count, int) or count < 0:
+        return
+    if isinstance(gpus, int) and gpus > count:
+        raise errors.UserError(
+            f"gpus_per_node = {gpus} asks Slurm for more GPUs than a training node has "
+            f"(accelerator_count = {count}): the job would never start. Fix: set gpus_per_node "
+            "to accelerator_count (every GPU of a node) or fewer; 0 for nodes without GPUs."
+        )
+
+
+def _problem(field: str, value: Any, message: str) -> errors.SpecProblem:
+    """Splits a runtime check's ``"... Fix: ..."`` message into a spec problem."""
+    problem, _, fix = message.partition(" Fix: ")
+    return errors.SpecProblem(field, value, problem.strip(), fix.strip() or "see the docs.")
+
+
+def model_problems(
+    *,
+    model_id: str,
+    serving_image: str,
+    model_dir: str,
+    version_aliases: Iterable[str],
+    labels: Mapping[str, str],
+) -> list[errors.SpecProblem]:
+    """What ``register_model`` would refuse, found now."""
+    problems = []
+    if not client.MODEL_ID.match(model_id or ""):
+        problems.append(
+            errors.SpecProblem(
+                "model_id",
+                model_id,
+                "is not a Model Registry id.",
+                "use lowercase letters, digits, _ and -, starting with a letter, at most 63.",
+            )
+        )
+    if not (serving_image or "").strip():
+        problems.append(
+            errors.SpecProblem(
+                "serving_image", serving_image, "is empty.", "pass a serving container image URI."
+            )
+        )
+    for index, alias in enumerate(version_aliases):
+        if not isinstance(alias, str) or not client.ALIAS.match(alias):
+            problems.append(
+                errors.SpecProblem(
+                    f"version_aliases[{index}]",
+                    alias,
+                    "is not a version alias.",
+                    f"use {client.ALIAS_RULE}.",
+                )
+            )
+    for key in labels:
+        if str(key).startswith("vsp-"):
+            problems.append(
+                errors.SpecProblem(
+                    f"model_labels.{key}", key, "uses the reserved prefix 'vsp-'.", "rename it."
+                )
+            )
+        elif not gcp_labels.KEY.match(str(key)):
+            problems.append(
+                errors.SpecProblem(
+                    f"model_labels.{key}",
+                    key,
+                    "is not a label key.",
+                    "use lowercase letters, digits, _ and -, starting with a letter.",
+                )
+            )
+    try:
+        register_model.to_gcs_uri(model_dir)
+    except errors.UserError as exc:
+        problems.append(_problem("model_dir", model_dir, str(exc)))
+    return problems
+
+
+def checkpoint_problems(checkpoint_dir: str, model_dir: str) -> list[errors.SpecProblem]:
+    """What the training step would refuse about the default checkpoint directory, found now."""
+    if checkpoint_dir:
+        return []
+    try:
+        manifests.default_checkpoint_dir(model_dir, "RUN_KEY")
+    except errors.UserError as exc:
+        return [_problem("checkpoint_dir", checkpoint_dir, str(exc))]
+    return []
+
+
+def teardown_problems(
+    inputs: decision.TeardownInputs, failure_keep_minutes: float
+) -> list[errors.SpecProblem]:
+    """What ``decide_teardown`` and ``finalize_cluster`` would refuse, found now."""
+    problems = []
+    try:
+        inputs.validate()
+    except errors.SpecValidationError as exc:
+        problems += exc.problems
+    try:
+        teardown_inputs.check_failure_keep_minutes(failure_keep_minutes)
+    except errors.UserError:
+        problems.append(
+            errors.SpecProblem(
+                "failure_keep_minutes",
+                failure_keep_minutes,
+                f"must be a number of minutes from 0 to "
+                f"{teardown_inputs.MAX_FAILURE_KEEP_MINUTES:g} (a week).",
+                "use 0 to delete a failed run's cluster, or the minutes to keep it for a retry.",
+            )
+        )
+    return problems
+
+
+def price_problems(
+    cluster: Mapping[str, Any] | None, *, location: str = "", price_file: str = ""
+) -> list[errors.SpecProblem]:
+    """What ``decide_teardown`` would refuse when it prices the cluster, found now.
+
+    Args:
+        cluster: The cluster's body as it will be created (REST JSON, camelCase or
+            snake_case), or None to check only the price file.
+        location: The cluster's Vertex region.
+        price_file: The price file the decision will read ('' = the price table alone).
+    """
+    try:
+        book = price_book.PriceBook.load(price_file)
+    except errors.UserError as exc:
+        return [_problem("price_file", price_file, str(exc))]
+    if cluster is None:
+        return []
+    region = cost.region_of(cluster, location)
+    try:
+        cost.cluster_cost(cluster, book=price_book.PriceBook(book.overrides, price_file, region))
+    except errors.UserError as exc:
+        return [_problem("idle_price_per_hour", 0, str(exc))]
+    return []
+
+
+def check_run(
+    model: Mapping[str, Any], teardown_inputs: decision.TeardownInputs | None = None, **extra: Any
+) -> None:
+    """Raises ``errors.SpecValidationError`` listing every problem, or returns.
+
+    Args:
+        model: Keyword arguments of ``model_problems``.
+        teardown_inputs: The teardown decision's inputs (None: no teardown in this pipeline).
+        **extra: ``failure_keep_minutes`` when there is a teardown; ``checkpoint_dir`` when
+            the run trains with checkpoints in a directory it may default; ``cluster`` (the
+            body to create), ``location`` and ``price_file`` when the teardown prices the
+            cluster (an idle or provisioning price of 0); ``training`` (the training step's
+            parameters, ``training.options_check``) when the run trains.
+    """
+    problems = model_problems(**model)
+    if extra.get("training"):
+        problems += options_check.problems(**extra["training"])
+    if "checkpoint_dir" in extra:
+        problems += checkpoint_problems(extra["checkpoint_dir"], model["model_dir"])
+    if teardown_inputs is not None:
+        problems += teardown_problems(teardown_inputs, extra.get("failure_keep_minutes", 0.0))
+        priced = 0 in (
+            teardown_inputs.idle_price_per_hour,
+            teardown_inputs.provisioning_price_per_hour,
+        )
+        if priced and (extra.get("cluster") is not None or extra.get("price_file")):
+            problems += price_problems(
+                extra.get("cluster"),
+                location=extra.get("location", ""),
+                price_file=extra.get("price_file", ""),
+            )
+    if problems:
+        raise errors.SpecValidationError("the run's parameters", problems)

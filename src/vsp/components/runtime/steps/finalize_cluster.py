@@ -1,0 +1,49 @@
+"""The ``finalize_cluster`` step: the exit task, so no cluster is left running without an owner.
+
+The rule is ``teardown.exit_task.finalize``; this is the component's entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from vsp.components.runtime.cluster import resource
+from vsp.components.runtime.core import rest, step
+from vsp.components.runtime.steps import delete_cluster
+from vsp.components.runtime.teardown import exit_task
+
+log = logging.getLogger(__name__)
+
+
+def main(
+    *,
+    project: str,
+    location: str,
+    cluster_id: str,
+    status: Any,
+    failure_keep_minutes: float,
+    timeout_seconds: float,
+    pipeline_run: str,
+) -> str:
+    """The component's entry: its parameters in, its output out (see the component)."""
+
+    def run() -> str:
+        result = exit_task.finalize(
+            rest.VertexRestClient(location),
+            resource.ClusterRef(project, location, cluster_id),
+            state=status.state,
+            failure_keep_minutes=failure_keep_minutes,
+            delete=lambda: delete_cluster.delete_cluster(
+                project=project,
+                location=location,
+                cluster_id=cluster_id,
+                timeout_seconds=timeout_seconds,
+                pipeline_run=pipeline_run,
+            ),
+            deadline_seconds=timeout_seconds,
+        )
+        log.info("finalize: %s (%s)", result.action, result.reason)
+        return result.action
+
+    return step.run_step("finalize_cluster", run)

@@ -1,0 +1,208 @@
+"""The ``train_on_cluster`` step: Spot training on a Slurm training cluster.
+
+Builds the Slurm backend and the recovery strategy from the component's parameters and runs the
+shared supervisor (``driver.supervise``), which also writes the metrics and the report.
+``main`` is the component's entry; ``train_on_cluster`` the same work from a typed spec.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from vsp.components.runtime.cluster import names, resource
+from vsp.components.runtime.cluster import spec as cluster_spec
+from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.slurm import api
+from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.training import beacon, driver, options_check
+from vsp.components.runtime.training.backends import slurm
+
+log = logging.getLogger(__name__)
+
+
+def main(
+    *,
+    project: str,
+    location: str,
+    command: list,
+    working_directory: str,
+    model_dir: str,
+    gcp_resources: str,
+    metrics: Any,
+    report: Any,
+    cluster_name: str,
+    cluster_id: str,
+    checkpoint_dir: str,
+    spot_partition: str,
+    fallback_partition: str,
+    environment: dict,
+    nodes: int,
+    tasks_per_node: int,
+    gpus_per_node: int,
+    time_limit_minutes: int,
+    account: str,
+    log_directory: str,
+    max_preemptions: int,
+    max_user_failures: int,
+    fallback_after_preemptions: int,
+    capacity_wait_seconds: float,
+    warning_seconds: int,
+    spot_price_per_node_hour: float,
+    ondemand_price_per_node_hour: float,
+    timeout_seconds: float,
+    poll_seconds: float,
+    run_key: str,
+    pipeline_run: str,
+    task_name: str,
+) -> tuple[list, str, str, int]:
+    """The component's entry: its parameters in, its outputs out (see the component).
+
+    Returns:
+        ``(job_ids, checkpoint_dir, model_dir, preemptions)``.
+    """
+    report.metadata["title"] = "Spot training report"
+    chosen = {}
+
+    def run() -> driver.TrainOutcome:
+        # Every parameter checked (types, bounds, names) before anything is submitted.
+        options_check.check_training(
+            command=command, environment=environment, working_directory=working_directory,
+            nodes=nodes, gpus_per_node=gpus_per_node, time_limit_minutes=time_limit_minutes,
+            max_preemptions=max_preemptions, max_user_failures=max_user_failures,
+            fallback_after_preemptions=fallback_after_preemptions,
+            capacity_wait_seconds=capacity_wait_seconds, poll_seconds=poll_seconds,
+            timeout_seconds=timeout_seconds, spot_price_per_node_hour=spot_price_per_node_hour,
+            ondemand_price_per_node_hour=ondemand_price_per_node_hour,
+        )  # fmt: skip
+        cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
+        key = driver.run_key_for(pipeline_run, cluster, run_key, task_name)
+        chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
+            model_dir, key
+        )
+        output = f"{log_directory.rstrip('/')}/slurm-%j.out" if log_directory else None
+        training = slurm.SlurmTraining(
+            command=list(command),
+            working_directory=working_directory,
+            checkpoint_dir=chosen["checkpoint_dir"],
+            model_dir=model_dir,
+            environment=dict(environment),
+            nodes=nodes,
+            tasks_per_node=tasks_per_node,
+            gpus_per_node=gpus_per_node,
+            time_limit_minutes=time_limit_minutes or None,
+            account=account or None,
+            standard_output=output,
+            warning_seconds=warning_seconds,
+        )
+        return train_on_cluster(
+            project=project,
+            location=location,
+            cluster_id=cluster,
+            training=training,
+            spot_partition=spot_partition,
+            fallback_partition=fallback_partition,
+            max_preemptions=max_preemptions,
+            max_user_failures=max_user_failures,
+            fallback_after_preemptions=fallback_after_preemptions,
+            capacity_wait_seconds=capacity_wait_seconds,
+            run_key=key,
+            pipeline_run=pipeline_run,
+            task_name=task_name,
+            **driver.component_options(
+                spot_price=spot_price_per_node_hour,
+                ondemand_price=ondemand_price_per_node_hour,
+                poll_seconds=poll_seconds,
+                timeout_seconds=timeout_seconds,
+                gcp_resources_path=gcp_resources,
+                report_path=report.path,
+            ),
+        )
+
+    outcome = step.run_step("train_on_cluster", run)
+    driver.publish_metrics(outcome, metrics)
+    result = outcome.result
+    return (result.job_ids, chosen["checkpoint_dir"], model_dir, result.preemptions)
+
+
+def fallback_if_present(cluster: dict[str, Any] | None, fallback_partition: str) -> str:
+    """The fallback partition, or '' when the cluster has a partition list without it.
+
+    The pipelines pass ``ondemand`` whatever the cluster holds; a cluster built without the
+    on-demand pool (``ondemand_max_nodes=0``, the default) has no such partition, and a job sent
+    there would be refused. When the partitions cannot be read, the fallback is kept as given.
+    """
+    try:
+        spec = cluster_spec.ClusterSpec.from_api(cluster) if cluster else None
+    except ValueError:  # an unreadable answer (pydantic): keep the caller's choice
+        return fallback_partition
+    partitions = spec.slurm.partitions if spec is not None and spec.slurm else None
+    if not partitions or any(p.id == fallback_partition for p in partitions):
+        return fallback_partition
+    log.info(
+        "cluster has no partition %r (partitions: %s): no on-demand fallback; set "
+        "ondemand_max_nodes > 0 to have one",
+        fallback_partition,
+        ", ".join(str(p.id) for p in partitions),
+    )
+    return ""
+
+
+def train_on_cluster(
+    *,
+    project: str,
+    location: str,
+    cluster_id: str,
+    training: slurm.SlurmTraining,
+    spot_partition: str,
+    fallback_partition: str = "",
+    max_preemptions: int = 10,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    run_key: str = "",
+    pipeline_run: str = "",
+    task_name: str = "",
+    **supervise_options: Any,
+) -> driver.TrainOutcome:
+    """Spot training as Slurm jobs on a training cluster; see ``driver.supervise``."""
+    if not training.command:
+        raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
+    if not (training.checkpoint_dir or "").strip():
+        raise errors.UserError(
+            "checkpoint_dir is empty: the trainer would neither save nor resume, so a "
+            "preemption would restart training from step 0. Fix: give a directory every "
+            "attempt can reach (the component's '' picks one on Cloud Storage beside model_dir)."
+        )
+    ref = resource.ClusterRef(project, location, cluster_id)
+    vertex = rest.VertexRestClient(location)
+    client = api.SlurmClient(vertex, ref)
+    if fallback_partition:
+        fallback_partition = fallback_if_present(
+            resource.ClusterResource(vertex, ref).get(), fallback_partition
+        )
+    targets = slurm.targets(spot_partition, fallback_partition)
+    strategy = driver.spot_strategy(
+        targets,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after_preemptions=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+    settings = supervise_options.get("poll_settings")
+    backend = slurm.SlurmBackend(
+        client,
+        training,
+        targets,
+        pipeline_run=pipeline_run,
+        beacon_dir=beacon.folder_for(training.checkpoint_dir) if settings else "",
+        beacon_heartbeat=settings.heartbeat_seconds if settings else 0.0,
+    )
+    return driver.supervise(
+        backend,
+        strategy,
+        driver.run_key_for(pipeline_run, cluster_id, run_key, task_name),
+        checkpoint_dir=training.checkpoint_dir,
+        model_dir=training.model_dir,
+        **supervise_options,
+    )

@@ -1,0 +1,177 @@
+"""The exit task's rule for the cluster, however the run ended, retried until it holds.
+
+``finalize`` runs as the pipeline's exit task (``finalize_cluster``):
+
+* after a success it changes nothing (the decision branch already acted);
+* after a cancel it deletes the cluster;
+* after a failure it keeps the cluster for ``failure_keep_minutes`` with an expiry label (so
+  retrying the failed run finds it warm; the reaper deletes it if nobody retries), or deletes
+  it when that is 0. A cluster in ERROR is deleted: a retry could not use it, and
+  ``create_cluster`` would delete it anyway.
+
+Nothing may be left running without an expiry, so one failed request does not end the task: a
+transient error or a failed operation (a DELETE or a label update whose operation ends in
+error) is retried with backoff until ``deadline_seconds``. If it still fails, the last resort
+labels the cluster to expire at once (the reaper deletes it on its next pass) and the task
+fails with a transient error (exit code 75), which the compiled pipeline's task retry also
+re-runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+from vsp.components.runtime.cluster import labels as cluster_labels
+from vsp.components.runtime.cluster import resource
+from vsp.components.runtime.core import errors, gcp_labels, polling, rest, step
+from vsp.components.runtime.teardown import in_use, inputs
+
+log = logging.getLogger(__name__)
+
+RETRY_LABEL_VALUE = "retry"
+FAILED_TEARDOWN_LABEL_VALUE = "teardown-failed"
+DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=120.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalizeResult:
+    """What the exit task did.
+
+    Attributes:
+        action: ``none`` (the decision branch already acted), ``deleted``, ``absent`` (there
+            was no cluster) or ``kept`` (kept for a retry, with an expiry).
+        reason: One sentence for the log.
+    """
+
+    action: str
+    reason: str
+
+
+def _once(
+    client: rest.VertexRestClient,
+    ref: resource.ClusterRef,
+    state: str,
+    failure_keep_minutes: float,
+    delete: Callable[[], bool],
+    now: float,
+) -> FinalizeResult:
+    if state == "FAILED" and failure_keep_minutes > 0:
+        cluster = resource.ClusterResource(client, ref).get()
+        if cluster is None:
+            return FinalizeResult("absent", "the run failed and there is no cluster to keep")
+        if resource.cluster_state(cluster) == resource.ERROR:
+            existed = delete()
+            return FinalizeResult(
+                "deleted" if existed else "absent",
+                "the run failed and the cluster is in ERROR, so no retry could use it",
+            )
+        expires = now + failure_keep_minutes * 60.0
+        labels = {
+            gcp_labels.TEARDOWN: RETRY_LABEL_VALUE,
+            gcp_labels.EXPIRES_AT: gcp_labels.format_label_time(expires),
+        }
+        action = in_use.keep_or_delete(client, ref, labels, delete=delete)
+        if action == in_use.ABSENT:
+            return FinalizeResult("absent", "the run failed and there is no cluster to keep")
+        if action == in_use.DELETED:
+            return FinalizeResult(
+                "deleted", "the run failed and the service refused the expiry labels"
+            )
+        return FinalizeResult(
+            "kept",
+            f"the run failed; the cluster is kept {failure_keep_minutes:g} min for a retry "
+            f"(expires {labels[gcp_labels.EXPIRES_AT]}), then reaped",
+        )
+    existed = delete()
+    why = "was cancelled" if state == "CANCELLED" else "failed (failure_keep_minutes is 0)"
+    return FinalizeResult("deleted" if existed else "absent", f"the run {why}")
+
+
+def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> bool:
+    """The last resort: an expiry in the past, so the reaper deletes the cluster next time."""
+    labels = {
+        gcp_labels.TEARDOWN: FAILED_TEARDOWN_LABEL_VALUE,
+        gcp_labels.EXPIRES_AT: gcp_labels.format_label_time(time.time()),
+    }
+    try:
+        return cluster_labels.update_managed_labels(client, ref, set_labels=labels) is not None
+    except (errors.VspError, OSError) as exc:
+        log.error("could not label cluster %s to expire either: %s", ref.cluster_id, exc)
+        return False
+
+
+def finalize(
+    client: rest.VertexRestClient,
+    ref: resource.ClusterRef,
+    *,
+    state: str,
+    failure_keep_minutes: float,
+    delete: Callable[[], bool],
+    now: float | None = None,
+    deadline_seconds: float = 3600.0,
+    backoff: polling.Backoff = DEFAULT_BACKOFF,
+    clock: polling.Clock | None = None,
+) -> FinalizeResult:
+    """Applies the exit task's rule (see the module docstring), retrying until it holds.
+
+    Args:
+        client: REST client.
+        ref: The cluster.
+        state: ``SUCCEEDED``, ``FAILED`` or ``CANCELLED`` (see ``step.normalize_final_state``).
+        failure_keep_minutes: After a failure, keep the cluster this long for a retry
+            (0 = delete it), at most a week.
+        delete: Deletes the cluster; returns whether it existed.
+        now: Epoch seconds; default ``time.time()``.
+        deadline_seconds: How long to keep retrying a failed delete or label update.
+        backoff: Delays between those retries.
+        clock: Time source of the retries (tests inject ``polling.FakeClock``).
+
+    Raises:
+        errors.UserError: ``failure_keep_minutes`` is invalid (before any request).
+        errors.TransientError: The rule could not be applied before the deadline; the cluster
+            was labelled to expire at once when that was possible.
+    """
+    state = step.normalize_final_state(state)
+    failure_keep_minutes = inputs.check_failure_keep_minutes(failure_keep_minutes)
+    if state == "SUCCEEDED":
+        return FinalizeResult("none", "the run succeeded; the teardown decision already acted")
+    clock = clock or polling.RealClock()
+    start = clock.now()
+    delays = backoff.delays()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            moment = time.time() if now is None else now
+            return _once(client, ref, state, failure_keep_minutes, delete, moment)
+        except (errors.TransientError, errors.OperationFailedError) as exc:
+            if isinstance(exc, errors.UserError):
+                raise
+            delay = next(delays)
+            if clock.now() - start + delay > deadline_seconds:
+                last = exc
+                break
+            log.warning(
+                "exit task attempt %d on cluster %s failed (%s); retrying in %.0f s",
+                attempt,
+                ref.cluster_id,
+                exc,
+                delay,
+            )
+            clock.sleep(delay)
+    labelled = _expire_now(client, ref)
+    raise errors.TransientError(
+        f"the exit task could not {'delete' if state == 'CANCELLED' else 'keep or delete'} "
+        f"cluster {ref.name} within {deadline_seconds:g} s ({attempt} attempts; last error: "
+        f"{last}). "
+        + (
+            "It is labelled to expire now, so the next reap deletes it."
+            if labelled
+            else "It could not be labelled to expire either. Fix: delete it with "
+            f"`vsp clusters delete --project {ref.project} --location {ref.location} "
+            f"{ref.cluster_id}`."
+        )
+    )

@@ -1,0 +1,1 @@
+"""Spot training supervision for any backend: attempts, recovery, backends, metrics, report."""

@@ -1,0 +1,179 @@
+"""The CustomJob backend of the training supervisor: attempts are Vertex AI CustomJobs.
+
+Vertex restarts a preempted Spot job in place up to six times and then fails it with a stockout;
+the supervisor sees the in-place restarts as RUNNING -> PENDING transitions (counted as
+preemptions) and a stockout failure as a preemption to recover by submitting a new job with the
+same ``baseOutputDirectory``, hence the same ``AIP_CHECKPOINT_DIR``. Jobs carry the run key as a
+label, so a retried step finds them again instead of submitting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
+from vsp.components.runtime.training.backends.interface import TrainingBackend
+from vsp.components.runtime.training.recovery import Attempt, Target
+
+log = logging.getLogger(__name__)
+
+RUN_KEY_LABEL = gcp_labels.RUN_KEY
+PIPELINE_RUN_LABEL = gcp_labels.PIPELINE_RUN
+ATTEMPT_LABEL = gcp_labels.ATTEMPT
+_STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
+
+
+def run_label(run_key: str) -> str:
+    """The run key as a label value; a key longer than a label allows keeps a hash suffix, so
+    two runs whose keys share a long prefix never share a label."""
+    value = gcp_labels.value(run_key)
+    if len(value) < 63 and value == run_key.lower():
+        return value
+    digest = hashlib.sha256(run_key.encode()).hexdigest()[:12]
+    return f"{value[:50]}-{digest}"
+
+
+def classify(job: dict[str, Any]) -> Outcome:
+    """Maps a CustomJob's state (and error) to an outcome."""
+    state = str(job.get("state", "")).removeprefix("JOB_STATE_")
+    if state in ("QUEUED", "PENDING", "UNSPECIFIED", ""):
+        return Outcome.PENDING
+    if state in ("RUNNING", "CANCELLING", "UPDATING"):
+        return Outcome.RUNNING
+    if state == "SUCCEEDED":
+        return Outcome.SUCCEEDED
+    if state == "CANCELLED":
+        return Outcome.CANCELLED
+    error = job.get("error") or {}
+    message = str(error.get("message", ""))
+    if error.get("code") == 8 or any(word in message for word in _STOCKOUT_WORDS):
+        return Outcome.PREEMPTED
+    return Outcome.USER_FAILURE  # FAILED, EXPIRED, PAUSED, PARTIALLY_SUCCEEDED
+
+
+class CustomJobBackend(TrainingBackend):
+    """Attempts as CustomJobs; targets are scheduling strategies (SPOT, STANDARD, FLEX_START).
+
+    Args:
+        client: REST client of the job's location.
+        parent: ``projects/P/locations/L``.
+        training: What every attempt runs.
+        pipeline_run: Pipeline run name, put on every job as ``vsp-pipeline-run`` so the run's
+            exit task finds all of its jobs ('' = no such label).
+    """
+
+    resource_type = "CustomJob"
+
+    def __init__(
+        self,
+        client: rest.VertexRestClient,
+        parent: str,
+        training: CustomJobTraining,
+        pipeline_run: str = "",
+    ):
+        self.client = client
+        self.parent = parent
+        self.training = training
+        self.run_labels = {PIPELINE_RUN_LABEL: run_label(pipeline_run)} if pipeline_run else {}
+        self._seen: dict[str, Outcome] = {}
+
+    def find(self, run_key: str) -> list[Attempt]:
+        mine = run_jobs(self.client, self.parent, run_key)
+        mine.sort(key=lambda j: int((j.get("labels") or {}).get(ATTEMPT_LABEL, "0") or 0))
+        return [Attempt(j["name"].rsplit("/", 1)[-1], _target(j)) for j in mine if j.get("name")]
+
+    def submit(self, run_key: str, index: int, target: Target) -> Attempt:
+        labels = {**self.run_labels, RUN_KEY_LABEL: run_label(run_key), ATTEMPT_LABEL: str(index)}
+        body = self.training.request_body(target.name, labels, index)
+        try:
+            job = self.client.post(f"v1/{self.parent}/customJobs", body)
+        except errors.TransientError as exc:
+            log.warning("create got no usable answer (%s): looking the job up first", exc)
+            for attempt in self.find(run_key):
+                job_labels = self._labels(attempt.job_id)
+                if job_labels.get(ATTEMPT_LABEL) == str(index):
+                    return attempt
+            raise
+        return Attempt(job["name"].rsplit("/", 1)[-1], target)
+
+    def _path(self, job_id: str) -> str:
+        return f"v1/{self.parent}/customJobs/{job_id}"
+
+    def _labels(self, job_id: str) -> dict[str, str]:
+        return self.client.get(self._path(job_id)).get("labels") or {}
+
+    def refresh(self, attempt: Attempt) -> None:
+        job = self.client.get(self._path(attempt.job_id))
+        outcome = classify(job)
+        before = self._seen.get(attempt.job_id)
+        if before is Outcome.RUNNING and outcome is Outcome.PENDING:
+            attempt.requeues += 1  # Vertex restarted the preempted job in place
+        self._seen[attempt.job_id] = outcome
+        attempt.outcome = outcome
+        attempt.nodes = self.training.replica_count
+        error = job.get("error") or {}
+        state = str(job.get("state", "")).removeprefix("JOB_STATE_")
+        attempt.detail = f"{state} {error.get('message', '')}".strip()
+
+    def cancel(self, attempt: Attempt) -> None:
+        cancel_job(self.client, self._path(attempt.job_id))
+
+    def uri(self, attempt: Attempt) -> str:
+        return self.client.url(self._path(attempt.job_id))
+
+    def log_tail(self, attempt: Attempt) -> str:
+        return f"(see the job's logs in Cloud Logging: {self.uri(attempt)})"
+
+    def api_calls(self) -> int | None:
+        sent = getattr(self.client, "requests_sent", None)  # None: a stand-in client
+        return sent if isinstance(sent, int) else None
+
+
+def labelled_jobs(
+    client: rest.VertexRestClient, parent: str, label: str, value: str
+) -> list[dict[str, Any]]:
+    """The CustomJobs of ``parent`` whose ``label`` is ``value``, found with the API's label
+    filter (and checked again here, so a service that ignored the filter gives the right set)."""
+    query = {"pageSize": 100, "filter": f'labels.{label}="{value}"'}
+    jobs = client.list_all(f"v1/{parent}/customJobs", "customJobs", query)
+    return [j for j in jobs if (j.get("labels") or {}).get(label) == value]
+
+
+def run_jobs(client: rest.VertexRestClient, parent: str, run_key: str) -> list[dict[str, Any]]:
+    """The CustomJobs of ``parent`` that carry ``run_key``."""
+    return labelled_jobs(client, parent, RUN_KEY_LABEL, run_label(run_key))
+
+
+def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: str) -> list[str]:
+    """Sends ``:cancel`` to every job of the pipeline run still queued, pending or running.
+
+    Returns:
+        The names of the jobs cancelled. A job that finished meanwhile is skipped (logged).
+    """
+    cancelled = []
+    for job in labelled_jobs(client, parent, PIPELINE_RUN_LABEL, run_label(pipeline_run)):
+        if classify(job) not in (Outcome.PENDING, Outcome.RUNNING) or not job.get("name"):
+            continue
+        if cancel_job(client, f"v1/{job['name']}"):
+            log.info("cancelled %s", job["name"])
+            cancelled.append(job["name"])
+    return cancelled
+
+
+def cancel_job(client: rest.VertexRestClient, path: str) -> bool:
+    """Sends ``:cancel`` to the job at ``path``; False when it had finished or is gone."""
+    try:
+        client.post(f"{path}:cancel", {}, idempotent=True)
+    except (errors.NotFoundError, errors.InvalidArgumentError) as exc:
+        log.info("cancel of %s: %s (already finished?)", path, exc.message)
+        return False
+    return True
+
+
+def _target(job: dict[str, Any]) -> Target:
+    strategy = ((job.get("jobSpec") or {}).get("scheduling") or {}).get("strategy", "STANDARD")
+    return Target(strategy, spot=strategy == "SPOT")

@@ -1,0 +1,247 @@
+"""What every training step does around its backend: supervise, then metrics and the report.
+
+Backend-agnostic: the Slurm entry (``train_step``) and the CustomJob entry (``custom_job_step``)
+both build a backend and a strategy and call ``supervise``; neither imports the other, so each
+component embeds only its own backend. The report and metrics are written also when the run
+fails, so a failed step still shows what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import html
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vsp.components.runtime.core import errors, file_primitives, gcp_labels, polling, step
+from vsp.components.runtime.trainer import history, manifests
+from vsp.components.runtime.training import metrics as training_metrics
+from vsp.components.runtime.training import poll_plan, recovery, report, supervisor
+from vsp.components.runtime.training.backends import interface
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainOutcome:
+    """What ``train_on_cluster`` returns to the component.
+
+    Attributes:
+        result: The run (all attempts and the timeline).
+        metrics: Flat metrics for KFP.
+        report_html: The HTML report.
+    """
+
+    result: interface.RunResult
+    metrics: dict[str, float]
+    report_html: str
+
+
+MAX_RUN_KEY = 120
+
+
+def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "") -> str:
+    """The run key: given, or derived from the pipeline run and the task (stable across retries).
+
+    The task name is part of the derived key, so two training tasks of one pipeline run never
+    share (and silently re-attach to) each other's jobs. A key longer than ``MAX_RUN_KEY`` keeps
+    a hash of the whole, so keys that share a long prefix stay distinct.
+
+    Args:
+        pipeline_run: Pipeline run name ('' outside a pipeline: ``manual``).
+        scope: The cluster id, or the CustomJob display name.
+        explicit: A run key given by the user; used as is.
+        task: The pipeline task's name ('' = none).
+    """
+    if explicit:
+        return explicit
+    parts = [scope, gcp_labels.value(pipeline_run) or "manual", gcp_labels.value(task)]
+    key = "vsp-" + "-".join(p for p in parts if p)
+    if len(key) <= MAX_RUN_KEY:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
+
+
+def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
+    """Why goodput and its overheads are missing, and how to get them."""
+    if visible:
+        return (
+            f"unknown: {checkpoint_dir} has no {history.HISTORY_FILE} with the "
+            "trainer's start lines. Fix: load with checkpoint.resume() and save with "
+            "checkpoint.save(..., reason=...) (vsp.components.runtime.trainer)."
+        )
+    return (
+        f"unknown: the checkpoint directory {checkpoint_dir} is not visible from this step (it "
+        "is on the cluster's own storage), so the checkpoint history cannot be read. "
+        "Put checkpoint_dir on Cloud Storage (gs://BUCKET/PATH, which the cluster sees as "
+        "/gcs/BUCKET/PATH) to measure them."
+    )
+
+
+def _trainer_metrics(model_dir: str) -> dict[str, Any]:
+    path = os.path.join(file_primitives.to_local_path(model_dir), "metrics.json")
+    try:
+        with open(path) as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _losses(model_dir: str) -> list[float]:
+    try:
+        return [float(v) for v in _trainer_metrics(model_dir).get("loss_history", [])]
+    except (ValueError, TypeError):
+        return []
+
+
+def checkpoint_policy_text(model_dir: str) -> str:
+    """The trainer's own explanation of its checkpoint interval (``checkpoint_policy`` in its
+    ``metrics.json``), or "" when it wrote none."""
+    text = _trainer_metrics(model_dir).get("checkpoint_policy", "")
+    return text if isinstance(text, str) else ""
+
+
+def supervise(
+    backend: interface.TrainingBackend,
+    strategy: recovery.RecoveryStrategy,
+    run_key: str,
+    *,
+    checkpoint_dir: str,
+    model_dir: str,
+    prices: training_metrics.Prices | None = None,
+    timeout_seconds: float | None = None,
+    gcp_resources_path: str = "",
+    poll_backoff: polling.Backoff = supervisor.DEFAULT_BACKOFF,
+    poll_settings: poll_plan.PlanSettings | None = None,
+    write_report: Callable[[str], None] | None = None,
+) -> TrainOutcome:
+    """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
+
+    The metrics include ``vertex_calls`` and ``vertex_calls_per_job_hour`` (per hour the step
+    supervised the run); ``poll_settings`` lets a backend that writes beacons call Vertex only
+    when the beacon asks for it (``poll_plan``).
+
+    Raises:
+        errors.UserError: The trainer failed beyond its restart budget.
+        errors.TransientError: Preemption budget or capacity exhausted.
+        errors.StepCancelled: The step was cancelled (its jobs were cancelled first).
+    """
+    log.info("run key %s; checkpoints in %s", run_key, checkpoint_dir)
+    loop = supervisor.TrainingSupervisor(
+        backend,
+        strategy,
+        run_key,
+        gcp_resources_path=gcp_resources_path,
+        timeout=timeout_seconds,
+        backoff=poll_backoff,
+        poll_settings=poll_settings,
+    )
+    failure: BaseException | None = None
+    began = loop.clock.now()
+    try:
+        result = loop.run()
+    except (errors.VspError, errors.StepCancelled) as exc:
+        failure = exc
+        result = interface.RunResult(
+            loop.attempts,
+            0.0,
+            events=list(loop.events),
+            vertex_calls=loop.vertex_calls(),
+        )
+    supervised = loop.clock.now() - began
+    visible = manifests.checkpoints_visible(checkpoint_dir)
+    records = history.read(checkpoint_dir) if visible else None
+    now = time.time()
+    metrics = training_metrics.compute(
+        result, prices=prices or training_metrics.Prices(), history=records, now=now
+    )
+    metrics.update(poll_plan.call_metrics(result.vertex_calls, supervised))
+    notes = []
+    if "goodput" not in metrics:
+        note = unknown_goodput_note(checkpoint_dir, visible)
+        log.warning("%s", note)
+        notes.append(("Goodput", html.escape(note)))
+    policy_text = checkpoint_policy_text(model_dir)
+    if policy_text:
+        log.info("checkpoint policy: %s", policy_text)
+        notes.append(("Checkpoint policy", html.escape(policy_text)))
+    title = f"Training run {run_key}" + (" (failed)" if failure else "")
+    page = report.html_report(
+        title,
+        result,
+        metrics,
+        losses=_losses(model_dir),
+        history=records,
+        extra_sections=notes,
+        now=now,
+    )
+    log.info("\n%s", report.markdown(title, result, metrics))
+    if write_report is not None:
+        write_report(page)
+    if failure is not None:
+        raise failure
+    return TrainOutcome(result, metrics, page)
+
+
+def spot_strategy(
+    targets: list[recovery.Target],
+    *,
+    max_preemptions: int,
+    max_user_failures: int,
+    fallback_after_preemptions: int,
+    capacity_wait_seconds: float,
+) -> recovery.SpotRecovery:
+    """The Spot recovery strategy over ``targets`` (Spot first, optional fallback second)."""
+    return recovery.SpotRecovery(
+        primary=targets[0],
+        fallback=targets[1] if len(targets) > 1 else None,
+        max_preemptions=max_preemptions,
+        max_user_failures=max_user_failures,
+        fallback_after=fallback_after_preemptions,
+        capacity_wait_seconds=capacity_wait_seconds,
+    )
+
+
+def write_text(path: str) -> Callable[[str], None]:
+    """A ``write_report`` callback writing to ``path`` (folders created)."""
+    return functools.partial(step.write_file, path)
+
+
+def component_options(
+    *,
+    spot_price: float,
+    ondemand_price: float,
+    poll_seconds: float,
+    timeout_seconds: float,
+    gcp_resources_path: str,
+    report_path: str,
+) -> dict[str, Any]:
+    """The ``supervise`` options a training component passes, from its flat parameters."""
+    return {
+        "prices": training_metrics.Prices(spot_price, ondemand_price),
+        "timeout_seconds": timeout_seconds,
+        "gcp_resources_path": gcp_resources_path,
+        "poll_backoff": polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
+        "poll_settings": poll_plan.PlanSettings.for_poll_seconds(poll_seconds),
+        "write_report": write_text(report_path),
+    }
+
+
+def publish_metrics(outcome: TrainOutcome, metrics_artifact: Any) -> None:
+    """Logs the metrics on a KFP ``Metrics`` artifact and writes them into its file as JSON."""
+    for name, value in outcome.metrics.items():
+        metrics_artifact.log_metric(name, float(value))
+    write_text(metrics_artifact.path)(json_text(outcome.metrics))
+
+
+def json_text(metrics: dict[str, Any]) -> str:
+    """Metrics as a JSON document (also written into the Metrics artifact's file)."""
+    return json.dumps({k: float(v) for k, v in metrics.items()}, indent=2, sort_keys=True)

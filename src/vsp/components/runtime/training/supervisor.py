@@ -1,0 +1,306 @@
+"""Drives a training run to success across preemptions: one loop for every backend.
+
+``TrainingSupervisor.run`` submits an attempt through a ``TrainingBackend`` (Slurm job API, or
+Vertex CustomJobs), records its id in ``gcp_resources`` before polling, polls it with the shared
+poller, and asks a ``RecoveryStrategy`` what to do when it ends. It never submits blindly: the
+attempts of a run are found again from ``gcp_resources`` and from the backend itself (every job
+carries the run key), so a retried step re-attaches to the running job and keeps the counts of
+earlier attempts. SIGTERM (pipeline cancel) cancels the running job before the step exits.
+
+Attempt state machine (drawn in the README)::
+
+    submit -> PENDING -> RUNNING -> SUCCEEDED                       -> done
+                ^          |  \\-> PREEMPTED / requeued  -> strategy: resubmit (same checkpoint
+                |          |                                        dir) or fall back, or fail
+                +- requeue-+   \\-> USER_FAILURE          -> strategy: bounded restarts, or fail
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable, Iterator
+
+from vsp.components.runtime.core import errors, gcp_resources, polling
+from vsp.components.runtime.core.errors import StepCancelled
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training.backends.interface import RunResult, TrainingBackend
+from vsp.components.runtime.training.poll_window import PollWindow
+from vsp.components.runtime.training.recovery import Attempt, RecoveryStrategy, Target
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=60.0)
+
+
+@contextlib.contextmanager
+def cancel_on_sigterm() -> Iterator[None]:
+    """Turns SIGTERM into ``StepCancelled`` while the block runs (main thread only)."""
+
+    def handler(signum, frame):
+        raise StepCancelled(f"received signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class TrainingSupervisor:
+    """Runs one training run to the end; see the module docstring.
+
+    Args:
+        backend: Where attempts run.
+        strategy: What to do after each attempt.
+        run_key: Identifies the run's jobs on the backend (name/comment/label).
+        gcp_resources_path: Where job URIs are recorded before polling ('' to skip).
+        timeout: Seconds the whole run may take (None: no limit).
+        backoff: Poll delays.
+        clock: Monotonic time source for waits.
+        on_attempt_change: Called with the attempt whenever its state text changes.
+        wall: Epoch-seconds source for the event timeline.
+        poll_settings: When the backend writes beacons, the ``poll_plan`` intervals that
+            decide when a poll calls Vertex (None: every poll calls Vertex, with ``backoff``).
+    """
+
+    def __init__(
+        self,
+        backend: TrainingBackend,
+        strategy: RecoveryStrategy,
+        run_key: str,
+        *,
+        gcp_resources_path: str = "",
+        timeout: float | None = None,
+        backoff: polling.Backoff = DEFAULT_BACKOFF,
+        clock: polling.Clock | None = None,
+        on_attempt_change: Callable[[Attempt], None] | None = None,
+        wall: Callable[[], float] = time.time,
+        poll_settings: poll_plan.PlanSettings | None = None,
+    ):
+        self.backend = backend
+        self.strategy = strategy
+        self.run_key = run_key
+        self.gcp_resources_path = gcp_resources_path
+        self.timeout = timeout
+        self.backoff = backoff
+        self.clock = clock or polling.RealClock()
+        self.on_attempt_change = on_attempt_change
+        self.attempts: list[Attempt] = []
+        self.events: list[dict] = []
+        self.wall = wall
+        self.poll_settings = poll_settings
+        self.refreshes = 0
+        self._seen_requeues: dict[str, int] = {}
+
+    def vertex_calls(self) -> int:
+        """Vertex calls so far: requests the backend counted, else state refreshes."""
+        counted = self.backend.api_calls()
+        return self.refreshes if counted is None else counted
+
+    def _event(self, attempt: Attempt, event: str, when: float | None = None) -> None:
+        """Records ``event`` at ``when`` (default now), within [job's last event, now]."""
+        now = self.wall()
+        at = now if when is None else min(when, now)
+        earlier = [e["time"] for e in self.events if e["job_id"] == attempt.job_id]
+        self.events.append({"time": max([at, *earlier]), "job_id": attempt.job_id, "event": event})
+
+    def _changes(self, attempt: Attempt, before: Outcome, window: PollWindow) -> None:
+        """Events of what a poll saw change, timed in its window. A restart count that rose
+        while the job runs (or ran) again ends the old stretch at the new run's start."""
+        ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
+        if attempt.requeues > self._seen_requeues.get(attempt.job_id, attempt.requeues):
+            restart = window.when(attempt.run_started_at) if ran_again else window.when()
+            self._event(attempt, "requeued", restart)
+            if ran_again and before is Outcome.RUNNING:
+                self._event(attempt, "running", restart)
+        self._seen_requeues[attempt.job_id] = attempt.requeues
+        if attempt.outcome is not before:
+            reported = attempt.ended_at if attempt.outcome.terminal else None
+            reported = attempt.run_started_at if attempt.outcome is Outcome.RUNNING else reported
+            self._event(attempt, attempt.outcome.value.lower(), window.when(reported))
+
+    def _known_attempts(self) -> list[Attempt]:
+        found = {a.job_id: a for a in self.backend.find(self.run_key)}
+        recorded = gcp_resources.read(self.gcp_resources_path)
+        known_ids = [
+            r.name.rsplit("/", 1)[-1]
+            for r in recorded
+            if r.resource_type == self.backend.resource_type
+        ]
+        missing = [job_id for job_id in known_ids if job_id not in found]
+        if missing:
+            log.warning("recorded jobs %s are no longer known to the backend", missing)
+        attempts = list(found.values())
+        for attempt in attempts:
+            self.backend.refresh(attempt)
+        return attempts
+
+    def _record(self) -> None:
+        resources = [
+            gcp_resources.Resource(self.backend.resource_type, self.backend.uri(a))
+            for a in self.attempts
+        ]
+        gcp_resources.write(self.gcp_resources_path, resources)
+
+    def _submit(self, target: Target) -> Attempt:
+        attempt = self.backend.submit(self.run_key, len(self.attempts), target)
+        attempt.submitted_at = attempt.submitted_at or self.wall()
+        self.attempts.append(attempt)
+        self._record()
+        self._event(attempt, "submitted")
+        log.info(
+            "submitted attempt %d as job %s on %s", len(self.attempts), attempt.job_id, target.name
+        )
+        return attempt
+
+    def _wait(self, attempt: Attempt, deadline: float | None) -> None:
+        pending_since = self.clock.now()
+        seen_requeues = attempt.requeues
+        switch = ""
+        plan = None
+        if self.poll_settings is not None and self.backend.writes_beacons:
+            plan = poll_plan.PollPlan(self.poll_settings)
+        self._seen_requeues.setdefault(attempt.job_id, attempt.requeues)
+        window = PollWindow(self.wall, self.backend.time_resolution, self.wall())
+
+        def probe() -> Attempt:
+            nonlocal pending_since, seen_requeues, switch
+            before = attempt.outcome
+            if plan is None or plan.look(self.clock.now(), self.backend.beacon(attempt)):
+                window.open()
+                self.backend.refresh(attempt)
+                self.refreshes += 1
+                if plan is not None:
+                    log.debug("job %s: called Vertex (%s)", attempt.job_id, plan.reason)
+                    plan.called(self.clock.now(), attempt.outcome.value)
+            for line in self.backend.new_log_lines(attempt):
+                log.info("[job %s] %s", attempt.job_id, line)
+            if attempt.requeues > seen_requeues:
+                log.warning(
+                    "job %s was preempted and requeued (%d requeue(s) so far)",
+                    attempt.job_id,
+                    attempt.requeues,
+                )
+                seen_requeues = attempt.requeues
+            self._changes(attempt, before, window)
+            window.close()
+            if attempt.outcome is Outcome.PENDING and (
+                before is not Outcome.PENDING or attempt.begin_time_hold
+            ):
+                pending_since = self.clock.now()  # a requeue hold is not missing capacity
+            if not attempt.outcome.terminal:
+                switch = self.strategy.switch_now(self.attempts, self.clock.now() - pending_since)
+            return attempt
+
+        def describe(a: Attempt) -> str:
+            # The backend's detail may repeat the job id ("job 1 RUNNING ..."): said once.
+            detail = a.detail.removeprefix(f"job {a.job_id} ")
+            text = f"{a.outcome.value}; backend: {detail}" if detail else a.outcome.value
+            if self.on_attempt_change is not None:
+                self.on_attempt_change(a)
+            return text
+
+        remaining = None if deadline is None else max(0.0, deadline - self.clock.now())
+        polling.poll_until(
+            probe,
+            lambda a: a.outcome.terminal or bool(switch),
+            what=f"job {attempt.job_id}",
+            timeout=remaining,
+            backoff=self.backoff,
+            clock=self.clock,
+            describe=describe,
+            delay_for=None if plan is None else (lambda _: plan.next_look()),
+        )
+        if switch and not attempt.outcome.terminal:
+            log.warning("job %s: %s", attempt.job_id, switch)
+            self.backend.cancel(attempt)
+            attempt.outcome = Outcome.CANCELLED
+            attempt.switched_because = switch
+            attempt.detail = f"switch: {switch}"
+            self._event(attempt, "cancelled")
+
+    def run(self) -> RunResult:
+        """Runs until an attempt succeeds; raises when the strategy gives up.
+
+        Raises:
+            errors.UserError: The trainer failed beyond its restart budget (message has the
+                exit code and the log tail).
+            errors.TransientError: Preemption budget or capacity exhausted.
+            StepCancelled: SIGTERM arrived; the running job was cancelled first.
+        """
+        start = self.clock.now()
+        deadline = None if self.timeout is None else start + self.timeout
+        self.attempts = self._known_attempts()
+        reattached = bool(self.attempts)
+        if reattached:
+            log.info(
+                "found %d earlier attempt(s) of run %s: %s",
+                len(self.attempts),
+                self.run_key,
+                ", ".join(f"{a.job_id}={a.outcome.value}" for a in self.attempts),
+            )
+            self._record()
+        with cancel_on_sigterm():
+            try:
+                return self._drive(start, deadline, reattached)
+            except StepCancelled:
+                self._cancel_everything()
+                raise
+
+    def _cancel_everything(self) -> None:
+        """Cancels every unfinished job of the run, including one whose submit was in flight."""
+        previous = signal.getsignal(signal.SIGTERM)
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the cleanup first
+        try:
+            known = {a.job_id: a for a in self.attempts}
+            try:
+                for attempt in self.backend.find(self.run_key):
+                    known.setdefault(attempt.job_id, attempt)
+            except errors.VspError as exc:
+                log.warning("could not list the run's jobs while cancelling: %s", exc)
+            for attempt in known.values():
+                with contextlib.suppress(errors.VspError):
+                    self.backend.refresh(attempt)
+                if not attempt.outcome.terminal:
+                    log.warning("step cancelled: cancelling job %s", attempt.job_id)
+                    self.backend.cancel(attempt)
+        finally:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
+
+    def _drive(self, start: float, deadline: float | None, reattached: bool) -> RunResult:
+        if not self.attempts:
+            self._submit(self.strategy.first_target())
+        while True:
+            current = self.attempts[-1]
+            if not current.outcome.terminal:
+                self._wait(current, deadline)
+            if current.outcome is Outcome.SUCCEEDED:
+                return RunResult(
+                    self.attempts,
+                    self.clock.now() - start,
+                    reattached,
+                    list(self.events),
+                    self.vertex_calls(),
+                )
+            decision = self.strategy.after(self.attempts)
+            log.info(
+                "attempt %s ended %s: %s", current.job_id, current.outcome.value, decision.reason
+            )
+            if decision.resubmit:
+                self._submit(decision.target)
+                continue
+            if current.outcome is Outcome.USER_FAILURE:
+                tail = self.backend.log_tail(current)
+                shown = f"\nlast lines of the job's log:\n{tail}" if tail else ""
+                raise errors.UserError(f"training failed: {decision.reason}{shown}")
+            raise errors.TransientError(f"training did not finish: {decision.reason}")

@@ -1,0 +1,167 @@
+"""KFP components: Spot training on a training cluster, and the Slurm account it needs.
+
+Declarations (``vsp.components.declare``): each body hands its parameters to
+``vsp.components.runtime.steps.<component>.main``.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from vsp.components.declare import component
+
+
+@component
+def train_on_cluster(
+    project: str,
+    location: str,
+    command: list,
+    working_directory: str,
+    model_dir: str,
+    gcp_resources: dsl.OutputPath(str),
+    metrics: dsl.Output[dsl.Metrics],
+    report: dsl.Output[dsl.HTML],
+    cluster_name: str = "",
+    cluster_id: str = "",
+    checkpoint_dir: str = "",
+    spot_partition: str = "spot",
+    fallback_partition: str = "",
+    environment: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
+    nodes: int = 1,
+    tasks_per_node: int = 1,
+    gpus_per_node: int = 0,
+    time_limit_minutes: int = 0,
+    account: str = "",
+    log_directory: str = "",
+    max_preemptions: int = 10,
+    max_user_failures: int = 0,
+    fallback_after_preemptions: int = 0,
+    capacity_wait_seconds: float = 0.0,
+    warning_seconds: int = 60,
+    spot_price_per_node_hour: float = 0.0,
+    ondemand_price_per_node_hour: float = 0.0,
+    timeout_seconds: float = 604800.0,
+    poll_seconds: float = 20.0,
+    run_key: str = "",
+    pipeline_run: str = "",
+    task_name: str = "",
+) -> NamedTuple(
+    "Outputs",
+    [
+        ("job_ids", list),
+        ("checkpoint_dir", str),
+        ("model_dir", str),
+        ("preemptions", int),
+    ],
+):
+    """Trains on the cluster's Spot partition through the Slurm Job API, resuming after preemption.
+
+    Every attempt is a Slurm job (requeue on, SIGUSR1 before the time limit, SIGTERM forwarded to
+    the trainer) that gets the same checkpoint directory through ``VSP_CHECKPOINT_DIR``; a
+    requeued or preempted job resumes from the newest valid checkpoint. Job ids are written to
+    ``gcp_resources`` before polling, and jobs carry a run key, so a retried step re-attaches
+    instead of submitting again. Cancelling the pipeline cancels the Slurm job.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        command: Trainer argv, e.g. ``["python", "train.py", "--epochs", "3"]`` (each item is
+            passed as one argument; nothing is interpreted by a shell).
+        working_directory: Absolute directory of the job on the cluster's shared storage.
+        model_dir: Where the trainer writes the final model (``VSP_MODEL_DIR``), on Cloud
+            Storage as the cluster sees it (``/gcs/BUCKET/PATH`` or ``gs://BUCKET/PATH``).
+        gcp_resources: Output: the Slurm jobs of the run (proto-JSON).
+        metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
+            goodput (0-1), cost and estimated Spot saving (currency of the prices).
+        report: Output: HTML report with the timeline of attempts and preemptions.
+        cluster_name: The cluster's full name, ``projects/P/locations/L/
+            modelDevelopmentClusters/ID``: pass create_cluster's ``cluster_name`` output, so
+            this task runs once the cluster exists (no ``.after()`` needed). '' = cluster_id.
+        cluster_id: Id of the training cluster (1-10 lowercase letters and digits); '' = the
+            id in cluster_name. When both are given they must agree.
+        checkpoint_dir: Checkpoint directory shared by all attempts (``VSP_CHECKPOINT_DIR``).
+            '' = on Cloud Storage under the run's output folder (the folder holding
+            ``model_dir``): ``checkpoints/RUN_KEY`` there, which this step can read to measure
+            work lost and goodput. A directory on the cluster's own disks works for resuming,
+            but then those two metrics are reported as unknown.
+        spot_partition: Slurm partition of Spot nodes.
+        fallback_partition: Partition of on-demand/reserved nodes to fall back to ('' = none).
+        environment: Extra environment variables of the trainer.
+        nodes: Nodes per job.
+        tasks_per_node: Tasks per node.
+        gpus_per_node: GPUs per node (0 = none requested).
+        time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
+        account: Slurm account to charge ('' = the user's default account).
+        log_directory: Folder of the jobs' stdout (``slurm-JOBID.out``), as the cluster sees it
+            ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``) the step,
+            which cannot see the cluster's disks, shows the trainer's new log lines while it
+            polls and the tail on failure.
+        max_preemptions: Preemptions survived before the step fails.
+        max_user_failures: Restarts after the trainer itself failed (non-zero exit).
+        fallback_after_preemptions: Move to the fallback partition after this many preemptions
+            (0 = never).
+        capacity_wait_seconds: Longest wait for Spot nodes before falling back (or failing
+            without a fallback), seconds; 0 = no limit.
+        warning_seconds: Seconds before the time limit at which the trainer gets SIGUSR1.
+        spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
+        ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
+        timeout_seconds: Longest time the whole run may take, seconds.
+        poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
+            progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
+            step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
+            every 12 x poll_seconds.
+        run_key: Identity of the run's jobs ('' = derived from the pipeline run).
+        pipeline_run: Pipeline run name (pass the job name placeholder).
+        task_name: This task's name in the pipeline (the pipelines pass the task-name
+            placeholder); part of the derived run key, so two training tasks of one run never
+            share jobs.
+
+    Returns:
+        job_ids: Slurm job ids of every attempt, oldest first.
+        checkpoint_dir: The checkpoint directory (the default's resolved path when '' was given).
+        model_dir: The model directory.
+        preemptions: Preemptions survived.
+    """
+    params = dict(locals())  # the parameters, before the import below binds a name
+    from vsp.components.runtime.steps import train_on_cluster
+
+    return train_on_cluster.main(**params)
+
+
+@component
+def ensure_slurm_account(
+    project: str,
+    location: str,
+    account: str,
+    partitions: list,
+    cluster_name: str = "",
+    cluster_id: str = "",
+    user: str = "",
+    organization: str = "",
+) -> str:
+    """Makes sure a Slurm account, user and association exist (idempotent).
+
+    Needed when the cluster enforces associations (``AccountingStorageEnforce`` with
+    ``associations``): Slurm then rejects jobs of users without one. This is the REST form of
+    ``sacctmgr add User Accounts=ACCOUNT Partition=P USER``.
+
+    Args:
+        project: Google Cloud project id.
+        location: Vertex AI region of the cluster.
+        account: Slurm account name.
+        partitions: Partitions the association covers (empty list = all partitions).
+        cluster_name: The cluster's full name: pass create_cluster's ``cluster_name`` output,
+            so this task runs once the cluster exists (no ``.after()`` needed). '' =
+            cluster_id.
+        cluster_id: Id of the training cluster; '' = the id in cluster_name. When both are
+            given they must agree.
+        user: Linux user of the association ('' = the caller's own account on the cluster).
+        organization: Organization recorded with a new account.
+
+    Returns:
+        The user the association was ensured for.
+    """
+    params = dict(locals())  # the parameters, before the import below binds a name
+    from vsp.components.runtime.steps import ensure_slurm_account
+
+    return ensure_slurm_account.main(**params)
