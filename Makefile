@@ -35,25 +35,25 @@ campaign:
 # Goodput of checkpoint policies: scaled runs on the emulator (~20 min), then the full-scale
 # simulation.
 goodput:
-	nice -n 10 $(PYTHON) -m benchmarks.goodput_scaled --out benchmarks/results
-	$(PYTHON) -m benchmarks.goodput_policy --out benchmarks/results
+	nice -n 10 $(PYTHON) -m benchmarks.goodput.scaled --out benchmarks/results
+	$(PYTHON) -m benchmarks.goodput.policy --out benchmarks/results
 
 # The runtime lock the prebuilt step image installs: requirements/runtime.in from the
 # components, then pip-compile (needs the package index). See README "Prebuilt step image".
 lock:
-	$(PYTHON) -m vsp.pipelines.runtime_lock --compile
+	$(PYTHON) -m tools.runtime_lock --compile
 
 # Every benchmark, results as JSON + Markdown in benchmarks/results/, then the goals table the
 # README quotes (benchmarks/results/summary.md). step_start needs the package index.
 BENCH = $(PYTHON) -m benchmarks
 bench: install
-	nice -n 10 $(BENCH).teardown_cost --out benchmarks/results
-	nice -n 10 $(BENCH).teardown_shrink --out benchmarks/results
-	nice -n 10 $(BENCH).polling --out benchmarks/results
-	nice -n 10 $(BENCH).emulator_scale --out benchmarks/results
-	nice -n 10 $(BENCH).goodput_metric --out benchmarks/results
+	nice -n 10 $(BENCH).teardown.cost --out benchmarks/results
+	nice -n 10 $(BENCH).teardown.shrink --out benchmarks/results
+	nice -n 10 $(BENCH).polling.run --out benchmarks/results
+	nice -n 10 $(BENCH).emulator.scale --out benchmarks/results
+	nice -n 10 $(BENCH).goodput.metric --out benchmarks/results
 	nice -n 10 $(BENCH).report_chart_cost --out benchmarks/results
-	nice -n 10 $(BENCH).step_start --out benchmarks/results
-	nice -n 10 $(BENCH).goodput_scaled --out benchmarks/results
-	nice -n 10 $(BENCH).goodput_policy --out benchmarks/results
+	nice -n 10 $(BENCH).step_start.run --out benchmarks/results
+	nice -n 10 $(BENCH).goodput.scaled --out benchmarks/results
+	nice -n 10 $(BENCH).goodput.policy --out benchmarks/results
 	$(BENCH).summary --readme README.md

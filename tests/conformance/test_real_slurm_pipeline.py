@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from vsp.pipelines import local_run, registry
+from vsp.pipelines.definitions import catalog
+from vsp.pipelines.local import run
 
 pytestmark = pytest.mark.slurm_conformance
 
@@ -28,12 +29,12 @@ def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
 ):
     address = held_real_slurm
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
-    arguments = registry.local_arguments(
+    arguments = catalog.local_arguments(
         "slurm-spot-training", str(tmp_path / "shared"), real_slurm=True
     )
-    settings = local_run.local_settings(0.3, preemptions=3, preempt_after=2.5)
+    settings = run.local_settings(0.3, preemptions=3, preempt_after=2.5)
     settings = dataclasses.replace(settings, slurmrestd=address)
-    result = local_run.run_local(
+    result = run.run_local(
         "slurm-spot-training",
         arguments,
         state_dir=str(tmp_path / "emulator"),

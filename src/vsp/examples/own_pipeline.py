@@ -8,7 +8,7 @@ Every task acts on the world, so caching is off for each (Vertex AI caches by de
 
 ``python -m vsp.examples.own_pipeline --out DIR`` compiles it to ``DIR/my_spot_training.yaml``
 and runs that template on this machine against the Vertex emulator, each step in a fresh venv
-as Vertex AI runs it (``vsp.pipelines.local_run.run_template``, which also points the steps at
+as Vertex AI runs it (``vsp.pipelines.local.run.run_template``, which also points the steps at
 the emulated Cloud Storage through ``VSP_GCS_FUSE_ROOT``). The emulator preempts the training
 job ``--preemptions`` times; the trainer resumes from its checkpoint each time.
 """
@@ -24,7 +24,8 @@ from kfp import compiler, dsl
 
 from vsp import vertex_emulator
 from vsp.components import create_cluster, delete_cluster, register_model, train_on_cluster
-from vsp.pipelines import local_run, registry
+from vsp.pipelines.definitions import catalog
+from vsp.pipelines.local import run
 
 NAME = "my-spot-training"
 
@@ -117,16 +118,16 @@ def local_arguments(out: pathlib.Path) -> dict:
     cluster_id = "myspot"
     home = vertex_emulator.cluster_home(out / "emulator", cluster_id)
     return {
-        **{k: v for k, v in registry.LOCAL_CLUSTER.items() if k != "ondemand_max_nodes"},
+        **{k: v for k, v in catalog.LOCAL_CLUSTER.items() if k != "ondemand_max_nodes"},
         "cluster_id": cluster_id,
         "command": [
-            registry.local_python(str(out)),
+            catalog.local_python(str(out)),
             *("-m", "vsp.examples.trainer", "--steps", "40", "--step-seconds", "0.1"),
         ],
         "working_directory": os.path.join(home, NAME),
-        "model_dir": f"gs://{registry.LOCAL_BUCKET}/{NAME}/model",
+        "model_dir": f"gs://{catalog.LOCAL_BUCKET}/{NAME}/model",
         "model_id": "my-spot-model",
-        "serving_image": registry.LOCAL_MODEL["serving_image"],
+        "serving_image": catalog.LOCAL_MODEL["serving_image"],
         "poll_seconds": 0.5,
     }
 
@@ -146,12 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     template = out / "my_spot_training.yaml"
     compiler.Compiler().compile(my_spot_training, str(template))
     print(f"compiled {template}")
-    result = local_run.run_template(
+    result = run.run_template(
         template,
         local_arguments(out),
         state_dir=str(out / "emulator"),
         pipeline_root=str(out / "outputs"),
-        settings=local_run.local_settings(preemptions=args.preemptions, preempt_after=1.5),
+        settings=run.local_settings(preemptions=args.preemptions, preempt_after=1.5),
     )
     print(f"pipeline {NAME}: {'SUCCEEDED' if result.succeeded else 'FAILED'}")
     for task, values in sorted(result.parameters.items()):

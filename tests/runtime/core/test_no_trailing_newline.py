@@ -15,7 +15,7 @@ from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.registry import client
 from vsp.components.runtime.slurm import job_checks
 from vsp.components.runtime.training.backends import custom_job_spec
-from vsp.pipelines import pipeline_jobs, pipeline_templates
+from vsp.pipelines.vertex import jobs, templates
 
 VALID = [
     (job_checks.RUN_KEY_RE, "vsp-run-1"),
@@ -30,9 +30,9 @@ VALID = [
     (rules_base.POOL_ID, "spot"),
     (rules_base.ZONE, "us-central1-b"),
     (rules_base.NETWORK, "projects/p/global/networks/default"),
-    (pipeline_jobs.JOB_ID, "run-1"),
-    (pipeline_jobs.LOCATION, "us-central1"),
-    (pipeline_templates.TAG, "latest"),
+    (jobs.JOB_ID, "run-1"),
+    (jobs.LOCATION, "us-central1"),
+    (templates.TAG, "latest"),
 ]
 
 

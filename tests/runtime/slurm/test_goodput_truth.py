@@ -5,22 +5,22 @@ log (``--step-log``: when each step began and ended; the last run of each step i
 model kept), the billed time from the emulator's record of each run (a preempted run holds its
 node from its start until the notice ends; the last from its start to its end). The metric comes
 from what the step saw: Slurm's job records, its polls and the checkpoint history. The truth's
-helpers are the goodput benchmark's (``benchmarks.goodput_metric``), which runs more seeds.
+helpers are the goodput benchmark's (``benchmarks.goodput.metric``), which runs more seeds.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks import goodput_metric
-from benchmarks.goodput_metric import true_billed_seconds, true_useful_seconds
+from benchmarks.goodput import metric
+from benchmarks.goodput.metric import true_billed_seconds, true_useful_seconds
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.training import goodput
 
 CLUSTER = "llmtrain"
 POLL = polling.Backoff(initial=0.05, maximum=0.1, jitter=0)
-STEPS = goodput_metric.STEPS
+STEPS = metric.STEPS
 
 
 # Seeds whose first three draws (mean 2.5 s) all fall inside a run of the trainer, which needs
@@ -42,7 +42,7 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(
     )
     work = tmp_path / "shared"
     step_log = work / "steps.log"
-    training = goodput_metric.trainer_training(seed, work)  # 240 steps, a save every 30
+    training = metric.trainer_training(seed, work)  # 240 steps, a save every 30
     outcome = train_on_cluster.train_on_cluster(
         project="test-project",
         location="us-central1",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import history
 
 
@@ -49,7 +49,7 @@ def test_decide_with_history_keeps_for_the_learned_time():
     now = 1_800_000_000.0
     starts = [now - 4 * 3600 - 300, now - 3 * 3600 - 300, now - 2 * 3600 - 300, now - 3600 - 300]
     starts.append(now - 300)  # this run, 5 min long; earlier idle gaps are 55 min
-    inputs = teardown.TeardownInputs(
+    inputs = teardown_decision.TeardownInputs(
         idle_price_per_hour=1.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=1.0,
@@ -57,7 +57,7 @@ def test_decide_with_history_keeps_for_the_learned_time():
         run_start_times=starts,
         now=now,
     )
-    decision = teardown.decide(inputs)
+    decision = teardown_decision.decide(inputs)
     assert decision.action == "keep"
     assert decision.expires_at == pytest.approx(now + 3300)
     assert "over the last 4 idle gaps, keeping 55 min costs least" in decision.reason

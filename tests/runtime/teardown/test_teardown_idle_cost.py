@@ -23,12 +23,12 @@ N2_8, A3_SPOT, A3_ON_DEMAND = 0.388472, 35.39575, 88.49  # us-central1, USD/node
 def local_cluster_body(**overrides) -> dict:
     """The body ``create_cluster`` sends for a local run: LOCAL_CLUSTER on the defaults."""
     from vsp.components import catalog  # noqa: PLC0415
-    from vsp.pipelines import registry  # noqa: PLC0415
+    from vsp.pipelines.definitions import catalog as pipeline_catalog  # noqa: PLC0415
 
     accepted = inspect.signature(builder.build_cluster_spec).parameters
     defaults = inspect.signature(catalog.declarations()["create_cluster"]).parameters
     kwargs = {name: p.default for name, p in defaults.items() if name in accepted}
-    kwargs.update({k: v for k, v in registry.LOCAL_CLUSTER.items() if k in accepted})
+    kwargs.update({k: v for k, v in pipeline_catalog.LOCAL_CLUSTER.items() if k in accepted})
     kwargs.update(overrides)
     return builder.build_cluster_spec(**kwargs).to_request_body()
 

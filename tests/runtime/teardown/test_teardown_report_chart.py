@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import report, report_chart
 
 NOW = 1796390200.0  # 2026-12-04 13:16:40 UTC; the hourly cron's next run is 43 min 20 s away
@@ -21,8 +21,8 @@ def _case(**overrides):
         "shrunk_price_per_hour": 0.5,
         "scale_up_minutes": 8.0,
     }
-    inputs = teardown.TeardownInputs(**{**values, **overrides})
-    return inputs, teardown.decide(inputs)
+    inputs = teardown_decision.TeardownInputs(**{**values, **overrides})
+    return inputs, teardown_decision.decide(inputs)
 
 
 def _texts(svg: str, css: str) -> list[str]:

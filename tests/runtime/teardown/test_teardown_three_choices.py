@@ -11,14 +11,14 @@ import datetime
 
 import pytest
 
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 FULL, LOGIN, PENALTY = 159.669972, 0.388472, 10.0
 NOW = datetime.datetime(2026, 1, 5, 10, 0, 30, tzinfo=datetime.timezone.utc).timestamp()
 
 
-def inputs(**changes) -> teardown.TeardownInputs:
+def inputs(**changes) -> teardown_decision.TeardownInputs:
     values = {
         "idle_price_per_hour": FULL,
         "provisioning_minutes": 20.0,
@@ -29,7 +29,7 @@ def inputs(**changes) -> teardown.TeardownInputs:
         "now": NOW,
     }
     values.update(changes)
-    return teardown.TeardownInputs(**values)
+    return teardown_decision.TeardownInputs(**values)
 
 
 def test_the_three_costs_of_a_gap():
@@ -54,7 +54,7 @@ def test_the_three_costs_of_a_gap():
     ],
 )
 def test_the_cheapest_choice_wins(cadence, action):
-    decision = teardown.decide(inputs(**cadence))
+    decision = teardown_decision.decide(inputs(**cadence))
     assert decision.action == action
     costs = inputs(**cadence).choice_costs(decision.idle_seconds)
     assert decision.cost_if_kept == pytest.approx(costs["keep"])
@@ -67,7 +67,7 @@ def test_the_cheapest_choice_wins(cadence, action):
 
 
 def test_the_reason_names_all_three_costs():
-    decision = teardown.decide(inputs(schedule_cron="0 * * * *"))
+    decision = teardown_decision.decide(inputs(schedule_cron="0 * * * *"))
     assert decision.reason.startswith("Shrink the cluster: shrinking is cheaper; the next run")
     assert "keeping costs 158.34, shrinking costs 28.66 (0.39/h plus a 10 min scale-up), " in (
         decision.reason
@@ -79,7 +79,9 @@ def test_the_reason_names_all_three_costs():
 
 
 def test_without_a_shrunk_price_shrinking_is_not_weighed():
-    decision = teardown.decide(inputs(schedule_cron="0 * * * *", shrunk_price_per_hour=None))
+    decision = teardown_decision.decide(
+        inputs(schedule_cron="0 * * * *", shrunk_price_per_hour=None)
+    )
     assert decision.action == "delete"
     assert decision.cost_if_shrunk is None and "shrinking" not in decision.reason
     # A shrunk price not below the idle price saves nothing, so it is not weighed either.
@@ -89,27 +91,27 @@ def test_without_a_shrunk_price_shrinking_is_not_weighed():
 def test_ties_go_to_the_choice_the_next_run_waits_least_for():
     # Keep and shrink cost the same at exactly C_s / (r_k - r_s) of idle time.
     tie = (FULL + PENALTY) / 6 / (FULL - LOGIN) * 3600
-    assert teardown.decide(inputs(interval_seconds=tie - 1)).action == "keep"
-    assert teardown.decide(inputs(interval_seconds=tie + 1)).action == "shrink"
-    assert teardown._cheapest({"delete": 1.0, "shrink": 1.0, "keep": 1.0}) == "keep"
-    assert teardown._cheapest({"delete": 1.0, "shrink": 1.0}) == "shrink"
+    assert teardown_decision.decide(inputs(interval_seconds=tie - 1)).action == "keep"
+    assert teardown_decision.decide(inputs(interval_seconds=tie + 1)).action == "shrink"
+    assert teardown_decision._cheapest({"delete": 1.0, "shrink": 1.0, "keep": 1.0}) == "keep"
+    assert teardown_decision._cheapest({"delete": 1.0, "shrink": 1.0}) == "shrink"
 
 
 def test_policy_shrink_with_an_unknown_next_run_expires_at_its_break_even():
-    decision = teardown.decide(inputs(policy="shrink"))
+    decision = teardown_decision.decide(inputs(policy="shrink"))
     assert decision.action == "shrink"
     ttl = inputs().shrink_break_even_seconds
     assert decision.expires_at == pytest.approx(NOW + ttl)
     assert "with an expiry after 3 d 1 h idle" in decision.reason  # 72.79 h
-    free = teardown.decide(inputs(policy="shrink", shrunk_price_per_hour=0.0))
-    assert free.expires_at == NOW + teardown.UNKNOWN_CADENCE_TTL_SECONDS
+    free = teardown_decision.decide(inputs(policy="shrink", shrunk_price_per_hour=0.0))
+    assert free.expires_at == NOW + teardown_decision.UNKNOWN_CADENCE_TTL_SECONDS
 
 
 def test_history_picks_shrinking_for_the_learned_time():
     # Irregular gaps of 1-3 h between runs of 30 min: shrinking for the longest gap pays one
     # scale-up per run, less than keeping at 159.67/h or re-creating every time.
     starts = [NOW - 30 * 60 - offset for offset in (0, 7200, 18000, 21600, 32400)]
-    decision = teardown.decide(inputs(run_start_times=starts))
+    decision = teardown_decision.decide(inputs(run_start_times=starts))
     assert decision.action == "shrink"
     learned = "over the last 4 idle gaps, shrinking 2 h 30 min costs least on average"
     assert learned in decision.reason
@@ -119,6 +121,6 @@ def test_history_picks_shrinking_for_the_learned_time():
 def test_validation_names_the_new_fields():
     for field in ("shrunk_price_per_hour", "scale_up_minutes"):
         with pytest.raises(teardown_inputs.SpecValidationError, match=field):
-            teardown.decide(inputs(**{field: -1.0}))
+            teardown_decision.decide(inputs(**{field: -1.0}))
     with pytest.raises(teardown_inputs.SpecValidationError, match="auto, delete, keep, shrink"):
-        teardown.decide(inputs(policy="sleep"))
+        teardown_decision.decide(inputs(policy="sleep"))

@@ -97,11 +97,11 @@ def test_two_training_tasks_in_one_pipeline_run_submit_two_jobs(cluster, tmp_pat
     from kfp import dsl, local  # noqa: PLC0415
 
     from vsp.components import catalog, packaging  # noqa: PLC0415
-    from vsp.pipelines import registry  # noqa: PLC0415
+    from vsp.pipelines.definitions import catalog as pipeline_catalog  # noqa: PLC0415
 
     train = catalog.component_set(packaging.PREINSTALLED)["train_on_cluster"]
     # kfp.local rewrites "python3" in task arguments; a launcher without that word is safe.
-    command = [registry.local_python(str(tmp_path / "shared")), *TRAINER[1:]]
+    command = [pipeline_catalog.local_python(str(tmp_path / "shared")), *TRAINER[1:]]
 
     def task(folder: str):
         work = str(tmp_path / folder)

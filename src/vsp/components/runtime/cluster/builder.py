@@ -30,7 +30,7 @@ from typing import Any
 
 from vsp.components.runtime.cluster import diff, keys, rules, slurm_values
 from vsp.components.runtime.cluster import rules_base as base
-from vsp.components.runtime.cluster import spec as cs
+from vsp.components.runtime.cluster import spec as cluster_spec
 
 ClusterDiff = diff.ClusterDiff
 FieldChange = diff.FieldChange
@@ -64,7 +64,7 @@ def build_cluster_spec(
     slurm_config: Mapping[str, Any] | None = None,
     service_account: str = "",
     validate: bool = True,
-) -> cs.ClusterSpec:
+) -> cluster_spec.ClusterSpec:
     """Builds (and by default validates) a cluster spec; see the module docstring.
 
     Args:
@@ -172,7 +172,9 @@ def build_cluster_spec(
     return spec
 
 
-def merge_spec(base: Mapping[str, Any] | cs.ClusterSpec, overrides: Mapping[str, Any]) -> dict:
+def merge_spec(
+    base: Mapping[str, Any] | cluster_spec.ClusterSpec, overrides: Mapping[str, Any]
+) -> dict:
     """Deep-merges ``overrides`` into ``base``; keys may be snake_case or camelCase.
 
     Mappings merge key by key (an override value of None deletes the key; in ``config`` maps a key
@@ -182,10 +184,10 @@ def merge_spec(base: Mapping[str, Any] | cs.ClusterSpec, overrides: Mapping[str,
     Returns:
         The merged body with snake_case field keys (parse it with ``parse_cluster_spec``).
     """
-    if isinstance(base, cs.ClusterSpec):
+    if isinstance(base, cluster_spec.ClusterSpec):
         base = base.model_dump(exclude_none=True)
-    left = keys.snake_keys(dict(base), cs.ClusterSpec)
-    right = keys.snake_keys(dict(overrides), cs.ClusterSpec)
+    left = keys.snake_keys(dict(base), cluster_spec.ClusterSpec)
+    right = keys.snake_keys(dict(overrides), cluster_spec.ClusterSpec)
     return _merge(left, right, "")
 
 

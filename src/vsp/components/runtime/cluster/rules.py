@@ -25,7 +25,7 @@ import pydantic
 import yaml
 
 from vsp.components.runtime.cluster import keys, rules_base, rules_pools, rules_slurm
-from vsp.components.runtime.cluster import spec as cs
+from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ WHAT = "cluster spec"
 DAYS_OF_WEEK = ("MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY")
 
 
-def parse_cluster_spec(data: Any) -> cs.ClusterSpec:
+def parse_cluster_spec(data: Any) -> cluster_spec.ClusterSpec:
     """Parses a cluster body given as a dict (snake_case or camelCase keys).
 
     Args:
@@ -46,7 +46,7 @@ def parse_cluster_spec(data: Any) -> cs.ClusterSpec:
     Raises:
         errors.SpecValidationError: Unknown keys or values of the wrong type, all listed.
     """
-    if isinstance(data, cs.ClusterSpec):
+    if isinstance(data, cluster_spec.ClusterSpec):
         return data
     if not isinstance(data, dict):
         problem = errors.SpecProblem(
@@ -55,13 +55,13 @@ def parse_cluster_spec(data: Any) -> cs.ClusterSpec:
         )  # fmt: skip
         raise errors.SpecValidationError(WHAT, [problem])
     try:
-        return cs.ClusterSpec.model_validate(data)
+        return cluster_spec.ClusterSpec.model_validate(data)
     except pydantic.ValidationError as error:
-        problems = keys.problems_from_validation_error(error, cs.ClusterSpec)
+        problems = keys.problems_from_validation_error(error, cluster_spec.ClusterSpec)
         raise errors.SpecValidationError(WHAT, problems) from None
 
 
-def load_cluster_spec(path: str | os.PathLike[str]) -> cs.ClusterSpec:
+def load_cluster_spec(path: str | os.PathLike[str]) -> cluster_spec.ClusterSpec:
     """Reads a cluster body from a JSON or YAML file and parses it.
 
     ``.json`` files are read as JSON, ``.yaml``/``.yml`` as YAML; any other extension is read as
@@ -97,7 +97,7 @@ def load_cluster_spec(path: str | os.PathLike[str]) -> cs.ClusterSpec:
     return parse_cluster_spec(data)
 
 
-def validate_cluster(spec: cs.ClusterSpec, cluster_id: str | None) -> None:
+def validate_cluster(spec: cluster_spec.ClusterSpec, cluster_id: str | None) -> None:
     """Checks every rule on a cluster spec and its id.
 
     Args:
@@ -130,7 +130,7 @@ def validate_cluster(spec: cs.ClusterSpec, cluster_id: str | None) -> None:
         log.warning("%s", warning)
 
 
-def pool_size_warnings(spec: cs.ClusterSpec) -> list[str]:
+def pool_size_warnings(spec: cluster_spec.ClusterSpec) -> list[str]:
     """Warnings for node pools that are not fixed-size (``min_node_count`` < ``max_node_count``).
 
     Google's create-cluster reference says a pool's MIN_NODE_COUNT must be the same as its
@@ -192,7 +192,7 @@ def _check_display_name(problems: rules_base.Problems, name: str | None) -> None
         )  # fmt: skip
 
 
-def _check_network(problems: rules_base.Problems, network: cs.Network | None) -> None:
+def _check_network(problems: rules_base.Problems, network: cluster_spec.Network | None) -> None:
     if network is None:
         return
     network_form = "projects/PROJECT/global/networks/NETWORK"
@@ -223,7 +223,7 @@ def _check_network(problems: rules_base.Problems, network: cs.Network | None) ->
 
 
 def _check_lustre_export(
-    problems: rules_base.Problems, export: cs.LustreExportConfig | None
+    problems: rules_base.Problems, export: cluster_spec.LustreExportConfig | None
 ) -> None:
     if export is None:
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from vsp.components.runtime.cluster import rules_base
-from vsp.components.runtime.cluster import spec as cs
+from vsp.components.runtime.cluster import spec as cluster_spec
 
 PROVISIONING_MODELS = ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START")
 RESERVATION_AFFINITY_TYPE = "SPECIFIC_RESERVATION"
@@ -24,7 +24,7 @@ CONFIDENTIAL_TYPES = ("SEV", "SEV_SNP", "TDX")
 _A3_A4 = re.compile(r"^a[34]x?-")
 
 
-def effective_provisioning_model(pool: cs.NodePool) -> str | None:
+def effective_provisioning_model(pool: cluster_spec.NodePool) -> str | None:
     """The provisioning model the service applies: unset + reservation affinity = RESERVATION.
 
     Unset on a CPU pool means ON_DEMAND; unset on a GPU pool without affinity is rejected [R MM].
@@ -39,7 +39,7 @@ def effective_provisioning_model(pool: cs.NodePool) -> str | None:
     return "ON_DEMAND"
 
 
-def check_node_pools(problems: rules_base.Problems, spec: cs.ClusterSpec) -> None:
+def check_node_pools(problems: rules_base.Problems, spec: cluster_spec.ClusterSpec) -> None:
     """Checks presence, unique ids and every pool of ``spec.node_pools``."""
     if not spec.node_pools:
         problems.missing("node_pools", "Add at least a login pool and one compute pool.")
@@ -61,7 +61,7 @@ def check_node_pools(problems: rules_base.Problems, spec: cs.ClusterSpec) -> Non
 
 
 def _check_pool(
-    problems: rules_base.Problems, field: str, pool: cs.NodePool, region: str | None
+    problems: rules_base.Problems, field: str, pool: cluster_spec.NodePool, region: str | None
 ) -> None:
     if not pool.id:
         problems.missing(f"{field}.id", f"Set an id ({rules_base.POOL_ID_RULE}).")
@@ -113,7 +113,7 @@ def _check_pool(
         )  # fmt: skip
 
 
-def _check_machine(problems: rules_base.Problems, field: str, pool: cs.NodePool) -> None:
+def _check_machine(problems: rules_base.Problems, field: str, pool: cluster_spec.NodePool) -> None:
     machine = pool.machine_spec
     if machine is None:
         problems.missing(
@@ -155,9 +155,11 @@ def _check_machine(problems: rules_base.Problems, field: str, pool: cs.NodePool)
         )  # fmt: skip
 
 
-def _check_provisioning(problems: rules_base.Problems, field: str, pool: cs.NodePool) -> None:
+def _check_provisioning(
+    problems: rules_base.Problems, field: str, pool: cluster_spec.NodePool
+) -> None:
     model = pool.provisioning_model
-    machine = pool.machine_spec or cs.MachineSpec()
+    machine = pool.machine_spec or cluster_spec.MachineSpec()
     affinity = machine.reservation_affinity
     affinity_field = f"{field}.machine_spec.reservation_affinity"
     if model is not None and model not in PROVISIONING_MODELS:
@@ -194,7 +196,10 @@ def _check_provisioning(problems: rules_base.Problems, field: str, pool: cs.Node
 
 
 def _check_affinity(
-    problems: rules_base.Problems, field: str, affinity: cs.ReservationAffinity, zone: str | None
+    problems: rules_base.Problems,
+    field: str,
+    affinity: cluster_spec.ReservationAffinity,
+    zone: str | None,
 ) -> None:
     if affinity.reservation_affinity_type != RESERVATION_AFFINITY_TYPE:
         problems.add(
@@ -250,7 +255,7 @@ def _check_flex_duration(
 
 
 def _check_scaling(
-    problems: rules_base.Problems, field: str, scaling: cs.ScalingSpec | None
+    problems: rules_base.Problems, field: str, scaling: cluster_spec.ScalingSpec | None
 ) -> None:
     if scaling is None:
         return
@@ -274,7 +279,9 @@ def _check_scaling(
         )  # fmt: skip
 
 
-def _check_boot_disk(problems: rules_base.Problems, field: str, pool: cs.NodePool) -> None:
+def _check_boot_disk(
+    problems: rules_base.Problems, field: str, pool: cluster_spec.NodePool
+) -> None:
     disk = pool.boot_disk
     if disk is None:
         return

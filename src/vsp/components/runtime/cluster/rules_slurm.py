@@ -14,12 +14,12 @@ import re
 from collections.abc import Mapping
 
 from vsp.components.runtime.cluster import rules_base, slurm_values
-from vsp.components.runtime.cluster import spec as cs
+from vsp.components.runtime.cluster import spec as cluster_spec
 
 SLURM = "orchestrator_spec.slurm_spec"
 
 
-def check_slurm(problems: rules_base.Problems, spec: cs.ClusterSpec) -> None:
+def check_slurm(problems: rules_base.Problems, spec: cluster_spec.ClusterSpec) -> None:
     """Checks the Slurm orchestrator: storage, login pool, partitions, node sets and knobs."""
     if spec.orchestrator_spec is None or spec.orchestrator_spec.slurm_spec is None:
         problems.missing(
@@ -70,7 +70,9 @@ def check_slurm(problems: rules_base.Problems, spec: cs.ClusterSpec) -> None:
                 )  # fmt: skip
 
 
-def _check_login_scaling(problems: rules_base.Problems, spec: cs.ClusterSpec, login: str) -> None:
+def _check_login_scaling(
+    problems: rules_base.Problems, spec: cluster_spec.ClusterSpec, login: str
+) -> None:
     index = next(i for i, p in enumerate(spec.node_pools or []) if p.id == login)
     scaling = spec.node_pools[index].scaling_spec
     if scaling is None or scaling.min_node_count == scaling.max_node_count:
@@ -84,7 +86,7 @@ def _check_login_scaling(problems: rules_base.Problems, spec: cs.ClusterSpec, lo
 
 
 def _check_partitions(
-    problems: rules_base.Problems, slurm: cs.SlurmSpec, pool_ids: list[str]
+    problems: rules_base.Problems, slurm: cluster_spec.SlurmSpec, pool_ids: list[str]
 ) -> None:
     if not slurm.partitions:
         problems.missing(
@@ -152,7 +154,7 @@ def _check_pool_refs(
 
 
 def _check_node_sets(
-    problems: rules_base.Problems, slurm: cs.SlurmSpec, pool_ids: list[str]
+    problems: rules_base.Problems, slurm: cluster_spec.SlurmSpec, pool_ids: list[str]
 ) -> None:
     seen: set[str] = set()
     compute = [p for p in pool_ids if p != slurm.login_node_pool_id]
@@ -182,7 +184,7 @@ def _check_node_sets(
         check_config(problems, f"{field}.config", node_set.config, "node")
 
 
-def _check_knobs(problems: rules_base.Problems, slurm: cs.SlurmSpec) -> None:
+def _check_knobs(problems: rules_base.Problems, slurm: cluster_spec.SlurmSpec) -> None:
     check_config(problems, f"{SLURM}.config", slurm.config, "cluster")
     maps = [slurm.config] + [p.config for p in slurm.partitions or []]
     maps += [n.config for n in slurm.node_sets or []]

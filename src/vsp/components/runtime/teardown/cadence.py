@@ -7,7 +7,7 @@ and the run interval around now, used by ``teardown.decide``; ``ticks_between`` 
 
 Ticks come from ``croniter`` a UTC day at a time and are cached per (cron, day): a decision
 looks up the scheduled tick of each of its earlier runs, and a replay of thousands of decisions
-(``benchmarks.teardown_cost``) would otherwise expand the cron for every lookup.
+(``benchmarks.teardown.cost``) would otherwise expand the cron for every lookup.
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def _choice(
     best = history.cheapest_index(averages, longest=True)
     ttl = candidates[best]
     # The sentence is built when the reason is written: a replay of many decisions
-    # (``benchmarks.teardown_cost``) never reads most of them.
+    # (``benchmarks.teardown.cost``) never reads most of them.
     text = functools.partial(_expiry_text, now, ttl, bound, within[-1], len(within), slack, be)
     return now + ttl, averages[best], text
 

@@ -14,7 +14,7 @@ import math
 
 from vsp.components.runtime.core import readable_time
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import report_chart
 
 _POOL_COLUMNS = (
@@ -65,7 +65,9 @@ def _pools_table(cost: teardown_cost.ClusterCost) -> str:
     )
 
 
-def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
+def html_section(
+    inputs: teardown_decision.TeardownInputs, decision: teardown_decision.TeardownDecision
+) -> str:
     """The decision as an HTML fragment (a ``<section>``)."""
     be = decision.break_even_seconds
     rows = [
@@ -120,7 +122,9 @@ def html_section(inputs: teardown.TeardownInputs, decision: teardown.TeardownDec
     )
 
 
-def html_page(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
+def html_page(
+    inputs: teardown_decision.TeardownInputs, decision: teardown_decision.TeardownDecision
+) -> str:
     """A self-contained HTML page holding only the decision section."""
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>Teardown decision</title>'

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from vsp.components.runtime.core import readable_time, svg_chart
-from vsp.components.runtime.teardown import decision as teardown
+from vsp.components.runtime.teardown import decision as teardown_decision
 
 WIDTH, HEIGHT = 860, 320
 CURRENCY = "USD"
@@ -24,7 +24,9 @@ def _money(value: float) -> str:
     return f"{value:.2f} {CURRENCY}"
 
 
-def cost_chart(inputs: teardown.TeardownInputs, decision: teardown.TeardownDecision) -> str:
+def cost_chart(
+    inputs: teardown_decision.TeardownInputs, decision: teardown_decision.TeardownDecision
+) -> str:
     """The chart as one ``<svg>`` element.
 
     Args:

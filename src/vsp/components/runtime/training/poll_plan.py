@@ -18,7 +18,7 @@ lives on Cloud Storage, another quota, and is read every ``beacon_seconds``; Ver
    a hold).
 
 Pure: time is passed in (monotonic seconds of an injectable ``polling.Clock``), the plan reads
-nothing and calls nothing, so the runtime and the benchmark (``benchmarks/polling.py``) run the
+nothing and calls nothing, so the runtime and the benchmark (``benchmarks/polling/run.py``) run the
 same code. ``SharedPlan`` merges the plans of many jobs on one cluster: one list call
 (``GET /slurm/v0.0.42/jobs``) answers for all of them. Hand-rolled: a small state machine of
 this project's own rules.

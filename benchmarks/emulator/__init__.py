@@ -1,0 +1,1 @@
+"""Emulator benchmark: latency as the numbers of clusters and model versions grow."""

@@ -1,0 +1,1 @@
+"""Goodput benchmarks: the metric against the truth, the checkpoint policy, scaled runs."""

@@ -1,0 +1,224 @@
+"""Goodput of the training step under time-scaled Spot preemption on the Vertex emulator.
+
+``python -m benchmarks.goodput.scaled [--out benchmarks/results] [--seeds 3] [--work-steps 15000]``
+
+The real-scale setting (M = 1 h, R = 2 min, 30 s notice) divided by 60: each run is the
+training step (``train_runner.train_on_cluster``) on an emulated training cluster, running the
+example trainer for ``--work-steps`` steps of ``--step-seconds`` (about 300 s of training, so
+about 5 preemptions expected per run), while the emulator's Poisson preemption plan (mean 60 s
+of running time, seeded: the same draws for every case) reclaims the Spot node; the notice is
+the emulator's 0.5 s from SIGTERM to SIGKILL, the restart its 2 s requeue delay and node
+recovery (the measured gap is reported). Cases: the trainer's saves asynchronous (0.03 s
+blocking + 0.38 s simulated persist + the real write, about 0.4 s) with our notice-first policy
+or Young/Daly, fully blocking 0.5 s saves (as long as the notice) with ours, and ours with the
+async save while a quarter of the preemptions come unannounced (the plan's
+``unannounced_share`` 0.25: SIGKILL at once, no notice save; the same preemption times).
+
+Goodput per run = useful training time (the trainer's ``train_seconds`` in ``metrics.json``) /
+billed node time (the emulator's run records); beside it the same useful time over the elapsed
+time from the first start to the end (the restart gaps billed too) and the step's own goodput
+metric. Runs go ``--parallel`` at a time, each in its own process with its own emulator (they
+mostly sleep). Writes ``goodput_scaled.json`` (with ``goals`` for ``benchmarks.summary`` and a
+Markdown table that ``benchmarks.goodput.policy`` quotes) and ``goodput_scaled.md``. See
+``benchmarks.goodput.scaled_run`` for one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import pathlib
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks.goodput import policy, scaled_report, scaled_run, sim
+
+GOAL = 0.95
+OURS_ASYNC = "ours, async (0.03 s block + 0.4 s persist)"
+YOUNG_DALY = "young-daly, async (same save)"
+OURS_BLOCKING = "ours, blocking 0.5 s save"
+OURS_UNANNOUNCED = "ours, async, a quarter of preemptions unannounced"
+_ASYNC_SAVE = ["--save-mode", "async", "--save-block-seconds", "0.03"]
+_ASYNC_SAVE += ["--save-persist-seconds", "0.38"]
+CASES = {
+    OURS_ASYNC: _ASYNC_SAVE,
+    YOUNG_DALY: [*_ASYNC_SAVE, "--checkpoint-strategy", "young-daly"],
+    OURS_BLOCKING: ["--save-mode", "blocking", "--save-block-seconds", "0.5"],
+    OURS_UNANNOUNCED: _ASYNC_SAVE,
+}
+# Preemption plan fields of a case beside the seeded Poisson plan every case shares.
+PLANS = {OURS_UNANNOUNCED: {"unannounced_share": 0.25}}
+# At least this many preemptions per seed before a case's mean is taken as meaningful.
+MIN_PREEMPTIONS_PER_SEED = 2
+
+
+def daly_reference(block_s: float) -> float:
+    """Daly's analytic goodput of periodic saves blocking ``block_s`` in the scaled setting."""
+    scenario = sim.Scenario(
+        "scaled",
+        mtbf_s=scaled_run.MTBF_S,
+        restart_s=scaled_run.RESTART_S,
+        notice_s=scaled_run.NOTICE_S,
+        block_s=block_s,
+        persist_s=0.0,
+    )
+    return sim.daly_goodput(scenario)
+
+
+def goals(cases: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
+    """The goals in the form ``benchmarks.summary`` reads (``id``, ``goal``, ``measured``,
+    ``where``, ``met``): ours with the async save >= 0.95 (billed = the runs' node time, and
+    with the restart gaps billed too); the blocking save, Young/Daly and the unannounced
+    preemptions reported."""
+    by_name = {case["name"]: case for case in cases}
+    setting = f"mean of {seeds} seeds, emulator x1/60: M = 60 s, R = 2 s, notice 0.5 s"
+
+    def where(case: dict[str, Any]) -> str:
+        per_seed = "/".join(str(n) for n in case["preemptions_per_seed"])
+        few = [
+            str(seed)
+            for seed, n in enumerate(case["preemptions_per_seed"])
+            if n < MIN_PREEMPTIONS_PER_SEED
+        ]
+        note = f"; seed {', '.join(few)}: too few to be meaningful" if few else ""
+        return f"{case['preemptions']} preemptions ({per_seed} per seed){note}"
+
+    ours, blocking, daly = by_name[OURS_ASYNC], by_name[OURS_BLOCKING], by_name[YOUNG_DALY]
+    gap = ours["restart_gap_mean_s"]
+    found = [
+        {
+            "id": "goodput-scaled-ours-async",
+            "goal": f"ours, async save (0.03 s block + 0.4 s persist): useful / billed node time"
+            f" >= {GOAL} ({setting})",
+            "measured": round(ours["goodput_mean"], 4),
+            "where": where(ours),
+            "met": ours["goodput_mean"] >= GOAL,
+        },
+        {
+            "id": "goodput-scaled-ours-async-elapsed",
+            "goal": f"the same, billing the restart gaps too (useful / first start to end)"
+            f" >= {GOAL}",
+            "measured": round(ours["goodput_elapsed_mean"], 4),
+            "where": "no restart" if gap is None else f"restart gap mean {gap:.2f} s",
+            "met": ours["goodput_elapsed_mean"] >= GOAL,
+        },
+        {
+            "id": "goodput-scaled-ours-blocking",
+            "goal": f"ours, fully blocking 0.5 s save (as long as the notice), beside Daly's"
+            f" analytic {daly_reference(0.5):.3f} (no target; {setting})",
+            "measured": round(blocking["goodput_mean"], 4),
+            "where": where(blocking),
+            "met": None,
+        },
+        {
+            "id": "goodput-scaled-young-daly-async",
+            "goal": f"Young/Daly periodic saves, async save (no target; {setting})",
+            "measured": round(daly["goodput_mean"], 4),
+            "where": where(daly),
+            "met": None,
+        },
+    ]
+    unannounced = by_name.get(OURS_UNANNOUNCED)
+    if unannounced is not None:
+        found.append(
+            {
+                "id": "goodput-scaled-ours-async-unannounced",
+                "goal": f"ours, async save, a quarter of preemptions unannounced (SIGKILL"
+                f" at once, no notice save; no target; {setting})",
+                "measured": round(unannounced["goodput_mean"], 4),
+                "where": where(unannounced),
+                "met": None,
+            }
+        )
+    return found
+
+
+def run_all(seeds: int, steps: int, step_s: float, parallel: int) -> list[dict[str, Any]]:
+    """Every case for every seed, ``parallel`` runs at once, each in a spawned process."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context) as pool:
+        jobs = {
+            (name, seed): pool.submit(
+                scaled_run.run_case, extra, seed, steps, step_s, PLANS.get(name)
+            )
+            for seed in range(seeds)
+            for name, extra in CASES.items()
+        }
+        cases = []
+        for name in CASES:
+            runs = [jobs[name, seed].result() for seed in range(seeds)]
+            case = {"name": name, "runs": runs, **scaled_run.summarize(runs)}
+            if name == OURS_ASYNC:
+                case["goal"] = f">= {GOAL}: " + (
+                    "met" if case["goodput_mean"] >= GOAL else "NOT met"
+                )
+            cases.append(case)
+            print(
+                f"{name}: {case['goodput_mean']:.3f} (elapsed {case['goodput_elapsed_mean']:.3f},"
+                f" step metric {case['step_metric_mean']:.3f}, {case['preemptions']} preemptions)",
+                flush=True,
+            )
+    return cases
+
+
+def _write(out: pathlib.Path, results: dict[str, Any]) -> None:
+    results["markdown"] = scaled_report.markdown(results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "goodput_scaled.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "goodput_scaled.md").write_text(results["markdown"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs every case for every seed and writes the results."""
+    prog = "python -m benchmarks.goodput.scaled"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=pathlib.Path, default=policy.DEFAULT_OUT)
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--work-steps", type=int, default=15000, help="steps per run")
+    parser.add_argument("--step-seconds", type=float, default=0.02, help="seconds per step")
+    parser.add_argument("--parallel", type=int, default=3, help="runs at once (they mostly wait)")
+    parser.add_argument(
+        "--from-json", action="store_true", help="only re-render goodput_scaled.md from the JSON"
+    )
+    args = parser.parse_args(argv)
+    if args.from_json:
+        results = json.loads((args.out / "goodput_scaled.json").read_text())
+        results["goals"] = goals(results["cases"], results["seeds"])
+        _write(args.out, results)
+        return 0
+    if args.seeds < 1 or args.work_steps < 1 or args.step_seconds <= 0 or args.parallel < 1:
+        parser.error("--seeds, --work-steps and --parallel must be >= 1, --step-seconds > 0")
+    started = time.monotonic()
+    cases = run_all(args.seeds, args.work_steps, args.step_seconds, args.parallel)
+    results = {
+        "machine": policy.machine(),
+        "command": f"{prog} --seeds {args.seeds} --work-steps {args.work_steps}"
+        f" --step-seconds {args.step_seconds:g} --parallel {args.parallel}",
+        "seeds": args.seeds,
+        "work_steps": args.work_steps,
+        "step_seconds": args.step_seconds,
+        "parallel": args.parallel,
+        "setting": {
+            "mtbf_s": scaled_run.MTBF_S,
+            "notice_s": scaled_run.NOTICE_S,
+            "requeue_delay_s": scaled_run.SETTINGS.slurm_requeue_delay_seconds,
+            "node_recovery_s": scaled_run.SETTINGS.slurm_node_recovery_seconds,
+            "plan_max_count": scaled_run.MAX_PREEMPTIONS,
+            "min_preemptions_per_seed": MIN_PREEMPTIONS_PER_SEED,
+        },
+        "daly_blocking_0_5": daly_reference(0.5),
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "cases": cases,
+        "goals": goals(cases, args.seeds),
+    }
+    _write(args.out, results)
+    print(f"wrote {args.out / 'goodput_scaled.json'} and {args.out / 'goodput_scaled.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

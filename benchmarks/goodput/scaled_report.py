@@ -1,0 +1,86 @@
+"""The Markdown of ``benchmarks.goodput.scaled``: the scaled emulator runs, case by case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as Markdown (also quoted by ``benchmarks.goodput.policy``)."""
+    setting, machine = results["setting"], results["machine"]
+    cases = results["cases"]
+    expected = [
+        sum(r["billed_node_seconds"] for r in case["runs"]) / len(case["runs"]) / setting["mtbf_s"]
+        for case in cases
+    ]
+    lines = [
+        "## Scaled emulator runs of the training step (x1/60: M = 60 s, R = 2 s, notice 0.5 s)",
+        "",
+        f"`{results['command']}`, {machine['date']} on {machine['platform']}"
+        f" ({machine['cpus']} CPUs, Python {machine['python']}); wall time"
+        f" {results['wall_seconds']:.0f} s.",
+        "",
+        f"Each run: `train_on_cluster` on an emulated cluster, the example trainer for"
+        f" {results['work_steps']} steps of {results['step_seconds']:g} s; the emulator's"
+        f" Poisson preemption plan (mean {setting['mtbf_s']:g} s of running time, seed = the"
+        f" seed, at most {setting['plan_max_count']}), notice {setting['notice_s']:g} s"
+        f" (SIGTERM, then SIGKILL), requeue delay {setting['requeue_delay_s']:g} s and node"
+        f" recovery {setting['node_recovery_s']:g} s. Expected preemptions per run (billed"
+        f" running time / M): {', '.join(f'{e:.1f}' for e in expected)} by case.",
+        "",
+        "Goodput = the trainer's `train_seconds` (time in the steps the model holds) / billed"
+        " node time from the emulator's run records (a preempted run from its start to its"
+        " SIGKILL, the last to its end). *Elapsed*: the same useful time over first start to"
+        " end, which also bills the restart gaps (node down, requeue delay). *Step metric*: the"
+        " goodput the training step itself reports. Restart gap: SIGKILL to the next run's"
+        " start, from the run records; start-up: a run's start to its first training step"
+        " (interpreter, prolog, checkpoint reload), from the trainer's step log. Step s: the"
+        " trainer's time per step (its sleep plus compute; above the sleep when the machine is"
+        " busy).",
+        "",
+        "| case | goodput (mean) | per seed | elapsed (mean) | step metric (mean) |"
+        " preemptions per seed | restart gap s (mean / max) | start-up s (mean) | step s (mean)"
+        " | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for case in cases:
+        per_seed = ", ".join(f"{g:.3f}" for g in case["goodput_per_seed"])
+        counts = ", ".join(str(n) for n in case["preemptions_per_seed"])
+        gap = f"{_seconds(case['restart_gap_mean_s'])} / {_seconds(case['restart_gap_max_s'])}"
+        lines.append(
+            f"| {case['name']} | {case['goodput_mean']:.3f} | {per_seed} |"
+            f" {case['goodput_elapsed_mean']:.3f} | {case['step_metric_mean']:.3f} | {counts} |"
+            f" {gap} | {_seconds(case['startup_mean_s'])} | {case['step_time_mean_s']:.4f} |"
+            f" {case.get('goal', '')} |"
+        )
+    for case in cases:
+        unannounced = case.get("unannounced_per_seed") or []
+        if any(unannounced):
+            lines += [
+                "",
+                f"{case['name']}: unannounced preemptions per seed (SIGKILL at once, no notice"
+                f" save): {', '.join(str(n) for n in unannounced)} of"
+                f" {', '.join(str(n) for n in case['preemptions_per_seed'])}.",
+            ]
+    lines += ["", "Goals:", ""]
+    marks = {True: "met", False: "NOT met", None: "reported"}
+    for goal in results["goals"]:
+        lines.append(
+            f"- {goal['goal']}: **{goal['measured']:.4f}** ({goal['where']}): {marks[goal['met']]}"
+        )
+    few = [g for g in results["goals"] if "too few" in str(g.get("where", ""))]
+    if few:
+        lines += [
+            "",
+            f"Some seeds saw fewer than {setting['min_preemptions_per_seed']} preemptions: their"
+            " goodput says little about the policy; the full-scale simulation"
+            " (`goodput_policy`) has thousands.",
+        ]
+    ours = cases[0]["runs"][0]["checkpoint_policy"] if cases and cases[0]["runs"] else ""
+    if ours:
+        lines += ["", f"{cases[0]['name']}, seed 0, as the trainer explained its interval: {ours}"]
+    return "\n".join(lines) + "\n"

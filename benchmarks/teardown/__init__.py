@@ -1,0 +1,1 @@
+"""Teardown benchmarks: keep, shrink or delete against the optimum over run traces."""

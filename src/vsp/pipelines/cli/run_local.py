@@ -1,0 +1,242 @@
+"""``vsp run-local``: a pipeline on this machine, on the Vertex emulator, through kfp.local.
+
+By default the terminal gets a line per task state change and the progress of each wait
+(``run_console``), and every line kfp.local streams goes to a log file; ``-v`` shows the full
+stream instead. A failed run ends with its root cause (the step, its error and fix) and exits
+with the failed step's code (2 user error, 75 transient, 70 internal; 1 when no step gave one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import pathlib
+import sys
+
+import click
+
+from vsp.components.runtime.core import errors
+from vsp.pipelines.cli import common
+from vsp.vertex_emulator.slurm import real as real_slurm_api
+
+
+@click.command("run-local")
+@click.argument("pipeline", default="slurm-spot-training")
+@click.option("--param", "params", multiple=True, help="Pipeline parameter NAME=VALUE (repeat).")
+@click.option("--state-dir", default=".vsp/emulator", show_default=True, help="Emulator state.")
+@click.option("--outputs", default=".vsp/local_outputs", show_default=True, help="Task outputs.")
+@click.option(
+    "--provisioning-seconds", default=3.0, show_default=True, help="Emulated provisioning time."
+)
+@click.option(
+    "--preemptions",
+    default=None,
+    type=int,
+    help="Spot preemptions the emulator injects, each a few seconds into a job's run "
+    "(default: 3 for slurm-spot-training, 8 for spot-custom-job-training, else 0).",
+)
+@click.option(
+    "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
+)
+@click.option(
+    "--cron",
+    default=None,
+    help="The schedule's cron, e.g. '0 * * * *', for the teardown decision (as `vsp schedule` "
+    "passes it): with a frequent cron the cluster is kept warm for the next run.",
+)
+@click.option(
+    "--in-process",
+    is_flag=True,
+    help="Quick iteration: run the pipeline rebuilt from the sources in this environment, "
+    "instead of the compiled template with a fresh virtual environment per step.",
+)
+@click.option(
+    "--templates",
+    default=None,
+    help="Folder of compiled templates to run (default: the repository's compiled/).",
+)
+@click.option(
+    "--enable-caching/--no-enable-caching",
+    default=None,
+    help="Faithful mode: set execution caching of every task (default: the template's own).",
+)
+@click.option(
+    "--real-slurm",
+    is_flag=True,
+    help="Train on a real Slurm: the emulator forwards the Slurm Job API to the slurmrestd "
+    "named by $VSP_REAL_SLURMRESTD (as the real Slurm's env.sh sets it).",
+)
+@click.option(
+    "--slurmrestd",
+    default=None,
+    help="Train on the real Slurm behind this slurmrestd (unix socket path or "
+    "http://HOST:PORT; implies --real-slurm).",
+)
+@click.option(
+    "--preemption-mechanism",
+    type=click.Choice(real_slurm_api.PREEMPTION_MECHANISMS),
+    default="partition",
+    show_default=True,
+    help="With a real Slurm: preempt with a higher-tier partition's job, or scontrol requeue.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show everything kfp.local streams (pip, executor JSON, every log line) instead of a "
+    "line per task state change and the progress of waits.",
+)
+@click.pass_context
+@common.handle_errors
+def run_local_command(
+    ctx: click.Context,
+    pipeline: str,
+    params: tuple[str, ...],
+    state_dir: str,
+    outputs: str,
+    provisioning_seconds: float,
+    preemptions: int,
+    preempt_after: float,
+    cron: str | None,
+    in_process: bool,
+    templates: str | None,
+    enable_caching: bool | None,
+    real_slurm: bool,
+    slurmrestd: str | None,
+    preemption_mechanism: str,
+    verbose: bool,
+) -> None:
+    """Run PIPELINE locally with kfp.local on the Vertex emulator.
+
+    By default the compiled template (what users deploy) runs as Vertex AI Pipelines runs it:
+    each step in a fresh virtual environment holding only what its YAML installs, with the
+    execution cache on. The emulator's state (clusters, models) lives in --state-dir and
+    survives between runs, so a second run can reuse a cluster the first one kept warm.
+    """
+    from vsp.pipelines.definitions import catalog
+    from vsp.pipelines.local import (
+        run,
+        step_console,
+        summary,  # noqa: PLC0415
+    )
+
+    shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
+    gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
+    address = _real_slurmrestd(real_slurm, slurmrestd)
+    typed, definitions = _typed_params(pipeline, templates, params)
+    arguments = {
+        **catalog.local_arguments(pipeline, shared, gcs_root, real_slurm=bool(address)),
+        **typed,
+    }
+    if definitions is not None:
+        from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
+        from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
+
+        problems = rules_base.Problems()
+        pipeline_templates.check_parameters(problems, arguments, definitions, field="--param")
+        problems.raise_if_any(f"the parameters of {pipeline}")
+    if cron is not None:
+        arguments["schedule_cron"] = cron
+    if preemptions is None:
+        preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
+    settings = run.local_settings(provisioning_seconds, preemptions, preempt_after)
+    if address:
+        settings = dataclasses.replace(
+            settings, slurmrestd=address, slurmrestd_preemption=preemption_mechanism
+        )
+        click.echo(f"Slurm: the real slurmrestd at {address} ({preemption_mechanism} preemptions)")
+    verbose = verbose or bool(ctx.find_root().params.get("verbose"))
+    log_path = _log_path(outputs, pipeline)
+    with open(log_path, "w") as log_file:
+        console = None if verbose else step_console.StepConsole(sys.stdout, log_file)
+        result = run.run_local(
+            pipeline,
+            arguments,
+            state_dir=state_dir,
+            pipeline_root=outputs,
+            settings=settings,
+            in_process=in_process,
+            template_dir=templates,
+            enable_caching=enable_caching,
+            console=console,
+        )
+    lines = summary.terminal_lines(
+        result,
+        preemptions=preemptions,
+        arguments=arguments if verbose else None,
+        log_path=log_path if console is not None else "",
+    )
+    click.echo("\n" + "\n".join(lines))
+    if not result.succeeded:
+        failure = console.failure if console is not None else None
+        if failure is None:
+            click.echo(f"error: {result.error}", err=True)
+            sys.exit(1)
+        code = f" (exit {failure.exit_code})" if failure.exit_code else ""
+        click.echo(
+            f"error: step {failure.task} failed{code}: {failure.error or result.error}", err=True
+        )
+        sys.exit(failure.exit_code or 1)
+
+
+def _log_path(outputs: str, pipeline: str) -> str:
+    """Where a run's full output goes: ``<outputs>/logs/<pipeline>-<UTC time>.log``."""
+    folder = pathlib.Path(outputs) / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return str(folder / f"{pipeline}-{stamp}.log")
+
+
+def _real_slurmrestd(real_slurm: bool, slurmrestd: str | None) -> str:
+    """The real slurmrestd address asked for ('' = the emulated Slurm)."""
+    if slurmrestd:
+        return _checked_slurmrestd(slurmrestd)
+    if not real_slurm:
+        return ""
+    address = os.environ.get(real_slurm_api.ADDRESS_ENV, "")
+    if not address:
+        raise click.UsageError(
+            f"--real-slurm needs ${real_slurm_api.ADDRESS_ENV}. Fix: build and start a real Slurm "
+            "(see the README: build.sh, then start.sh DIR and `. DIR/env.sh`), or pass "
+            "--slurmrestd SOCKET_OR_URL."
+        )
+    return _checked_slurmrestd(address)
+
+
+def _checked_slurmrestd(address: str) -> str:
+    """The address, once a ping shows a v0.0.42 slurmrestd answers there (before any run)."""
+    try:
+        rest = real_slurm_api.RealSlurmrestd(address, timeout=10)
+        status, text = rest.call("GET", "/slurm/v0.0.42/ping")
+    except (ValueError, real_slurm_api.SlurmrestdUnavailable) as exc:
+        raise click.UsageError(f"{exc}. Fix: start the real Slurm (see the README).") from exc
+    if status != 200:
+        raise click.UsageError(
+            f"slurmrestd at {address} answered the v0.0.42 ping with HTTP {status}: "
+            f"{text[:300]}. Fix: serve data_parser v0.0.42 (`slurmrestd -d v0.0.42`), and for "
+            "http:// addresses set $VSP_REAL_SLURMRESTD_TOKEN (`scontrol token`)."
+        )
+    return rest.address
+
+
+def _typed_params(
+    pipeline: str, templates: str | None, params: tuple[str, ...]
+) -> tuple[dict, dict | None]:
+    """``--param`` values by the compiled template's declared types, and those declarations.
+
+    A STRING parameter keeps its text (``--param cluster_id=001`` stays ``"001"``); without a
+    compiled template every value is read as YAML and the declarations are None.
+    """
+    from vsp.pipelines.local import run
+    from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
+
+    try:
+        path = run.compiled_template(pipeline, templates)
+        definitions = pipeline_templates.root_parameters(
+            pipeline_templates.load_pipeline_spec(str(path))
+        )
+    except errors.UserError:
+        return common.parse_params(params), None  # no template: the run reports it
+    raw = common.parse_params(params, raw=True)
+    return pipeline_templates.typed_parameters(raw, definitions), definitions

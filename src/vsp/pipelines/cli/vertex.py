@@ -1,0 +1,273 @@
+"""``vsp submit``, ``vsp schedule`` and ``vsp publish``: run templates on Vertex AI Pipelines.
+
+``submit`` creates one pipeline run, ``schedule`` a cron schedule of runs, ``publish`` uploads a
+compiled template to an Artifact Registry KFP repository. Requests are validated before
+anything is sent (``pipelines/vertex/jobs.py``, ``pipeline_schedules.py``); a
+registry tag is resolved to its ``sha256:`` version first. With ``VERTEX_EMULATOR_HOST`` set, the
+Vertex requests go to the local emulator (which stores runs and schedules but never runs them);
+Artifact Registry calls always go to Google through kfp's ``RegistryClient``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+import requests
+
+from vsp.components.runtime.core import errors
+from vsp.components.runtime.teardown import reaper
+from vsp.pipelines.cli import common
+from vsp.pipelines.vertex import first_step_check, jobs, schedules, templates
+
+
+def _registry_call(what: str, call: Callable[[Any], Any], host: str) -> Any:
+    """Runs ``call(RegistryClient(host))`` with its failures mapped onto the error taxonomy."""
+    import google.auth.exceptions  # noqa: PLC0415
+    from kfp import registry  # noqa: PLC0415 - kfp import is slow
+
+    try:
+        return call(registry.RegistryClient(host=host))
+    except google.auth.exceptions.GoogleAuthError as exc:
+        raise errors.UserError(
+            f"{what}: no usable Google Cloud credentials ({type(exc).__name__}). Fix: run "
+            "`gcloud auth application-default login`."
+        ) from exc
+    except requests.RequestException as exc:
+        response = getattr(exc, "response", None)
+        status = response.status_code if response is not None else 0
+        if status == 404:
+            raise errors.UserError(
+                f"{what}: not found. Fix: check the name, or `vsp publish` it."
+            ) from exc
+        if status in (401, 403):
+            raise errors.UserError(
+                f"{what}: permission denied ({status}). Fix: grant roles/artifactregistry.reader "
+                "(resolve) or roles/artifactregistry.writer (publish) on the repository."
+            ) from exc
+        if status == 0 or status in errors.TRANSIENT_HTTP_STATUSES:
+            raise errors.TransientError(
+                f"{what}: {type(exc).__name__} ({status or 'no answer'})"
+            ) from exc
+        raise errors.UserError(f"{what}: Artifact Registry answered {status}.") from exc
+
+
+def resolve_tag(host: str, package: str, tag: str) -> str:
+    """The version a tag points to (``RegistryClient.get_tag``'s ``version`` name)."""
+    what = f"tag {tag!r} of {host}/{package}"
+    return _registry_call(what, lambda client: client.get_tag(package, tag)["version"], host)
+
+
+def _upload(host: str) -> templates.Uploader:
+    def upload(path: str, tags: list[str]) -> tuple[str, str]:
+        return _registry_call(
+            f"upload of {path} to {host}",
+            lambda client: client.upload_pipeline(path, tags=tags, extra_headers=None),
+            host,
+        )
+
+    return upload
+
+
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise errors.UserError(f"{option} {item!r} is not KEY=VALUE. Fix: {option} key=value.")
+        out[key] = value
+    return out
+
+
+def _job_options(func):
+    options = [
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Print the request body and send nothing (a registry tag is still resolved).",
+        ),
+        click.option("--display-name", default=None, help="Default: the pipeline's name."),
+        click.option(
+            "--enable-caching/--no-enable-caching",
+            default=None,
+            help="Set execution caching of every task. Default: the template's own per-task "
+            "settings (ours cache only the pure parameter check; forcing caching on can make "
+            "a scheduled run skip its teardown and leave the cluster running).",
+        ),
+        click.option("--label", "labels", multiple=True, help="Run label KEY=VALUE (repeat)."),
+        click.option("--service-account", default=None, help="Email the runs act as."),
+        click.option("--pipeline-root", required=True, help="gs:// directory for outputs."),
+        click.option(
+            "--param",
+            "params",
+            multiple=True,
+            help="Pipeline parameter NAME=VALUE (repeat); STRING parameters of a local "
+            "template keep the text as written, other values are read as YAML/JSON.",
+        ),
+        click.option(
+            "--template",
+            required=True,
+            help="Compiled pipeline YAML, the name of a pipeline shipped with vsp (e.g. "
+            "slurm-spot-training), or https://REGION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/"
+            "TAG|sha256:DIGEST (a tag is resolved to its version first).",
+        ),
+        click.option("--location", required=True, help="Vertex region, e.g. us-central1."),
+        click.option("--project", required=True, help="Google Cloud project id."),
+    ]
+    for option in options:
+        func = option(func)
+    return func
+
+
+def _job_request(
+    options: dict[str, Any], cron: str | None = None, **extra: Any
+) -> jobs.PipelineJobRequest:
+    """The validated run request from the shared options, its registry tag resolved.
+
+    Args:
+        options: The ``_job_options`` values.
+        cron: The schedule's cron (``schedule`` only): fills ``schedule_cron`` when declared.
+        **extra: More ``PipelineJobRequest`` fields (``job_id``).
+    """
+    template = templates.template_path(options["template"])
+    raw = common.parse_params(options["params"], raw=True)
+    definitions = spec = None
+    if not templates.is_registry_uri(template):
+        try:
+            spec = templates.load_pipeline_spec(template)
+            definitions = templates.root_parameters(spec)
+        except errors.UserError:
+            definitions = None  # reported with every other problem by the request below
+    elif cron is not None and schedules.SCHEDULE_CRON not in raw:
+        click.echo(
+            "note: parameters of a registry template are not checked here; if the pipeline has "
+            "schedule_cron, pass it: --param schedule_cron=...",
+            err=True,
+        )
+    values = templates.typed_parameters(raw, definitions)
+    if cron is not None:
+        values = schedules.with_schedule_cron(values, definitions, cron)
+    request = jobs.PipelineJobRequest(
+        project=options["project"],
+        location=options["location"],
+        template=template,
+        pipeline_root=options["pipeline_root"],
+        parameter_values=values,
+        service_account=options["service_account"],
+        labels=_pairs(options["labels"], "--label"),
+        display_name=options["display_name"],
+        enable_caching=options["enable_caching"],
+        **extra,
+    )
+    resolved = request.resolved(resolve_tag)
+    if resolved.template != request.template:
+        click.echo(f"template: {request.template} -> {resolved.template}", err=True)
+    if spec is not None and first_step_check.check(spec, values):
+        click.echo("checked: the parameters pass the pipeline's first step", err=True)
+    return resolved
+
+
+def _warn_caching(enabled: bool | None) -> None:
+    if enabled:
+        click.echo(
+            "warning: --enable-caching turns caching on for every task, teardown included: a "
+            "run identical to an earlier one would skip deleting or labelling its cluster.",
+            err=True,
+        )
+
+
+def _dry_run(method: str, path: str, body: dict[str, Any]) -> None:
+    click.echo(f"dry run: {method} {path} (not sent)", err=True)
+    click.echo(json.dumps(body, indent=2))
+
+
+@click.command("submit")
+@_job_options
+@click.option("--job-id", default=None, help="pipelineJobId; default: <pipeline>-<UTC time>.")
+@common.handle_errors
+def submit(job_id: str | None, **options: Any) -> None:
+    """Submit one run of a pipeline template to Vertex AI Pipelines."""
+    request = _job_request(options, job_id=job_id)
+    _warn_caching(request.enable_caching)
+    path = f"{jobs.API_VERSION}/{request.parent}/pipelineJobs"
+    if options["dry_run"]:
+        _dry_run("POST", f"{path}?pipelineJobId={request.job_id}", request.body())
+        return
+    client = jobs.PipelineJobsClient(common.client(request.location))
+    job = client.create(request)
+    click.echo(f"created: {job.get('name', request.name)}")
+    click.echo(f"state: {job.get('state', 'unknown')}")
+    url = jobs.console_url(request.project, request.location, request.job_id)
+    click.echo(f"console: {url}")
+
+
+@click.command("schedule")
+@_job_options
+@click.option("--cron", required=True, help="5-field cron, optionally 'TZ=Zone ' first.")
+@click.option("--max-concurrent-runs", default=1, show_default=True, type=int)
+@click.option("--max-runs", default=None, type=int, help="Stop after N runs (default: never).")
+@click.option("--start-time", default=None, help="RFC 3339, e.g. 2025-01-31T03:00:00Z.")
+@click.option("--end-time", default=None, help="RFC 3339; no run starts after it.")
+@click.option("--allow-queueing/--no-allow-queueing", default=None, help="Queue extra runs.")
+@click.option("--replace", is_flag=True, help="Delete a live schedule of the same name first.")
+@common.handle_errors
+def schedule(
+    cron: str,
+    max_concurrent_runs: int,
+    max_runs: int | None,
+    start_time: str | None,
+    end_time: str | None,
+    allow_queueing: bool | None,
+    replace: bool,
+    **options: Any,
+) -> None:
+    """Create a cron schedule of runs (refused when a live one has the same display name)."""
+    job = _job_request(options, cron=cron)
+    _warn_caching(job.enable_caching)
+    request = schedules.ScheduleRequest(
+        job=job,
+        display_name=job.display_name or "",
+        cron=cron,
+        max_concurrent_run_count=max_concurrent_runs,
+        max_run_count=max_runs,
+        start_time=start_time,
+        end_time=end_time,
+        allow_queueing=allow_queueing,
+    )
+    if options["dry_run"]:
+        _dry_run("POST", f"{jobs.API_VERSION}/{job.parent}/schedules", request.body())
+        return
+    client = schedules.SchedulesClient(common.client(job.location))
+    created = client.create(request, replace=replace)
+    click.echo(f"created: {created.get('name')}")
+    click.echo(f"cron: {created.get('cron', cron)}  next run: {created.get('nextRunTime', '?')}")
+    console = "https://console.cloud.google.com/vertex-ai/pipelines/schedules"
+    click.echo(f"console: {console}?project={job.project}")
+    if schedules.SCHEDULE_CRON in job.parameter_values and not client.reaper_scheduled(job.parent):
+        click.echo(
+            f"note: this pipeline may keep its cluster warm until an expiry, and only "
+            f"{schedules.REAPER_PIPELINE} deletes clusters whose expiry passed; no "
+            f"schedule of it exists in {job.location}. Create one: vsp schedule --project "
+            f"{job.project} --location {job.location} --pipeline-root {job.pipeline_root} "
+            f"--template {schedules.REAPER_PIPELINE} "
+            f"--cron '{reaper.REAPER_CRON}' "
+            f"--param project={job.project} --param location={job.location}",
+            err=True,
+        )
+
+
+@click.command("publish")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--host", required=True, help="https://REGION-kfp.pkg.dev/PROJECT/REPO")
+@click.option("--tag", "tags", multiple=True, help="Tag to attach (repeat); moves if taken.")
+@common.handle_errors
+def publish(file: str, host: str, tags: tuple[str, ...]) -> None:
+    """Upload a compiled pipeline YAML to an Artifact Registry KFP repository."""
+    published = templates.publish(file, host, list(tags), _upload(host.rstrip("/")))
+    click.echo(f"package: {published.package}")
+    click.echo(f"version: {published.version}")
+    click.echo(f"templateUri: {published.template_uri}")
+    for uri in published.tag_uris:
+        click.echo(f"tag: {uri}")

@@ -1,0 +1,154 @@
+"""The pipelines this project ships, by name, and their defaults for local runs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from typing import Any
+
+from vsp import vertex_emulator
+from vsp.pipelines.definitions import (
+    cluster_lifecycle,
+    reap_expired_clusters,
+    slurm_spot_training,
+    spot_custom_job_training,
+)
+
+PIPELINES = {
+    cluster_lifecycle.NAME: cluster_lifecycle.build,
+    reap_expired_clusters.NAME: reap_expired_clusters.build,
+    slurm_spot_training.NAME: slurm_spot_training.build,
+    spot_custom_job_training.NAME: spot_custom_job_training.build,
+}
+
+# Values a local run uses unless --param overrides them: a small Spot + on-demand cluster in a
+# made-up project (the emulator checks shapes, not that the network or Filestore exist).
+LOCAL_CLUSTER = {
+    "project": "local-project",
+    "location": "us-central1",
+    "cluster_id": "vsplocal",
+    "network": "projects/local-project/global/networks/default",
+    "subnetwork": "projects/local-project/regions/us-central1/subnetworks/default",
+    "zone": "us-central1-b",
+    "home_directory_storage": "projects/local-project/locations/us-central1-b/instances/home",
+    "spot_max_nodes": 2,
+    "ondemand_max_nodes": 1,
+}
+
+# The example trainer's settings for local runs: about 10 s of training when uninterrupted.
+LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
+# On a real Slurm a preempted job trains on until the SIGTERM reaches it (about 2 s after the
+# preempting job is submitted), so each run covers ~5 s; 30 s of training leaves room for three.
+REAL_SLURM_TRAINER_STEPS = 300
+# Enough steps to outlast eight preemptions 2.5 s into each run.
+CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0.1"]
+# Registration of local runs: the example model has no server of its own; any serving image
+# URI is accepted by the registry, and the local model is never deployed.
+LOCAL_MODEL = {
+    "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+    "data_version": "synthetic-seed-7",
+    "code_version": "vsp.examples.trainer",
+}
+LOCAL_BUCKET = "local-bucket"
+
+
+def local_python(shared_dir: str) -> str:
+    """A launcher of this interpreter for jobs of local runs, written under ``shared_dir``.
+
+    kfp.local's SubprocessRunner rewrites every ``python3`` it finds in a task's arguments
+    (including parameter values) into the current interpreter's path, which would mangle an
+    interpreter path given as a parameter; a launcher whose name lacks that word avoids it.
+    """
+    launcher = os.path.join(shared_dir, "bin", "vsp-python")
+    os.makedirs(os.path.dirname(launcher), exist_ok=True)
+    with open(launcher, "w") as handle:
+        handle.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    os.chmod(launcher, 0o755)
+    return launcher
+
+
+def local_arguments(
+    pipeline: str,
+    shared_dir: str,
+    gcs_root: str = "",
+    trainer_steps: int = 0,
+    real_slurm: bool = False,
+) -> dict[str, Any]:
+    """Parameter values of a local run of ``pipeline``.
+
+    Args:
+        pipeline: Registered pipeline name.
+        shared_dir: Absolute folder for the local helpers (the trainer's interpreter launcher).
+        gcs_root: Absolute folder standing in for the GCS FUSE mount (``/gcs`` on a cluster),
+            where the emulated ``gs://`` buckets live; default ``{shared_dir}/../emulator/gcs``.
+        trainer_steps: Steps of the example trainer of ``slurm-spot-training`` (0 = 100).
+        real_slurm: The run trains on a real Slurm, whose nodes have no GPUs: the job asks for
+            none, and the trainer runs ``REAL_SLURM_TRAINER_STEPS`` unless ``trainer_steps``.
+    """
+    gcs_root = gcs_root or os.path.join(os.path.dirname(shared_dir), "emulator", "gcs")
+    if real_slurm:
+        trainer_steps = trainer_steps or REAL_SLURM_TRAINER_STEPS
+    if pipeline == slurm_spot_training.NAME:
+        # A fresh folder per local run, so a second run trains again instead of finding the
+        # first run's final checkpoint.
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run = f"run-{stamp}-{os.getpid()}"
+        # The job's folder is on the cluster's own home, which the pipeline steps cannot see
+        # (as on Vertex AI); everything a step reads is on Cloud Storage.
+        home = vertex_emulator.cluster_home(os.path.dirname(gcs_root), LOCAL_CLUSTER["cluster_id"])
+        run_dir = os.path.join(home, "slurm-spot-training", run)
+        run_gcs = os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run)
+        return {
+            **LOCAL_CLUSTER,
+            **LOCAL_MODEL,
+            "model_id": "slurm-spot-example",
+            "command": [
+                local_python(shared_dir),
+                "-m",
+                "vsp.examples.trainer",
+                *LOCAL_TRAINER_ARGS[:1],
+                str(trainer_steps or LOCAL_TRAINER_ARGS[1]),
+                *LOCAL_TRAINER_ARGS[2:],
+            ],
+            "working_directory": run_dir,
+            # Checkpoints take the default: Cloud Storage, beside the model.
+            # The model goes to Cloud Storage through the FUSE mount, where the registry reads it.
+            "model_dir": os.path.join(run_gcs, "model"),
+            # Job logs on Cloud Storage too: the step streams the trainer's lines from there.
+            "log_directory": os.path.join(run_gcs, "logs"),
+            "poll_seconds": 0.5,
+            "spot_price_per_node_hour": 0.9,
+            "ondemand_price_per_node_hour": 3.0,
+            # The emulated nodes have the machine type's GPUs, so the default request (all of
+            # a node's GPUs) is what runs there; a real Slurm here has none.
+            **({"gpus_per_node": 0} if real_slurm else {}),
+        }
+    if pipeline == spot_custom_job_training.NAME:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return {
+            "project": LOCAL_CLUSTER["project"],
+            "location": LOCAL_CLUSTER["location"],
+            **LOCAL_MODEL,
+            "model_id": "custom-job-example",
+            "base_output_directory": f"gs://{LOCAL_BUCKET}/spot-custom-job/run-{stamp}-{os.getpid()}",
+            "machine_type": "n1-standard-8",
+            "accelerator_type": "",
+            "accelerator_count": 0,
+            "container_image": "python:3.11-slim",
+            "command": [
+                local_python(shared_dir),
+                "-m",
+                "vsp.examples.trainer",
+                *CUSTOM_JOB_TRAINER_ARGS,
+            ],
+            "poll_seconds": 0.3,
+            "spot_price_per_node_hour": 0.9,
+            "ondemand_price_per_node_hour": 3.0,
+        }
+    if pipeline == cluster_lifecycle.NAME:
+        return dict(LOCAL_CLUSTER)
+    if pipeline == reap_expired_clusters.NAME:
+        return {"project": LOCAL_CLUSTER["project"], "location": LOCAL_CLUSTER["location"]}
+    return {}

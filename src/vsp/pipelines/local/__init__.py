@@ -1,0 +1,1 @@
+"""Local runs through kfp.local against the Vertex emulator: the runner, its console, summary."""

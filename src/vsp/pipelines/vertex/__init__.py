@@ -1,0 +1,1 @@
+"""Running on Vertex AI Pipelines: requests, schedules, templates, caching, first-step check."""

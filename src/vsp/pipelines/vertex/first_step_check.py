@@ -1,0 +1,71 @@
+"""The pipeline's first step, ``check-run-parameters``, run on the command line before sending.
+
+``vsp submit`` and ``vsp schedule`` (dry run or not) read from the compiled template what that
+task receives, each input either a pipeline parameter (the value given, else the template's
+default) or a constant, and run the same check the step runs
+(``registry.run_check.check_component_params``). A run the step would refuse is refused here,
+before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from vsp.components.runtime.steps import check_run_parameters
+from vsp.pipelines.vertex import templates
+
+CHECK_COMPONENT = "comp-check-run-parameters"
+_CHANNEL = "pipelinechannel--"
+
+
+def _tasks(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every task of the pipeline, nested groups (exit handler, conditions) included."""
+    dags = [(spec.get("root") or {}).get("dag") or {}]
+    dags += [c.get("dag") or {} for c in (spec.get("components") or {}).values()]
+    for dag in dags:
+        yield from (dag.get("tasks") or {}).values()
+
+
+def _typed(value: Any, kind: str | None) -> Any:
+    """A template default as the step receives it: the YAML stores integers as floats."""
+    if kind == "NUMBER_INTEGER" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def check_task_inputs(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dict | None:
+    """The check task's inputs as the template would pass them; None without such a task."""
+    task = next(
+        (t for t in _tasks(spec) if (t.get("componentRef") or {}).get("name") == CHECK_COMPONENT),
+        None,
+    )
+    if task is None:
+        return None
+    defaults = {
+        name: _typed(definition["defaultValue"], definition.get("parameterType"))
+        for name, definition in templates.root_parameters(spec).items()
+        if "defaultValue" in definition
+    }
+    given = {**defaults, **values}
+    params: dict[str, Any] = {}
+    for name, source in ((task.get("inputs") or {}).get("parameters") or {}).items():
+        if "componentInputParameter" in source:
+            root_name = source["componentInputParameter"].removeprefix(_CHANNEL)
+            if root_name in given:
+                params[name] = given[root_name]
+        elif "runtimeValue" in source:
+            params[name] = source["runtimeValue"].get("constant")
+    return params
+
+
+def check(spec: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """Runs the first step's check on ``values``; False when the pipeline has no such step.
+
+    Raises:
+        errors.SpecValidationError: The step would refuse the run (every problem listed).
+    """
+    params = check_task_inputs(spec, values)
+    if params is None:
+        return False
+    return check_run_parameters.check_component_params(params)

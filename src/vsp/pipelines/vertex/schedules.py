@@ -1,0 +1,249 @@
+"""Scheduled pipeline runs on Vertex AI Pipelines (``schedules``): validated, never duplicated.
+
+Body of ``POST v1/projects/P/locations/L/schedules``::
+
+    {"displayName", "cron", "maxConcurrentRunCount", ["maxRunCount"], ["startTime"],
+     ["endTime"], ["allowQueueing"],
+     "createPipelineJobRequest": {"parent": "projects/P/locations/L", "pipelineJob": {...}}}
+
+The pipeline job is the ``PipelineJobRequest`` body (a schedule takes no job id). When the
+template declares a root parameter ``schedule_cron`` and the caller did not set it, it is set to
+the schedule's cron: the pipeline's keep-or-delete decision for the cluster reads it.
+
+No duplicate schedules: before creating, the schedules with the same display name are listed;
+an ``ACTIVE`` or ``PAUSED`` one makes the create fail unless ``replace`` is asked for, which
+deletes them first. A create whose answer was lost is followed by the same lookup, not a resend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from vsp.components.runtime.cluster.rules_base import Problems
+from vsp.components.runtime.core import errors, operations, polling, rest
+from vsp.components.runtime.teardown import cadence
+from vsp.pipelines.vertex import jobs
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_CRON = "schedule_cron"
+# The pipeline that deletes clusters kept warm past their expiry.
+REAPER_PIPELINE = "reap-expired-clusters"
+LIVE_STATES = ("ACTIVE", "PAUSED")
+API_VERSION = jobs.API_VERSION
+
+
+def with_schedule_cron(
+    values: Mapping[str, Any], definitions: Mapping[str, Any] | None, cron: str
+) -> dict[str, Any]:
+    """``values`` plus ``schedule_cron = cron`` when the pipeline declares it and it is unset."""
+    out = dict(values)
+    if definitions and SCHEDULE_CRON in definitions and SCHEDULE_CRON not in out:
+        out[SCHEDULE_CRON] = cron
+    elif SCHEDULE_CRON in out and out[SCHEDULE_CRON] != cron:
+        log.warning(
+            "parameter schedule_cron=%r differs from the schedule's cron %r",
+            out[SCHEDULE_CRON],
+            cron,
+        )
+    return out
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _parse_time(text: str) -> datetime.datetime | None:
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if "T" in value.upper() and moment.tzinfo is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleRequest:
+    """A schedule of pipeline runs, validated on construction.
+
+    Attributes:
+        job: The run to start at each tick (its ``job_id`` is not used).
+        display_name: The schedule's display name (unique among live schedules here).
+        cron: 5-field cron, optionally prefixed ``TZ=Zone `` (UTC otherwise).
+        max_concurrent_run_count: Runs allowed at once (>= 1).
+        max_run_count: Runs after which the schedule completes; None = no limit.
+        start_time: RFC 3339 time of the first possible run; None = now.
+        end_time: RFC 3339 time after which no run starts; None = never.
+        allow_queueing: Queue a run when ``max_concurrent_run_count`` is reached.
+
+    Raises:
+        errors.SpecValidationError: Any field is invalid (all problems listed).
+    """
+
+    job: jobs.PipelineJobRequest
+    display_name: str
+    cron: str
+    max_concurrent_run_count: int
+    max_run_count: int | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    allow_queueing: bool | None = None
+
+    def __post_init__(self) -> None:
+        problems = Problems()
+        name = self.display_name
+        if not isinstance(name, str) or not 0 < len(name) <= jobs.MAX_DISPLAY_NAME:
+            problems.add(
+                "display_name", name or None, "Must be 1-128 characters.",
+                "Pass --display-name NAME.",
+            )  # fmt: skip
+        try:
+            cadence.parse_cron(self.cron)
+        except errors.SpecValidationError as exc:
+            problems.add(
+                "cron", self.cron, _sentence(exc.problems[0].problem),
+                "Use 'minute hour day-of-month month day-of-week', e.g. '0 3 * * *', "
+                "optionally prefixed 'TZ=Zone ' (e.g. 'TZ=Europe/Paris 0 3 * * *').",
+            )  # fmt: skip
+        for field in ("max_concurrent_run_count", "max_run_count"):
+            value = getattr(self, field)
+            if (value is not None or field == "max_concurrent_run_count") and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
+                flag = "--max-concurrent-runs" if field.startswith("max_c") else "--max-runs"
+                problems.add(field, value, "Must be an integer >= 1.", f"Pass {flag} N (N >= 1).")
+        times = {}
+        for field in ("start_time", "end_time"):
+            value = getattr(self, field)
+            if value is not None:
+                times[field] = _parse_time(value) if isinstance(value, str) else None
+                if times[field] is None:
+                    problems.add(
+                        field, value, "Is not an RFC 3339 timestamp with a time zone.",
+                        "Use e.g. 2025-01-31T03:00:00Z.",
+                    )  # fmt: skip
+        if times.get("start_time") and times.get("end_time"):
+            if times["end_time"] <= times["start_time"]:
+                problems.add(
+                    "end_time", self.end_time, "Is not after start_time.",
+                    "Pass an --end-time later than --start-time.",
+                )  # fmt: skip
+        problems.raise_if_any("schedule request")
+        values = with_schedule_cron(
+            self.job.parameter_values, self.job.pipeline_parameters, self.cron
+        )
+        if values != dict(self.job.parameter_values):
+            object.__setattr__(self, "job", dataclasses.replace(self.job, parameter_values=values))
+
+    def body(self) -> dict[str, Any]:
+        """The Schedule JSON body."""
+        body: dict[str, Any] = {
+            "displayName": self.display_name,
+            "cron": self.cron,
+            "maxConcurrentRunCount": self.max_concurrent_run_count,
+        }
+        optional = {
+            "maxRunCount": self.max_run_count,
+            "startTime": self.start_time,
+            "endTime": self.end_time,
+            "allowQueueing": self.allow_queueing,
+        }
+        body.update({key: value for key, value in optional.items() if value is not None})
+        body["createPipelineJobRequest"] = {
+            "parent": self.job.parent,
+            "pipelineJob": self.job.body(),
+        }
+        return body
+
+
+def filter_for(display_name: str) -> str:
+    """The list filter ``display_name="..."`` (quotes and backslashes escaped)."""
+    escaped = display_name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'display_name="{escaped}"'
+
+
+class SchedulesClient:
+    """Creates, lists and deletes pipeline schedules of one location.
+
+    Args:
+        client: The REST client.
+        clock: Time source for pauses and operation waits.
+    """
+
+    def __init__(self, client: rest.VertexRestClient, *, clock: polling.Clock | None = None):
+        self.client = client
+        self.clock = clock or polling.RealClock()
+
+    def list(self, parent: str, filter_text: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every schedule of ``projects/P/locations/L`` matching a list filter."""
+        params = {"filter": filter_text} if filter_text else {}
+        return self.client.list_all(f"{API_VERSION}/{parent}/schedules", "schedules", params)
+
+    def live(self, parent: str, display_name: str) -> list[dict[str, Any]]:
+        """The ACTIVE or PAUSED schedules with exactly this display name."""
+        return [
+            schedule
+            for schedule in self.list(parent, filter_for(display_name))
+            if schedule.get("displayName") == display_name and schedule.get("state") in LIVE_STATES
+        ]
+
+    def reaper_scheduled(self, parent: str) -> bool:
+        """Whether a live schedule runs the ``reap-expired-clusters`` pipeline in ``parent``."""
+        for schedule in self.list(parent):
+            job = (schedule.get("createPipelineJobRequest") or {}).get("pipelineJob") or {}
+            name = ((job.get("pipelineSpec") or {}).get("pipelineInfo") or {}).get("name")
+            uri = job.get("templateUri") or ""
+            if schedule.get("state") in LIVE_STATES and (
+                name == REAPER_PIPELINE or f"/{REAPER_PIPELINE}/" in uri
+            ):
+                return True
+        return False
+
+    def delete(self, name: str) -> None:
+        """Deletes a schedule and waits for the delete operation (missing is fine)."""
+        try:
+            operation = self.client.delete(f"{API_VERSION}/{name}")
+        except errors.NotFoundError:
+            return
+        if operation.get("name") and not operation.get("done"):
+            operations.wait_for_operation(
+                self.client, operation["name"], api_version=API_VERSION, clock=self.clock
+            )
+
+    def create(self, request: ScheduleRequest, *, replace: bool = False) -> dict[str, Any]:
+        """Creates the schedule unless a live one has the same display name.
+
+        Args:
+            request: The schedule.
+            replace: Delete live schedules with the same display name first.
+
+        Raises:
+            errors.UserError: A live schedule has the name and ``replace`` is False.
+        """
+        parent = request.job.parent
+        existing = self.live(parent, request.display_name)
+        if existing and not replace:
+            names = ", ".join(f"{s['name']} ({s.get('state')})" for s in existing)
+            raise errors.UserError(
+                f"display_name = {request.display_name!r}: a schedule with this name already "
+                f"exists: {names}. Fix: pass --replace to delete it and create this one, pick "
+                "another --display-name, or delete it in the console."
+            )
+        for schedule in existing:
+            log.info("deleting schedule %s (replaced)", schedule["name"])
+            self.delete(schedule["name"])
+        try:
+            return self.client.post(f"{API_VERSION}/{parent}/schedules", request.body())
+        except errors.TransientError as exc:
+            log.warning("create of schedule got no usable answer (%s): looking it up", exc)
+            self.clock.sleep(next(jobs.CREATE_BACKOFF.delays()))
+            found = self.live(parent, request.display_name)
+            if found:
+                return found[0]
+            raise

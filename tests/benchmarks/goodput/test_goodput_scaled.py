@@ -1,0 +1,179 @@
+"""Tests of the pure parts of the scaled goodput benchmark (records to figures, goals, report);
+the emulator runs themselves are the benchmark's (``python -m benchmarks.goodput.scaled``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.goodput import scaled, scaled_report, scaled_run
+
+EVENTS = [  # unsorted, as a caller might pass them
+    {"epoch": 140.0, "runSeconds": 27.0, "noticeSeconds": 0.5},
+    {"epoch": 110.0, "runSeconds": 10.0, "noticeSeconds": 0.5},
+]
+JOB = {"start_time": 142.5, "end_time": 200.0}
+
+
+def test_runs_gaps_and_startups_come_from_the_records() -> None:
+    windows = scaled_run.run_windows(EVENTS, JOB)
+    assert windows == [(100.0, 110.5), (113.0, 140.5), (142.5, 200.0)]
+    assert scaled_run.restart_gaps(windows) == [2.5, 2.0]
+    begins = [100.25, 101.0, 113.375, 142.625, 150.0]
+    assert scaled_run.startup_delays(windows, begins) == [0.25, 0.375, 0.125]
+    assert scaled_run.startup_delays(windows, [101.0, 150.0]) == [1.0, None, 7.5]
+
+
+def test_a_run_never_preempted_has_one_window_and_no_gap() -> None:
+    windows = scaled_run.run_windows([], JOB)
+    assert windows == [(142.5, 200.0)]
+    assert scaled_run.restart_gaps(windows) == []
+
+
+def test_trainer_flags_add_the_scaled_prior_and_notice() -> None:
+    assert scaled_run.trainer_flags(["--save-mode", "blocking"]) == [
+        *("--save-mode", "blocking", "--mtbf-seconds", "60", "--notice-seconds", "0.5")
+    ]
+
+
+def _run(train: float, billed: float, elapsed: float, metric: float, **rest: object) -> dict:
+    return {
+        "steps": 4000,
+        "train_seconds": train,
+        "billed_node_seconds": billed,
+        "elapsed_seconds": elapsed,
+        "step_metric": {"goodput": metric},
+        "preemptions": len(rest.get("restart_gaps_s", [])),
+        "restart_gaps_s": [],
+        "startup_s": [],
+        "checkpoint_policy": "notice-first: x",
+        **rest,
+    }
+
+
+RUNS = [
+    _run(90.0, 100.0, 120.0, 0.95, restart_gaps_s=[2.0, 3.0], startup_s=[0.5, None]),
+    _run(80.0, 100.0, 100.0, 0.85, startup_s=[0.25]),
+]
+
+
+def test_summarize_takes_goodput_over_the_runs_billed_and_elapsed_time() -> None:
+    got = scaled_run.summarize(RUNS)
+    assert got["goodput_per_seed"] == [0.9, 0.8]
+    assert got["goodput_mean"] == pytest.approx(0.85, abs=1e-12)
+    assert got["goodput_elapsed_per_seed"] == [0.75, 0.8]
+    assert got["step_metric_mean"] == pytest.approx(0.9, abs=1e-12)
+    assert (got["preemptions_per_seed"], got["preemptions"]) == ([2, 0], 2)
+    assert got["unannounced_per_seed"] == [0, 0]
+    assert scaled_run.summarize([{**RUNS[0], "unannounced": 1}])["unannounced_per_seed"] == [1]
+    assert (got["restart_gap_mean_s"], got["restart_gap_max_s"]) == (2.5, 3.0)
+    assert got["startup_mean_s"] == 0.375
+    assert got["step_time_mean_s"] == (90.0 / 4000 + 80.0 / 4000) / 2
+
+
+def _case(name: str, mean: float, elapsed: float, per_seed: list[int]) -> dict:
+    return {
+        "name": name,
+        "runs": [_run(90.0, 100.0, 110.0, 0.9)],
+        "goodput_per_seed": [mean],
+        "goodput_mean": mean,
+        "goodput_elapsed_mean": elapsed,
+        "step_metric_mean": 0.97,
+        "preemptions_per_seed": per_seed,
+        "preemptions": sum(per_seed),
+        "restart_gap_mean_s": 2.03,
+        "restart_gap_max_s": 2.1,
+        "startup_mean_s": 0.16,
+        "step_time_mean_s": 0.0203,
+    }
+
+
+def _cases(ours: float, elapsed: float, ours_counts: list[int]) -> list[dict]:
+    return [
+        _case(scaled.OURS_ASYNC, ours, elapsed, ours_counts),
+        _case(scaled.YOUNG_DALY, 0.93, 0.9, [4, 5, 6]),
+        _case(scaled.OURS_BLOCKING, 0.86, 0.83, [4, 5, 6]),
+    ]
+
+
+def test_goals_mark_the_async_goal_met_only_at_or_above_095() -> None:
+    met = scaled.goals(_cases(0.95, 0.949, [4, 5, 6]), seeds=3)
+    assert [g["id"] for g in met] == [
+        "goodput-scaled-ours-async",
+        "goodput-scaled-ours-async-elapsed",
+        "goodput-scaled-ours-blocking",
+        "goodput-scaled-young-daly-async",
+    ]
+    assert [(g["measured"], g["met"]) for g in met] == [
+        (0.95, True),
+        (0.949, False),
+        (0.86, None),
+        (0.93, None),
+    ]
+    assert met[0]["where"] == "15 preemptions (4/5/6 per seed)"
+    assert met[1]["where"] == "restart gap mean 2.03 s"
+    assert "Daly's analytic 0.848" in met[2]["goal"]
+
+
+def test_goals_say_when_a_seed_saw_too_few_preemptions() -> None:
+    found = scaled.goals(_cases(0.97, 0.95, [5, 1, 6]), seeds=3)
+    assert found[0]["where"] == (
+        "12 preemptions (5/1/6 per seed); seed 1: too few to be meaningful"
+    )
+    assert found[0]["met"] is True
+
+
+def _results(cases: list[dict], goals: list[dict]) -> dict:
+    """A results document as ``goodput_scaled.run`` writes it, for the report."""
+    return {
+        "command": "python -m benchmarks.goodput.scaled --seeds 3",
+        "machine": {"date": "D", "platform": "P", "cpus": 2, "python": "3.11"},
+        "wall_seconds": 700.0,
+        "work_steps": 15000,
+        "step_seconds": 0.02,
+        "setting": {
+            "mtbf_s": 60.0,
+            "notice_s": 0.5,
+            "requeue_delay_s": 2.0,
+            "node_recovery_s": 2.0,
+            "plan_max_count": 40,
+            "min_preemptions_per_seed": 2,
+        },
+        "cases": cases,
+        "goals": goals,
+    }
+
+
+def test_report_rows_and_goal_lines() -> None:
+    cases = _cases(0.951, 0.93, [4, 5, 6])
+    results = _results(cases, scaled.goals(cases, 3))
+    text = scaled_report.markdown(results)
+    assert (
+        f"| {scaled.OURS_ASYNC} | 0.951 | 0.951 | 0.930 | 0.970 | 4, 5, 6 |"
+        " 2.03 / 2.10 | 0.16 | 0.0203 |  |"
+    ) in text
+    assert "Expected preemptions per run (billed running time / M): 1.7, 1.7, 1.7 by case." in text
+    assert "**0.9510** (15 preemptions (4/5/6 per seed)): met" in text
+    assert "**0.9300** (restart gap mean 2.03 s): NOT met" in text
+    assert "too few" not in text
+
+
+def test_the_unannounced_case_is_reported_without_a_target() -> None:
+    cases = [
+        *_cases(0.97, 0.95, [5, 5, 6]),
+        {
+            **_case(scaled.OURS_UNANNOUNCED, 0.96, 0.94, [5, 5, 6]),
+            "unannounced_per_seed": [1, 2, 0],
+        },
+    ]
+    found = scaled.goals(cases, seeds=3)
+    assert [g["id"] for g in found][-1] == "goodput-scaled-ours-async-unannounced"
+    assert (found[-1]["measured"], found[-1]["met"]) == (0.96, None)
+    assert found[-1]["where"] == "16 preemptions (5/5/6 per seed)"
+    assert scaled.PLANS == {scaled.OURS_UNANNOUNCED: {"unannounced_share": 0.25}}
+    results = _results(cases, found)
+    text = scaled_report.markdown(results)
+    assert (
+        f"{scaled.OURS_UNANNOUNCED}: unannounced preemptions per seed (SIGKILL at once,"
+        " no notice save): 1, 2, 0 of 5, 5, 6."
+    ) in text
+    assert "**0.9600** (16 preemptions (5/5/6 per seed)): reported" in text

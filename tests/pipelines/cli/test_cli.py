@@ -1,0 +1,120 @@
+"""The `vsp` command line against the emulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from vsp.pipelines.cli import main, run_local
+
+LOC = ["--project", "test-project", "--location", "us-central1"]
+
+
+@pytest.mark.slow
+def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
+    emulator_api.create_running("demo", cluster_body)
+    runner = CliRunner()
+    listed = runner.invoke(main.main, ["clusters", "list", *LOC])
+    assert listed.exit_code == 0, listed.output
+    header, row, note = listed.output.splitlines()
+    assert header.split("\t") == [
+        "name", "state", "idle USD/h", "created", "teardown", "expires", "last run", "last used"
+    ]  # fmt: skip
+    assert row.split("\t")[:2] == ["demo", "RUNNING"]
+    # The fixture's cluster keeps one n2-standard-8 node on demand (login); its a4 Spot pool
+    # (no price in the table) scales from 0, so it keeps none and needs no price.
+    assert row.split("\t")[2] == "0.39"
+    assert note.startswith("idle cost: price table: us-central1 prices as listed on 2025-03-06")
+    pricey = {**cluster_body, "node_pools": [dict(p) for p in cluster_body["node_pools"]]}
+    pricey["node_pools"][1]["scaling_spec"] = {"min_node_count": 2, "max_node_count": 2}
+    emulator_api.create_running("nopr", pricey)
+    listed = runner.invoke(main.main, ["clusters", "list", *LOC])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert [line.split("\t")[:3] for line in lines[1:3]] == [
+        ["demo", "RUNNING", "0.39"],
+        ["nopr", "RUNNING", "no price"],
+    ]
+    assert lines[4].startswith("idle cost: nopr: node pool 'a4' keeps nodes of machine type")
+    got = runner.invoke(main.main, ["clusters", "get", *LOC, "demo"])
+    assert json.loads(got.output)["clusterStatus"]["state"] == "RUNNING"
+    deleted = runner.invoke(main.main, ["clusters", "delete", *LOC, "demo"])
+    assert deleted.exit_code == 0 and deleted.output.startswith("deleted:")
+    again = runner.invoke(main.main, ["clusters", "delete", *LOC, "demo"])
+    assert again.exit_code == 0 and again.output.startswith("already absent:")
+
+
+def test_bad_param_is_a_user_error_with_exit_code_2():
+    result = CliRunner().invoke(main.main, ["run-local", "cluster-lifecycle", "--param", "oops"])
+    assert result.exit_code == 2
+    assert "--param 'oops' is not KEY=VALUE" in result.output
+
+
+def test_unknown_pipeline_names_the_known_ones(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main.main, ["run-local", "nope"])
+    assert result.exit_code == 2
+    assert "unknown pipeline 'nope'" in result.output and "cluster-lifecycle" in result.output
+
+
+def test_real_slurm_without_an_address_says_how_to_start_one(monkeypatch):
+    monkeypatch.delenv("VSP_REAL_SLURMRESTD", raising=False)
+    result = CliRunner().invoke(main.main, ["run-local", "--real-slurm"])
+    assert result.exit_code == 2
+    assert "--real-slurm needs $VSP_REAL_SLURMRESTD" in result.output
+    assert "start.sh DIR" in result.output
+
+
+def test_a_slurmrestd_that_does_not_answer_is_refused_before_the_run(tmp_path):
+    socket_path = tmp_path / "gone.sock"
+    result = CliRunner().invoke(main.main, ["run-local", "--slurmrestd", str(socket_path)])
+    assert result.exit_code == 2
+    assert f"slurmrestd at {socket_path} did not answer GET /slurm/v0.0.42/ping" in result.output
+    assert not (tmp_path / ".vsp").exists()
+    relative = CliRunner().invoke(
+        main.main, ["emulator", "start", "--state-dir", "x", "--slurmrestd", "a.sock"]
+    )
+    assert relative.exit_code == 2 and "neither an absolute unix socket path" in relative.output
+
+
+def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    typed, definitions = run_local._typed_params(
+        "slurm-spot-training", None, ("cluster_id=001", "nodes=2", "environment={A: b}")
+    )
+    assert typed == {"cluster_id": "001", "nodes": 2, "environment": {"A": "b"}}
+    assert definitions["cluster_id"]["parameterType"] == "STRING"
+    result = CliRunner().invoke(
+        main.main, ["run-local", "--param", "nodes=abc", "--param", "bogus=1"]
+    )
+    assert result.exit_code == 2
+    assert "--param.nodes = 'abc': The pipeline declares it NUMBER_INTEGER." in result.output
+    assert "--param.bogus = 1: The pipeline has no such parameter." in result.output
+    assert not (tmp_path / ".vsp" / "emulator").exists()  # no emulator, no request
+
+
+def test_an_unreachable_endpoint_fails_fast_with_exit_75(monkeypatch):
+    import socket
+
+    from vsp.components.runtime.core import rest
+    from vsp.pipelines.cli import common
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", f"127.0.0.1:{port}")
+    monkeypatch.setattr(
+        common, "COMMAND_RETRY", rest.RetryPolicy(initial=0.01, maximum=0.05, deadline=0.3)
+    )
+    result = CliRunner().invoke(main.main, ["clusters", "list", *LOC])
+    assert result.exit_code == 75
+    assert "\nerror: GET http://127.0.0.1:" in result.output
+    assert f"Fix: check that VERTEX_EMULATOR_HOST=127.0.0.1:{port} is reachable" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_version():
+    result = CliRunner().invoke(main.main, ["--version"])
+    assert result.exit_code == 0 and result.output == "vsp, version 0.1.0\n"

@@ -1,0 +1,384 @@
+"""`vsp submit`, `vsp schedule` and `vsp publish` against the emulator (exact request bodies)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import google.auth.exceptions
+import kfp.registry
+import pytest
+import requests
+import yaml
+from click.testing import CliRunner
+
+from vsp.components.runtime.core import polling
+from vsp.pipelines.cli import main
+from vsp.pipelines.vertex import jobs
+
+LOC = ["--project", "test-project", "--location", "us-central1"]
+PARENT = "projects/test-project/locations/us-central1"
+HOST = "https://us-central1-kfp.pkg.dev/test-project/pipelines"
+DIGEST = "sha256:" + "cd" * 32
+AR_PARENT = "projects/test-project/locations/us-central1/repositories/pipelines"
+CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs"
+
+
+@pytest.fixture
+def template(tmp_path):
+    """A private copy of a compiled template (the compiled/ folder may change meanwhile)."""
+    path = tmp_path / "cluster_lifecycle.yaml"
+    shutil.copyfile("src/vsp/compiled/pipelines/cluster_lifecycle.yaml", path)
+    return str(path)
+
+
+@pytest.fixture
+def cron_template(tmp_path):
+    """A tiny template whose pipeline declares ``schedule_cron``."""
+    spec = {
+        "pipelineInfo": {"name": "nightly"},
+        "root": {
+            "inputDefinitions": {
+                "parameters": {
+                    "project": {"parameterType": "STRING"},
+                    "schedule_cron": {"parameterType": "STRING", "isOptional": True},
+                }
+            }
+        },
+        "schemaVersion": "2.1.0",
+    }
+    path = tmp_path / "nightly.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def fast_lookup(monkeypatch):
+    """No real one-second pause before a lost create is looked up."""
+    monkeypatch.setattr(jobs, "CREATE_BACKOFF", polling.Backoff(0.01, 0.02, 1.0, 0))
+
+
+class FakeRegistryClient:
+    """Stands in for ``kfp.registry.RegistryClient``; records every call."""
+
+    calls: list = []
+    error: Exception | None = None
+
+    def __init__(self, host):
+        self.calls.append(("init", host))
+
+    def get_tag(self, package, tag):
+        self.calls.append(("get_tag", package, tag))
+        if self.error is not None:
+            raise self.error
+        found = f"{AR_PARENT}/packages/{package}"
+        return {"name": f"{found}/tags/{tag}", "version": f"{found}/versions/{DIGEST}"}
+
+    def upload_pipeline(self, file_name, tags=None, extra_headers=None):
+        self.calls.append(("upload_pipeline", file_name, tags, extra_headers))
+        return "cluster-lifecycle", DIGEST
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    FakeRegistryClient.calls = []
+    FakeRegistryClient.error = None
+    monkeypatch.setattr(kfp.registry, "RegistryClient", FakeRegistryClient)
+    return FakeRegistryClient
+
+
+def _run(args):
+    return CliRunner().invoke(main.main, args)
+
+
+def _api_entries(emulator):
+    return [(e["method"], e["path"], e["status"]) for e in emulator.journal()]
+
+
+def test_submit_sends_the_exact_body(emulator, template):
+    result = _run(
+        ["submit", *LOC, "--template", template, "--pipeline-root", "gs://bucket/root"]
+        + ["--param", "project=test-project", "--param", "cluster_id=001"]
+        + ["--param", "spot_max_nodes=4", "--param", 'cluster_spec={"labels": {"a": "b"}}']
+        + ["--service-account", "runner@test-project.iam.gserviceaccount.com"]
+        + ["--label", "team=ml", "--job-id", "run-1", "--display-name", "lifecycle run"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"created: {PARENT}/pipelineJobs/run-1",
+        "state: PIPELINE_STATE_PENDING",
+        f"console: {CONSOLE}/run-1?project=test-project",
+    ]
+    (entry,) = emulator.journal()
+    with open(template) as handle:
+        spec = yaml.safe_load(handle)
+    assert (entry["method"], entry["path"], entry["query"], entry["status"]) == (
+        "POST",
+        f"/v1/{PARENT}/pipelineJobs",
+        {"pipelineJobId": "run-1"},
+        200,
+    )
+    assert entry["body"] == {
+        "displayName": "lifecycle run",
+        "pipelineSpec": spec,
+        "runtimeConfig": {
+            "gcsOutputDirectory": "gs://bucket/root",
+            "parameterValues": {
+                "project": "test-project",
+                "cluster_id": "001",
+                "spot_max_nodes": 4,
+                "cluster_spec": {"labels": {"a": "b"}},
+            },
+        },
+        "serviceAccount": "runner@test-project.iam.gserviceaccount.com",
+        "labels": {"team": "ml"},
+    }
+
+
+def test_submit_generates_the_job_id(emulator, template):
+    result = _run(
+        ["submit", *LOC, "--template", template, "--pipeline-root", "gs://bucket/root"]
+        + ["--param", "project=test-project"]
+    )
+    assert result.exit_code == 0, result.output
+    job_id = re.search(r"pipelineJobs/(cluster-lifecycle-\d{14})$", result.output.splitlines()[0])
+    assert job_id, result.output
+    assert f"{CONSOLE}/{job_id.group(1)}?project=test-project" in result.output
+    assert emulator.journal()[0]["query"] == {"pipelineJobId": job_id.group(1)}
+
+
+def test_submit_dry_run_sends_nothing(emulator, template):
+    result = _run(
+        ["submit", *LOC, "--template", template, "--pipeline-root", "gs://bucket/root"]
+        + ["--param", "project=test-project", "--job-id", "dry", "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["runtimeConfig"]["parameterValues"] == {"project": "test-project"}
+    assert body["displayName"] == "cluster-lifecycle" and "pipelineSpec" in body
+    assert f"POST v1/{PARENT}/pipelineJobs?pipelineJobId=dry (not sent)" in result.stderr
+    assert emulator.journal() == []
+
+
+def test_submit_invalid_request_fails_before_sending(emulator, template):
+    result = _run(
+        ["submit", "--project", "test-project", "--location", "global", "--template", template]
+        + ["--pipeline-root", "/tmp/out", "--param", "projekt=x", "--label", "Team=ml"]
+    )
+    assert result.exit_code == 2
+    for text in (
+        "location = 'global'",
+        "pipeline_root = '/tmp/out'",
+        "parameter_values.projekt = 'x': The pipeline has no such parameter",
+        "parameter_values.project = <missing>",
+        "labels.Team",
+    ):
+        assert text in result.output
+    assert emulator.journal() == []
+
+
+def test_submit_registry_tag_is_resolved_to_sha256(emulator, registry):
+    result = _run(
+        ["submit", *LOC, "--template", f"{HOST}/cluster-lifecycle/latest"]
+        + ["--pipeline-root", "gs://bucket/root", "--param", "nodes=2", "--job-id", "pinned"]
+    )
+    assert result.exit_code == 0, result.output
+    assert registry.calls == [("init", HOST), ("get_tag", "cluster-lifecycle", "latest")]
+    assert f"-> {HOST}/cluster-lifecycle/{DIGEST}" in result.stderr
+    (entry,) = emulator.journal()
+    assert entry["body"] == {
+        "displayName": "cluster-lifecycle",
+        "templateUri": f"{HOST}/cluster-lifecycle/{DIGEST}",
+        "runtimeConfig": {
+            "gcsOutputDirectory": "gs://bucket/root",
+            "parameterValues": {"nodes": 2},
+        },
+        "labels": {},
+    }
+    job = requests.get(f"{emulator.base_url}/v1/{PARENT}/pipelineJobs/pinned").json()
+    assert job["templateMetadata"] == {"version": DIGEST}
+
+
+def _http_error(status):
+    response = requests.Response()
+    response.status_code = status
+    return requests.HTTPError(f"{status} Error", response=response)
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "text"),
+    [
+        (_http_error(404), 2, "not found. Fix:"),
+        (_http_error(403), 2, "permission denied (403)"),
+        (_http_error(503), 75, "HTTPError (503)"),
+        (requests.ConnectionError("reset"), 75, "ConnectionError (no answer)"),
+        (google.auth.exceptions.DefaultCredentialsError("none"), 2, "application-default login"),
+    ],
+)
+def test_registry_failures_follow_the_taxonomy(emulator, registry, error, code, text):
+    registry.error = error
+    result = _run(
+        ["submit", *LOC, "--template", f"{HOST}/cluster-lifecycle/nope"]
+        + ["--pipeline-root", "gs://bucket/root"]
+    )
+    assert result.exit_code == code, result.output
+    assert f"error: tag 'nope' of {HOST}/cluster-lifecycle: " in result.output
+    assert text in result.output
+    assert emulator.journal() == []
+
+
+def test_lost_create_answer_is_looked_up_and_one_job_exists(emulator, template):
+    rule = emulator.add_fault(action="reset_after", method="POST", path=r"/pipelineJobs$")
+    result = _run(
+        ["submit", *LOC, "--template", template, "--pipeline-root", "gs://bucket/root"]
+        + ["--param", "project=test-project", "--job-id", "lost-1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"created: {PARENT}/pipelineJobs/lost-1" in result.output
+    entries = emulator.journal()
+    assert [(e["method"], e["status"], e["fault"]) for e in entries] == [
+        ("POST", "reset", rule.id),
+        ("GET", 200, None),
+    ]
+    assert entries[1]["path"] == f"/v1/{PARENT}/pipelineJobs/lost-1"
+    listed = requests.get(f"{emulator.base_url}/v1/{PARENT}/pipelineJobs").json()
+    assert [j["name"] for j in listed["pipelineJobs"]] == [f"{PARENT}/pipelineJobs/lost-1"]
+
+
+def _schedule_args(template, *extra):
+    return [
+        "schedule",
+        *LOC,
+        "--template",
+        template,
+        "--pipeline-root",
+        "gs://bucket/root",
+        "--param",
+        "project=test-project",
+        "--cron",
+        "TZ=Europe/Paris 0 3 * * *",
+        *extra,
+    ]
+
+
+def test_schedule_sends_the_exact_body_with_schedule_cron(emulator, cron_template):
+    result = _run(_schedule_args(cron_template, "--max-runs", "10", "--label", "team=ml"))
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"created: {PARENT}/schedules/")
+    list_entry, create_entry, reaper_lookup = emulator.journal()
+    assert (reaper_lookup["method"], reaper_lookup["query"]) == ("GET", {})
+    assert "no schedule of it exists in us-central1" in result.stderr
+    assert "--cron '*/10 * * * *'" in result.stderr  # reaper.REAPER_CRON
+    assert (list_entry["method"], list_entry["query"]) == (
+        "GET",
+        {"filter": 'display_name="nightly"'},
+    )
+    assert (create_entry["method"], create_entry["path"]) == ("POST", f"/v1/{PARENT}/schedules")
+    with open(cron_template) as handle:
+        spec = yaml.safe_load(handle)
+    assert create_entry["body"] == {
+        "displayName": "nightly",
+        "cron": "TZ=Europe/Paris 0 3 * * *",
+        "maxConcurrentRunCount": 1,
+        "maxRunCount": 10,
+        "createPipelineJobRequest": {
+            "parent": PARENT,
+            "pipelineJob": {
+                "displayName": "nightly",
+                "pipelineSpec": spec,
+                "runtimeConfig": {
+                    "gcsOutputDirectory": "gs://bucket/root",
+                    "parameterValues": {
+                        "project": "test-project",
+                        "schedule_cron": "TZ=Europe/Paris 0 3 * * *",
+                    },
+                },
+                "labels": {"team": "ml"},
+            },
+        },
+    }
+
+
+def test_schedule_refuses_a_duplicate_and_replace_swaps_it(emulator, cron_template):
+    first = _run(_schedule_args(cron_template))
+    assert first.exit_code == 0, first.output
+    old_name = first.output.splitlines()[0].removeprefix("created: ")
+    again = _run(_schedule_args(cron_template))
+    assert again.exit_code == 2
+    assert "display_name = 'nightly': a schedule with this name already exists" in again.output
+    assert "--replace" in again.output
+    replaced = _run(_schedule_args(cron_template, "--replace"))
+    assert replaced.exit_code == 0, replaced.output
+    new_name = replaced.output.splitlines()[0].removeprefix("created: ")
+    calls = [(e["method"], e["path"].rsplit("/", 1)[-1]) for e in emulator.journal()]
+    old_id = old_name.rsplit("/", 1)[-1]
+    assert calls[-4:] == [
+        ("GET", "schedules"),
+        ("DELETE", old_id),
+        ("POST", "schedules"),
+        ("GET", "schedules"),  # is the reaper scheduled?
+    ]
+    schedules = requests.get(f"{emulator.base_url}/v1/{PARENT}/schedules").json()["schedules"]
+    assert [s["name"] for s in schedules] == [new_name] and new_name != old_name
+
+
+def test_schedule_dry_run_and_invalid_cron(emulator, template):
+    dry = _run(_schedule_args(template, "--dry-run", "--max-concurrent-runs", "2"))
+    assert dry.exit_code == 0, dry.output
+    body = json.loads(dry.stdout)
+    assert body["maxConcurrentRunCount"] == 2
+    job = body["createPipelineJobRequest"]["pipelineJob"]
+    assert "schedule_cron" not in job["runtimeConfig"]["parameterValues"]
+    bad = _run(_schedule_args(template, "--cron", "0 3 * *", "--max-concurrent-runs", "0"))
+    assert bad.exit_code == 2
+    assert "cron = '0 3 * *'" in bad.output and "max_concurrent_run_count = 0" in bad.output
+    assert emulator.journal() == []
+
+
+def test_publish_uploads_through_the_registry_client(registry, template):
+    result = _run(["publish", template, "--host", HOST, "--tag", "latest", "--tag", "v1"])
+    assert result.exit_code == 0, result.output
+    assert registry.calls == [
+        ("init", HOST),
+        ("upload_pipeline", template, ["latest", "v1"], None),
+    ]
+    assert result.output.splitlines() == [
+        "package: cluster-lifecycle",
+        f"version: {DIGEST}",
+        f"templateUri: {HOST}/cluster-lifecycle/{DIGEST}",
+        f"tag: {HOST}/cluster-lifecycle/latest",
+        f"tag: {HOST}/cluster-lifecycle/v1",
+    ]
+
+
+def test_publish_validates_before_uploading(registry, template):
+    result = _run(["publish", template, "--host", HOST, "--tag", "sha256:abc"])
+    assert result.exit_code == 2 and "tags[0] = 'sha256:abc'" in result.output
+    host = _run(["publish", template, "--host", "https://us-central1-docker.pkg.dev/p/r"])
+    assert host.exit_code == 2 and "host = " in host.output
+    assert registry.calls == []
+
+
+def test_schedule_of_a_keeping_pipeline_is_quiet_when_the_reaper_is_scheduled(
+    emulator, cron_template
+):
+    reaper = _run(
+        [
+            "schedule",
+            *LOC,
+            "--template",
+            "reap-expired-clusters",  # a pipeline shipped with vsp, by name
+            "--pipeline-root",
+            "gs://bucket/root",
+            "--param",
+            "project=test-project",
+            "--cron",
+            "30 * * * *",
+        ]
+    )
+    assert reaper.exit_code == 0, reaper.output
+    assert "no schedule of it exists" not in reaper.stderr  # the reaper itself keeps nothing
+    result = _run(_schedule_args(cron_template))
+    assert result.exit_code == 0, result.output
+    assert "reap-expired-clusters" not in result.stderr

@@ -1,0 +1,217 @@
+"""The whole slurm-spot-training graph through kfp.local: register, keep warm or delete, reap."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+import pytest
+
+from vsp import vertex_emulator
+from vsp.pipelines.definitions import catalog
+from vsp.pipelines.local import run, summary
+
+SHORT_TRAINING = ["--steps", "20", "--seed", "7", "--step-seconds", "0.05"]
+CLUSTERS = "/modelDevelopmentClusters/vsplocal"
+
+
+def _run(tmp_path, monkeypatch, pipeline="slurm-spot-training", preemptions=0, **overrides):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = catalog.local_arguments(pipeline, str(tmp_path / "shared"))
+    if "command" in arguments:
+        arguments["command"] = [*arguments["command"][:3], *SHORT_TRAINING]
+    arguments.update(overrides)
+    return run.run_local(
+        pipeline,
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(tmp_path / "outputs"),
+        settings=run.local_settings(0.3, preemptions=preemptions, preempt_after=0.6),
+        in_process=True,
+    )
+
+
+def _writes(result):
+    return [
+        (e["method"], e["path"].rsplit("/", 1)[-1])
+        for e in result.journal
+        if e["method"] in ("POST", "PATCH", "DELETE") and "callSlurmRestApi" not in e["path"]
+    ]
+
+
+def _patch_labels(result):
+    return [e["body"]["labels"] for e in result.journal if e["method"] == "PATCH"]
+
+
+@pytest.mark.slow
+def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_deletes_it(
+    tmp_path, monkeypatch
+):
+    # Explicit prices (they win over the price table): a cheap cluster is worth keeping hourly.
+    cheap = {"idle_price_per_hour": 1.0, "provisioning_price_per_hour": 1.0}
+    first = _run(tmp_path, monkeypatch, preemptions=1, schedule_cron="0 * * * *", **cheap)
+    assert first.succeeded, first.error
+    assert _writes(first) == [
+        ("POST", "modelDevelopmentClusters"),
+        ("POST", "models:upload"),
+        ("PATCH", "vsplocal"),
+    ]
+    [kept] = _patch_labels(first)
+    assert kept["vsp-teardown"] == "keep" and kept["vsp-expires-at"]
+    assert first.parameters["decide-teardown"]["action"] == "keep"
+    assert first.parameters["register-model"]["model_resource_name"].endswith(
+        "/models/slurm-spot-example@1"
+    )
+    train = json.loads(pathlib.Path(first.outputs["train-on-cluster/metrics"]).read_text())
+    assert train["preemptions"] == 1
+
+    # Scaling back up as long as re-creating: shrinking never beats deleting, whatever the day.
+    second = _run(tmp_path, monkeypatch, schedule_cron="0 3 * * 1", scale_up_minutes=20.0)
+    assert second.succeeded, second.error
+    # No create: the warm cluster is reused, its expiry cleared, then deleted by the decision.
+    assert _writes(second) == [
+        ("PATCH", "vsplocal"),
+        ("POST", "models:upload"),
+        ("DELETE", "vsplocal"),
+    ]
+    [claimed] = _patch_labels(second)
+    assert "vsp-expires-at" not in claimed and "vsp-teardown" not in claimed
+    assert second.parameters["create-cluster"]["reused"] is True
+    upload = next(e for e in second.journal if e["path"].endswith("models:upload"))
+    assert upload["body"]["parentModel"].endswith("/models/slurm-spot-example")
+    assert second.parameters["register-model"]["version_id"] == "2"
+    assert second.parameters["decide-teardown"]["action"] == "delete"
+    assert [e["status"] for e in second.journal if e["path"].endswith(CLUSTERS)][-1] == 404
+
+    facts = dict(summary.facts(second))
+    assert facts["cluster"].startswith("reused (warm)")
+    assert facts["model version"].endswith("slurm-spot-example@2")
+    assert facts["teardown"].startswith("delete: Delete the cluster: deleting is cheaper")
+    # No price given: the cluster's pools priced from the table (login n2-standard-8, 2 Spot
+    # and 1 on-demand a3-highgpu-8g, fixed-size pools).
+    assert "159.67" in facts["teardown"] and "price table" in facts["teardown"]
+    decided = json.loads(pathlib.Path(second.outputs["decide-teardown/metrics"]).read_text())
+    assert decided["teardown_input_idle_price_per_hour"] == pytest.approx(159.669972)
+    page = pathlib.Path(summary.write_report(second)).read_text()
+    assert "Teardown: keep the cluster warm, shrink it or delete it" in page
+    assert 'aria-label="timeline"' in page and 'aria-label="teardown costs"' in page
+
+
+@pytest.mark.slow
+def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_back_up(
+    tmp_path, monkeypatch
+):
+    # No price given: keeping costs 159.67/h, a shrunk cluster 0.39/h (its login node).
+    # An hourly interval, not a cron: the idle time must not depend on the minute of the hour
+    # (a cron tick under 11 minutes away makes keeping cheaper).
+    first = _run(tmp_path, monkeypatch, interval_hours=1.0)
+    assert first.succeeded, first.error
+    assert first.parameters["decide-teardown"]["action"] == "shrink"
+    assert _writes(first) == [
+        ("POST", "modelDevelopmentClusters"),
+        ("POST", "models:upload"),
+        ("PATCH", "vsplocal"),
+        ("PATCH", "vsplocal"),
+    ]
+    patches = [e for e in first.journal if e["method"] == "PATCH"]
+    assert [p["query"]["updateMask"] for p in patches] == ["labels", "node_pools"]
+    assert patches[0]["body"]["labels"]["vsp-teardown"] == "shrink"
+    counts = {
+        p["id"]: (p["scalingSpec"]["minNodeCount"], p["scalingSpec"]["maxNodeCount"])
+        for p in patches[1]["body"]["nodePools"]
+    }
+    assert counts == {"login": (1, 1), "spot": (0, 0), "ondemand": (0, 0)}
+    assert first.parameters["shrink-cluster"] == {"Output": "shrunk"}
+    facts = dict(summary.facts(first))
+    assert facts["teardown"].startswith("shrink: Shrink the cluster: shrinking is cheaper")
+    assert "Shrunk (compute pools at no nodes): 0.39/h." in facts["teardown"]
+    assert facts["gpu pools"] == "shrunk" and facts["shrunk until"].endswith("then reaped")
+    decided = json.loads(pathlib.Path(first.outputs["decide-teardown/metrics"]).read_text())
+    assert decided["teardown_shrink"] == 1.0
+    assert decided["teardown_cost_if_shrunk"] < decided["teardown_cost_if_deleted"]
+    assert decided["teardown_cost_if_shrunk"] < decided["teardown_cost_if_kept"]
+    page = pathlib.Path(summary.write_report(first)).read_text()
+    assert "cost if shrunk (GPU pools at no nodes, then scaled up)" in page
+
+    second = _run(tmp_path, monkeypatch, teardown_policy="delete")
+    assert second.succeeded, second.error
+    assert _writes(second) == [
+        ("PATCH", "vsplocal"),
+        ("PATCH", "vsplocal"),
+        ("POST", "models:upload"),
+        ("DELETE", "vsplocal"),
+    ]
+    grow, claim = [e for e in second.journal if e["method"] == "PATCH"]
+    assert grow["query"] == {"updateMask": "node_pools", "updateMode": "USER_AND_SERVICE"}
+    assert {p["id"]: p["scalingSpec"]["maxNodeCount"] for p in grow["body"]["nodePools"]} == {
+        "login": 1,
+        "spot": 2,
+        "ondemand": 1,
+    }
+    assert "vsp-teardown" not in claim["body"]["labels"]
+    assert second.parameters["create-cluster"]["action"] == "scaled_up"
+    assert dict(summary.facts(second))["cluster"].startswith("reused (shrunk, scaled back up)")
+
+
+@pytest.mark.slow
+def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it_later(
+    tmp_path, monkeypatch
+):
+    failing = [catalog.local_python(str(tmp_path / "shared")), "-c", "import sys; sys.exit(3)"]
+    failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0.02)
+    assert not failed.succeeded and "train-on-cluster" in failed.error
+    # Nothing registered, no decision; the exit task labelled the cluster for a short retry.
+    assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("PATCH", "vsplocal")]
+    [labels] = _patch_labels(failed)
+    assert labels["vsp-teardown"] == "retry"
+    assert failed.parameters["finalize-cluster"] == {"Output": "kept"}
+
+    time.sleep(1.5)  # past the 1.2 s retry window
+    reaped = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters")
+    assert reaped.succeeded, reaped.error
+    assert _writes(reaped) == [("DELETE", "vsplocal")]
+    name = "projects/local-project/locations/us-central1/modelDevelopmentClusters/vsplocal"
+    assert reaped.parameters["reap-expired-clusters"]["Output"] == [name]
+    assert dict(summary.facts(reaped))["clusters reaped"] == name
+
+
+@pytest.mark.slow
+def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monkeypatch):
+    failing = [catalog.local_python(str(tmp_path / "shared")), "-c", "import sys; sys.exit(3)"]
+    failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0)
+    assert not failed.succeeded
+    assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("DELETE", "vsplocal")]
+    assert failed.parameters["finalize-cluster"] == {"Output": "deleted"}
+    assert vertex_emulator.read_journal(failed.state_dir)[-1]["status"] == 404
+
+
+def test_bad_registration_parameters_fail_before_any_cluster_is_created(tmp_path, monkeypatch):
+    failed = _run(tmp_path, monkeypatch, model_id="Not A Model Id", schedule_cron="hourly")
+    assert not failed.succeeded and "check-run-parameters" in failed.error
+    # No create, no job: only the exit task's look-up of the (absent) cluster.
+    assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
+    assert failed.parameters["finalize-cluster"] == {"Output": "absent"}
+
+
+def test_bad_training_parameters_fail_before_any_cluster_is_created(tmp_path, monkeypatch):
+    failed = _run(
+        tmp_path, monkeypatch, environment={"1BAD": "x"}, fallback_after_preemptions=-3,
+        poll_seconds=-1,
+    )  # fmt: skip
+    assert not failed.succeeded and "check-run-parameters" in failed.error
+    # Nothing was created: only the exit task's look-up of the (absent) cluster.
+    assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
+    assert failed.parameters["finalize-cluster"] == {"Output": "absent"}
+
+
+def test_a_machine_without_a_price_fails_before_any_cluster_is_created(
+    tmp_path, monkeypatch, capsys
+):
+    # The teardown prices the cluster (no price given); the table has no a3-ultragpu-8g figure.
+    failed = _run(tmp_path, monkeypatch, machine_type="a3-ultragpu-8g", schedule_cron="0 * * * *")
+    assert not failed.succeeded and "check-run-parameters" in failed.error
+    assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
+    shown = capsys.readouterr().out
+    assert "node pool 'spot' keeps nodes of machine type 'a3-ultragpu-8g' (SPOT)" in shown
+    assert "has no price" in shown and "price_file" in shown

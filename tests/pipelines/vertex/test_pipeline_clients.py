@@ -1,0 +1,124 @@
+"""Pipeline run and schedule clients (no blind create, no duplicate schedule) and publish."""
+
+from __future__ import annotations
+
+import pytest
+from pipeline_fakes import DIGEST, HOST, PARENT, FakeRest, copy_template, exists, lost, not_found
+from pipeline_fakes import job as _job
+
+from vsp.components.runtime.core import errors, polling
+from vsp.pipelines.vertex import jobs, schedules, templates
+
+
+@pytest.fixture
+def template(tmp_path):
+    return copy_template(tmp_path)
+
+
+def _client(fake):
+    return jobs.PipelineJobsClient(fake, clock=polling.FakeClock())
+
+
+def test_create_posts_once_with_the_id(template):
+    fake = FakeRest(post=[{"name": "created"}])
+    assert _client(fake).create(_job(template)) == {"name": "created"}
+    assert fake.calls == [("POST", f"v1/{PARENT}/pipelineJobs", {"pipelineJobId": "run-1"})]
+
+
+def test_lost_answer_is_looked_up_not_resent(template):
+    fake = FakeRest(post=[lost()], get=[{"name": "found"}])
+    assert _client(fake).create(_job(template)) == {"name": "found"}
+    assert [c[0] for c in fake.calls] == ["POST", "GET"]
+    assert fake.calls[1][1] == f"v1/{PARENT}/pipelineJobs/run-1"
+
+
+def test_lost_answer_then_absent_is_sent_again_and_409_means_ours(template):
+    fake = FakeRest(post=[lost(), exists()], get=[not_found(), {"name": "ours"}])
+    assert _client(fake).create(_job(template)) == {"name": "ours"}
+    assert [c[0] for c in fake.calls] == ["POST", "GET", "POST", "GET"]
+
+
+def test_taken_id_is_a_user_error(template):
+    fake = FakeRest(post=[exists()])
+    with pytest.raises(errors.UserError, match="job_id = 'run-1': a pipeline job with this id"):
+        _client(fake).create(_job(template))
+    assert len(fake.calls) == 1
+
+
+def test_create_gives_up_after_the_attempts(template):
+    fake = FakeRest(post=[lost()] * 4, get=[not_found()] * 4)
+    with pytest.raises(errors.TransientError, match="not created after 4 attempts"):
+        _client(fake).create(_job(template))
+    assert [c[0] for c in fake.calls] == ["POST", "GET"] * 4
+
+
+def _schedule(template, name="nightly"):
+    return schedules.ScheduleRequest(_job(template), name, "0 3 * * *", 1)
+
+
+def test_live_schedule_with_the_same_name_is_refused(template):
+    live = {"name": f"{PARENT}/schedules/1", "displayName": "nightly", "state": "PAUSED"}
+    fake = FakeRest(get=[{"schedules": [live]}])
+    client = schedules.SchedulesClient(fake, clock=polling.FakeClock())
+    with pytest.raises(errors.UserError, match="a schedule with this name already exists"):
+        client.create(_schedule(template))
+    assert fake.calls == [("GET", f"v1/{PARENT}/schedules", {"filter": 'display_name="nightly"'})]
+
+
+def test_replace_deletes_then_creates_and_completed_ones_do_not_count(template):
+    live = {"name": f"{PARENT}/schedules/1", "displayName": "nightly", "state": "ACTIVE"}
+    done = {"name": f"{PARENT}/schedules/2", "displayName": "nightly", "state": "COMPLETED"}
+    fake = FakeRest(
+        get=[{"schedules": [live, done], "nextPageToken": "t"}, {}],
+        delete=[{"name": f"{PARENT}/operations/9", "done": True}],
+        post=[{"name": f"{PARENT}/schedules/3"}],
+    )
+    client = schedules.SchedulesClient(fake, clock=polling.FakeClock())
+    assert client.create(_schedule(template), replace=True) == {"name": f"{PARENT}/schedules/3"}
+    assert [(c[0], c[1].rsplit("/", 1)[-1]) for c in fake.calls] == [
+        ("GET", "schedules"),
+        ("GET", "schedules"),
+        ("DELETE", "1"),
+        ("POST", "schedules"),
+    ]
+    assert fake.calls[1][2] == {"filter": 'display_name="nightly"', "pageToken": "t"}
+
+
+def test_schedule_filter_escapes_quotes():
+    assert schedules.filter_for('a "b" \\c') == 'display_name="a \\"b\\" \\\\c"'
+
+
+def test_publish_uploads_with_tags_and_returns_the_uris(template):
+    calls = []
+
+    def upload(path, tags):
+        calls.append((path, tags))
+        return "cluster-lifecycle", DIGEST
+
+    published = templates.publish(template, HOST + "/", ["latest", "v1.2"], upload)
+    assert calls == [(template, ["latest", "v1.2"])]
+    assert published == templates.Published(
+        package="cluster-lifecycle",
+        version=DIGEST,
+        template_uri=f"{HOST}/cluster-lifecycle/{DIGEST}",
+        tag_uris=[f"{HOST}/cluster-lifecycle/latest", f"{HOST}/cluster-lifecycle/v1.2"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("host", "tags", "path", "field"),
+    [
+        ("https://us-central1-docker.pkg.dev/test-project/r", [], None, "host"),
+        ("https://us-central1-kfp.pkg.dev/test-project", [], None, "host"),
+        (HOST, ["sha256:abc"], None, "tags[0]"),
+        (HOST, ["ok", "bad tag"], None, "tags[1]"),
+        (HOST, [], "missing.yaml", "file"),
+    ],
+)
+def test_publish_validation_before_any_upload(template, host, tags, path, field):
+    def upload(*_):
+        raise AssertionError("must not upload")
+
+    with pytest.raises(errors.SpecValidationError) as raised:
+        templates.publish(path or template, host, tags, upload)
+    assert raised.value.fields == [field]

@@ -1,0 +1,1 @@
+"""Developer tools, not shipped in the wheel: the runtime lock, the sample report, screenshots."""
