@@ -1,13 +1,14 @@
 """One table of every benchmark goal: what was measured, and whether the goal is met.
 
 Reads the JSON results each benchmark wrote in ``benchmarks/results/`` (it runs nothing) and
-writes ``summary.md`` and ``summary.json`` there; the README quotes ``summary.md``'s table
-between the ``bench-summary`` markers, and a test fails when the quote differs from what the
-results say. Benchmarks that write a ``goals`` list (``id``, ``goal`` or ``what``, ``measured``,
-``met``) need nothing here; the others get a small reader below that states their goal.
+writes ``summary.md`` and ``summary.json`` there; the documentation's benchmarks page
+(``docs/benchmarks.md``) quotes ``summary.md``'s table between the ``bench-summary`` markers,
+and a test fails when the quote differs from what the results say. Benchmarks that write a
+``goals`` list (``id``, ``goal`` or ``what``, ``measured``, ``met``) need nothing here; the
+others get a small reader below that states their goal.
 
-Usage: ``python -m benchmarks.summary [--results benchmarks/results] [--readme README.md]``;
-``--readme`` rewrites the quoted table in place.
+Usage: ``python -m benchmarks.summary [--results benchmarks/results] [--doc docs/benchmarks.md]``;
+``--doc`` rewrites the quoted table in place.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pathlib
 from collections.abc import Callable, Iterator
 
 RESULTS = pathlib.Path(__file__).parent / "results"
-BEGIN = "<!-- bench-summary: begin (python -m benchmarks.summary --readme README.md) -->"
+BEGIN = "<!-- bench-summary: begin (python -m benchmarks.summary --doc docs/benchmarks.md) -->"
 END = "<!-- bench-summary: end -->"
 
 Row = dict[str, object]
@@ -98,7 +99,7 @@ def rows(results: pathlib.Path = RESULTS) -> list[Row]:
 
 
 def table(found: list[Row]) -> str:
-    """The Markdown table the README quotes."""
+    """The Markdown table the benchmarks page quotes."""
     marks = {True: "met", False: "**not met**", None: "measured"}
     lines = ["| benchmark | goal | measured | status |", "|---|---|---|---|"]
     for row in found:
@@ -107,17 +108,17 @@ def table(found: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def quoted(readme_text: str) -> str:
-    """The table between the README's markers ('' when the markers are missing)."""
-    if BEGIN not in readme_text or END not in readme_text:
+def quoted(doc_text: str) -> str:
+    """The table between the page's markers ('' when the markers are missing)."""
+    if BEGIN not in doc_text or END not in doc_text:
         return ""
-    return readme_text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+    return doc_text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=pathlib.Path, default=RESULTS)
-    parser.add_argument("--readme", type=pathlib.Path, help="rewrite the README's quoted table")
+    parser.add_argument("--doc", type=pathlib.Path, help="rewrite the table this page quotes")
     args = parser.parse_args(argv)
     found = rows(args.results)
     text = table(found)
@@ -127,13 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         "machine and the date.\n\n" + text
     )
     (args.results / "summary.json").write_text(json.dumps(found, indent=2) + "\n")
-    if args.readme:
-        readme = args.readme.read_text()
-        if not quoted(readme):
-            raise SystemExit(f"{args.readme} has no {BEGIN!r} ... {END!r} block to rewrite")
-        head, rest = readme.split(BEGIN, 1)
+    if args.doc:
+        doc = args.doc.read_text()
+        if not quoted(doc):
+            raise SystemExit(f"{args.doc} has no {BEGIN!r} ... {END!r} block to rewrite")
+        head, rest = doc.split(BEGIN, 1)
         tail = rest.split(END, 1)[1]
-        args.readme.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+        args.doc.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
     print(text, end="")
     return 0
 

@@ -18,13 +18,14 @@ import pathlib
 from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.teardown import decision as teardown_decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report as teardown_report
 from vsp.components.runtime.trainer.history import Record
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import report as training_report
 from vsp.components.runtime.training.backends.interface import RunResult
 from vsp.components.runtime.training.recovery import Attempt, Target
-from vsp.pipelines.local import run, summary
+from vsp.pipelines.local import results, summary
 
 START = 1796389200.0  # 2026-12-04 13:00:00 UTC
 STEPS_PER_SECOND = 1.0
@@ -78,9 +79,9 @@ def losses(steps: int = TOTAL_STEPS) -> list[float]:
 
 def teardown_case(
     now: float,
-) -> tuple[teardown_decision.TeardownInputs, teardown_decision.TeardownDecision]:
+) -> tuple[teardown_inputs.TeardownInputs, teardown_decision.TeardownDecision]:
     """The decision of an hourly pipeline at ``now``: next run at the top of the hour."""
-    inputs = teardown_decision.TeardownInputs(
+    inputs = teardown_inputs.TeardownInputs(
         idle_price_per_hour=12.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=12.0,
@@ -139,7 +140,7 @@ def write(folder: pathlib.Path) -> dict[str, pathlib.Path]:
         paths[name] = folder / name
         paths[name].write_text(text)
     decided = json.loads(paths["decision.json"].read_text())
-    result = run.LocalRunResult(
+    result = results.LocalRunResult(
         pipeline="slurm-spot-training",
         succeeded=True,
         seconds=1187.6,  # the whole pipeline: cluster creation, training, registration

@@ -26,7 +26,7 @@ import numpy as np
 from benchmarks import results_files
 from benchmarks.teardown import goals as goals_module
 from benchmarks.teardown import law, ours, policies, report, traces
-from vsp.components.runtime.teardown import decision, reaper, run_history
+from vsp.components.runtime.teardown import inputs, reaper, run_history
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "results"
 DEFAULT_SEEDS = 10
@@ -184,8 +184,8 @@ def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
         "duration_sigma": traces.DURATION_SIGMA,
         "start_jitter_s": traces.START_JITTER_S,
         "history_max_runs": run_history.HISTORY_MAX_JOBS,
-        "slack_fraction": decision.DEFAULT_SLACK_FRACTION,
-        "min_slack_seconds": decision.DEFAULT_MIN_SLACK_SECONDS,
+        "slack_fraction": inputs.DEFAULT_SLACK_FRACTION,
+        "min_slack_seconds": inputs.DEFAULT_MIN_SLACK_SECONDS,
         "randomized_expected_ratio": policies.RANDOMIZED_EXPECTED_RATIO,
         "poisson_online_lower_bound": {
             f"poisson-{k:g}b": policies.poisson_online_bound(k) for k in traces.POISSON_MEAN_GAPS

@@ -21,6 +21,7 @@ from croniter import croniter
 from benchmarks.teardown import traces
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import decision as teardown_decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import reaper, run_history
 
 
@@ -69,7 +70,7 @@ def reaped_at(expires_at: float, reaper_cron: str | None = reaper.REAPER_CRON) -
 
 
 def decisions(
-    trace: traces.Trace, inputs: teardown_decision.TeardownInputs, policy: str = "auto"
+    trace: traces.Trace, inputs: teardown_inputs.TeardownInputs, policy: str = "auto"
 ) -> tuple[list[str], np.ndarray]:
     """The action and the label expiry (``nan`` when deleting) of the decision at each run end.
 

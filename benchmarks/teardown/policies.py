@@ -24,7 +24,8 @@ import math
 import numpy as np
 
 from benchmarks.teardown import ours, traces
-from vsp.components.runtime.teardown import decision, reaper
+from vsp.components.runtime.teardown import inputs as teardown_inputs
+from vsp.components.runtime.teardown import reaper
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,9 +46,9 @@ class Prices:
     provisioning_price_per_hour: float
     delay_penalty_per_hour: float
 
-    def inputs(self, **kwargs) -> decision.TeardownInputs:
+    def inputs(self, **kwargs) -> teardown_inputs.TeardownInputs:
         """``TeardownInputs`` with these prices and the given decision inputs."""
-        return decision.TeardownInputs(
+        return teardown_inputs.TeardownInputs(
             idle_price_per_hour=self.idle_price_per_hour,
             provisioning_minutes=self.provisioning_minutes,
             provisioning_price_per_hour=self.provisioning_price_per_hour,

@@ -43,7 +43,7 @@ from benchmarks.teardown import ours as teardown_ours
 from benchmarks.teardown import shrink_report, traces
 from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 DEFAULT_SEEDS = 5
 POLICIES = ("always-delete", "break-even-keep", "ours-auto-2", "ours-auto", "opt-2")
@@ -59,9 +59,9 @@ class Cell:
     ondemand_nodes: int
     delay_penalty_per_hour: float
     provisioning_minutes: float = 20.0
-    scale_up_minutes: float = decision.DEFAULT_SCALE_UP_MINUTES
+    scale_up_minutes: float = teardown_inputs.DEFAULT_SCALE_UP_MINUTES
 
-    def inputs(self, **kwargs) -> decision.TeardownInputs:
+    def inputs(self, **kwargs) -> teardown_inputs.TeardownInputs:
         """The decision inputs with this cluster priced from the table."""
         spec = builder.build_cluster_spec(
             machine_type="a3-highgpu-8g",
@@ -80,7 +80,7 @@ class Cell:
             "idle_cost": cost,
         }
         values.update(kwargs)
-        return decision.TeardownInputs(**values)
+        return teardown_inputs.TeardownInputs(**values)
 
 
 CELLS = (

@@ -23,7 +23,7 @@ from vsp.components.runtime.steps import (
     train_custom_job,
     train_on_cluster,
 )
-from vsp.components.runtime.teardown import decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.training import recovery
 from vsp.components.runtime.training.backends import custom_job_spec
 
@@ -32,8 +32,8 @@ COMPILED = pathlib.Path(__file__).resolve().parents[2] / "src" / "vsp" / "compil
 # Component -> (runtime callable, {runtime parameter: component parameter it comes from}); a
 # runtime parameter not in the map is compared with the component parameter of the same name.
 RUNTIME_ENTRIES = {
-    "decide_teardown": [(decision.TeardownInputs, {})],
-    "check_run_parameters": [(decision.TeardownInputs, {})],
+    "decide_teardown": [(teardown_inputs.TeardownInputs, {})],
+    "check_run_parameters": [(teardown_inputs.TeardownInputs, {})],
     "train_on_cluster": [(train_on_cluster.train_on_cluster, {}), (recovery.SpotRecovery, {})],
     "train_custom_job": [
         (train_custom_job.train_custom_job, {}),

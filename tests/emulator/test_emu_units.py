@@ -14,7 +14,6 @@ from vsp.vertex_emulator import (
     config,
     errors,
     fault_rules,
-    faults,
     router,
     server,
     store,
@@ -140,7 +139,7 @@ def test_settings_validation_and_round_trip(tmp_path):
 
 
 def test_fault_rule_aliases_and_defaults():
-    rule = faults.FaultRule.from_dict({"action": "reset_after", "status": 500})
+    rule = fault_rules.FaultRule.from_dict({"action": "reset_after", "status": 500})
     assert (rule.action, rule.when, rule.http_status, rule.times, rule.skip) == (
         "reset",
         "after",
@@ -148,17 +147,19 @@ def test_fault_rule_aliases_and_defaults():
         1,
         0,
     )
-    request = faults.RequestInfo("POST", "/v1/x:callSlurmRestApi", {"a": ["1", "2"]}, "{}")
-    assert faults.FaultRule("status", path=r":callSlurmRestApi$", method="post").matches(request)
-    assert faults.FaultRule("status", query={"a": "^2$"}).matches(request)
-    assert not faults.FaultRule("status", method="GET|DELETE").matches(request)
-    assert not faults.FaultRule("status", body="job").matches(request)
+    request = fault_rules.RequestInfo("POST", "/v1/x:callSlurmRestApi", {"a": ["1", "2"]}, "{}")
+    assert fault_rules.FaultRule("status", path=r":callSlurmRestApi$", method="post").matches(
+        request
+    )
+    assert fault_rules.FaultRule("status", query={"a": "^2$"}).matches(request)
+    assert not fault_rules.FaultRule("status", method="GET|DELETE").matches(request)
+    assert not fault_rules.FaultRule("status", body="job").matches(request)
 
 
 def test_resource_modules_can_declare_fault_actions(emulator, monkeypatch):
     monkeypatch.setattr(fault_rules, "_RESOURCE_ACTIONS", set(fault_rules._RESOURCE_ACTIONS))
     with pytest.raises(ValueError):
-        faults.FaultRule.from_dict({"action": "test_preempt"})
+        fault_rules.FaultRule.from_dict({"action": "test_preempt"})
     fault_rules.register_action("test_preempt")
     rule = emulator.add_fault(action="test_preempt", path="never")
     assert rule.action == "test_preempt"

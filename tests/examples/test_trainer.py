@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vsp.components.runtime.trainer import checkpoint, model_files
-from vsp.components.runtime.trainer import policy as checkpoint_policy
-from vsp.examples.trainer import cli, loop
+from vsp.components.runtime.trainer import checkpoint, contract, manifests, model_files
+from vsp.examples.trainer import cli
+from vsp.examples.trainer import state as trainer_state
 
 REPO = Path(__file__).resolve().parents[2]
 STEP_LINE = re.compile(r" step (\d+)/(\d+) loss ")
@@ -87,8 +87,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _assert_identical(root: Path, reference: Path) -> None:
     assert _final_arrays(root) == _final_arrays(reference)
-    mine = model_files.verify_model_dir(root / "model")["files"]["model.npz"]
-    assert mine == model_files.verify_model_dir(reference / "model")["files"]["model.npz"]
+    mine = manifests.verify_model_dir(root / "model")["files"]["model.npz"]
+    assert mine == manifests.verify_model_dir(reference / "model")["files"]["model.npz"]
     metrics = json.loads((root / "model" / "metrics.json").read_text())
     expected = json.loads((reference / "model" / "metrics.json").read_text())
     assert metrics["loss_history"] == expected["loss_history"]
@@ -98,7 +98,7 @@ def _assert_identical(root: Path, reference: Path) -> None:
 def test_notice_saves_the_last_finished_step_and_exits_143(tmp_path: Path) -> None:
     args = _args(tmp_path, "--checkpoint-every-steps", "1000", "--step-seconds", "0.05")
     code, out = _interrupt(args, at_step=3, sig=signal.SIGTERM, delay=0.02)
-    assert code == checkpoint_policy.EXIT_PREEMPTED == 143, out
+    assert code == contract.EXIT_PREEMPTED == 143, out
     last_finished = _steps_logged(out)[-1]
     assert 3 <= last_finished < STEPS
     saved = checkpoint.load_latest(tmp_path / "ckpt")
@@ -125,7 +125,7 @@ def test_sigterm_interrupted_runs_end_bit_identical(tmp_path: Path, reference: P
     ]:
         code, out = _interrupt(args, at_step, sig, delay=rng.uniform(0, 2 * STEP_SECONDS))
         assert code == 143, out
-        assert checkpoint.latest_valid(tmp_path / "ckpt").step == _steps_logged(out)[-1]
+        assert manifests.latest_valid_checkpoint(tmp_path / "ckpt").step == _steps_logged(out)[-1]
     code, out = _run(args)
     assert code == 0, out
     assert "resume #4" in out
@@ -144,7 +144,7 @@ def test_sigkill_interrupted_runs_end_bit_identical(
             args, at_step, signal.SIGKILL, delay=rng.uniform(0, 2 * STEP_SECONDS)
         )
         assert code == -signal.SIGKILL, out
-    assert len(checkpoint.list_checkpoints(tmp_path / "ckpt")) <= 3
+    assert len(manifests.list_checkpoints(tmp_path / "ckpt")) <= 3
     code, out = _run(args)
     assert code == 0, out
     if mode == "blocking":
@@ -167,14 +167,14 @@ def test_in_process_run_writes_verified_model_and_metrics(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert _steps_logged(out) == [2, 4, 6]
     assert "loss curve: 1:" in out
-    manifest = model_files.verify_model_dir(tmp_path / "m")
+    manifest = manifests.verify_model_dir(tmp_path / "m")
     assert manifest["step"] == 6
     assert sorted(manifest["files"]) == ["metadata.json", "metrics.json", "model.npz"]
     metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
     assert (
         len(metrics["loss_history"]) == 6 and metrics["final_loss"] == metrics["loss_history"][-1]
     )
-    assert checkpoint.latest_valid(tmp_path / "c").step == 6  # final checkpoint
+    assert manifests.latest_valid_checkpoint(tmp_path / "c").step == 6  # final checkpoint
     saved = checkpoint.load_latest(tmp_path / "c")
     assert metrics["train_seconds"] == saved.metadata["train_seconds"] > 0
     assert (
@@ -195,8 +195,8 @@ def test_directories_from_environment_and_gs_uris(tmp_path: Path, capsys) -> Non
     assert _main(tmp_path, environ=environ) == 0
     out = capsys.readouterr().out
     assert "SLURM_RESTART_COUNT=2" in out
-    model_files.verify_model_dir(tmp_path / "gcs" / "bucket" / "vsp-model")
-    assert checkpoint.latest_valid(tmp_path / "gcs" / "bucket" / "aip-ckpt").step == 6
+    manifests.verify_model_dir(tmp_path / "gcs" / "bucket" / "vsp-model")
+    assert manifests.latest_valid_checkpoint(tmp_path / "gcs" / "bucket" / "aip-ckpt").step == 6
     assert not (tmp_path / "ignored").exists()
     restored = checkpoint.load_latest(tmp_path / "gcs" / "bucket" / "aip-ckpt")
     assert restored.metadata["slurm_restart_count"] == 2
@@ -227,15 +227,17 @@ def test_user_errors_exit_2(tmp_path: Path, capsys) -> None:
 
 
 def test_state_round_trip_is_exact(tmp_path: Path) -> None:
-    cfg = loop.TrainConfig(steps=5, seed=1, batch_size=8, lr=0.01, model_dir=tmp_path, samples=64)
-    state = loop.fresh_state(cfg)
+    cfg = trainer_state.TrainConfig(
+        steps=5, seed=1, batch_size=8, lr=0.01, model_dir=tmp_path, samples=64
+    )
+    state = trainer_state.fresh_state(cfg)
     state.order.next_indices(state.rng)
     state.rng.standard_normal(3)
     state.losses = [0.5, 0.25]
     state.train_seconds = 1.25
-    arrays, metadata = loop.to_checkpoint(state, cfg, {})
+    arrays, metadata = trainer_state.to_checkpoint(state, cfg, {})
     ref = checkpoint.save(tmp_path / "c", 2, arrays, metadata)
-    restored = loop.from_checkpoint(checkpoint.load(ref), cfg)
+    restored = trainer_state.from_checkpoint(checkpoint.load(ref), cfg)
     assert restored.rng.bit_generator.state == state.rng.bit_generator.state
     assert (restored.order.epoch, restored.order.index) == (1, 8)
     assert np.array_equal(restored.order.perm, state.order.perm)
@@ -259,7 +261,7 @@ def test_notice_during_a_background_persist_waits_for_it_then_saves(tmp_path: Pa
     assert "checkpoint at step 2: snapshot, persisting in the background" in out
     assert saved.metadata["policy"]["save_total_s"] >= 0.3
     assert saved.metadata["saved_on_notice"] is (last != 2)
-    assert checkpoint.latest_valid(tmp_path / "ckpt").step == last
+    assert manifests.latest_valid_checkpoint(tmp_path / "ckpt").step == last
 
 
 @pytest.mark.parametrize("mode", ["async", "blocking"])

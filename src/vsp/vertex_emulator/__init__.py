@@ -8,7 +8,7 @@ Start one in-process with ``EmulatorServer(state_dir).start()`` or from a shell 
 from __future__ import annotations
 
 from vsp.vertex_emulator.config import EmulatorSettings
-from vsp.vertex_emulator.faults import FaultRule
+from vsp.vertex_emulator.fault_rules import FaultRule
 from vsp.vertex_emulator.journal import read_journal
 from vsp.vertex_emulator.server import EmulatorServer, serve
 from vsp.vertex_emulator.slurm.filesystem import cluster_home

@@ -23,6 +23,7 @@ from vsp.vertex_emulator import (
     config,
     control,
     errors,
+    fault_rules,
     faults,
     journal,
     jsonbody,
@@ -235,7 +236,7 @@ def _error_response(exc: errors.ApiException) -> router.Response:
     return router.Response(exc.to_body(), status=exc.http_status)
 
 
-def _fault_response(rule: faults.FaultRule) -> router.Response:
+def _fault_response(rule: fault_rules.FaultRule) -> router.Response:
     status = rule.error_status or errors.STATUS_BY_HTTP.get(rule.http_status, "UNKNOWN")
     message = rule.message or f"Injected fault {rule.id}: {status}."
     response = router.Response(

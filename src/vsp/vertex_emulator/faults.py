@@ -34,8 +34,6 @@ from vsp.vertex_emulator import fault_rules, store
 
 FAULTS_FILENAME = "faults.json"
 
-FaultRule = fault_rules.FaultRule
-RequestInfo = fault_rules.RequestInfo
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +44,7 @@ class FaultPlan:
 
     delay_before: float = 0.0
     delay_after: float = 0.0
-    terminal: FaultRule | None = None
+    terminal: fault_rules.FaultRule | None = None
     fired: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -61,7 +59,7 @@ class FaultBook:
         """
         self._path = pathlib.Path(state_dir) / FAULTS_FILENAME
         self._lock = threading.Lock()
-        self._rules: list[FaultRule] = []
+        self._rules: list[fault_rules.FaultRule] = []
         self._signature: tuple[int, int] | None = None
         with self._lock:
             self._reload_if_changed()
@@ -71,7 +69,9 @@ class FaultBook:
         """The faults file."""
         return self._path
 
-    def add(self, rule: FaultRule | dict[str, Any] | None = None, **fields: Any) -> FaultRule:
+    def add(
+        self, rule: fault_rules.FaultRule | dict[str, Any] | None = None, **fields: Any
+    ) -> fault_rules.FaultRule:
         """Adds a rule, given as a ``FaultRule``, a dict, or keyword fields.
 
         Returns:
@@ -81,9 +81,9 @@ class FaultBook:
             ValueError: Invalid fields or a duplicate id.
         """
         if rule is None:
-            rule = FaultRule.from_dict(fields)
+            rule = fault_rules.FaultRule.from_dict(fields)
         elif isinstance(rule, dict):
-            rule = FaultRule.from_dict({**rule, **fields})
+            rule = fault_rules.FaultRule.from_dict({**rule, **fields})
         else:
             rule = dataclasses.replace(rule, **fields)
         with self._lock:
@@ -116,13 +116,13 @@ class FaultBook:
             self._save()
             return count
 
-    def rules(self) -> list[FaultRule]:
+    def rules(self) -> list[fault_rules.FaultRule]:
         """Copies of all rules, in the order they are evaluated."""
         with self._lock:
             self._reload_if_changed()
             return [dataclasses.replace(r) for r in self._rules]
 
-    def plan(self, request: RequestInfo) -> FaultPlan:
+    def plan(self, request: fault_rules.RequestInfo) -> FaultPlan:
         """Counts matches of the HTTP-level rules and returns those that fire.
 
         Every matching ``delay`` rule can fire; of ``status``/``reset`` rules only the first that
@@ -156,7 +156,7 @@ class FaultBook:
                 self._save()
         return plan
 
-    def take(self, action: str, request: RequestInfo) -> FaultRule | None:
+    def take(self, action: str, request: fault_rules.RequestInfo) -> fault_rules.FaultRule | None:
         """Counts a match of the first matching rule of a resource-level action.
 
         Called by resource handlers at the point the effect applies (after validation).
@@ -192,7 +192,7 @@ class FaultBook:
         try:
             data = store.read_json(self._path, default={"faults": []})
             items = data.get("faults", []) if isinstance(data, dict) else data
-            self._rules = [FaultRule.from_dict(item) for item in items]
+            self._rules = [fault_rules.FaultRule.from_dict(item) for item in items]
         except (ValueError, TypeError) as exc:
             log.error(
                 "ignoring invalid faults file %s (keeping %d rules): %s",

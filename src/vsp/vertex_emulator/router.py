@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from vsp.vertex_emulator import errors, faults
+from vsp.vertex_emulator import errors, fault_rules
 
 API_VERSIONS = ("v1beta1", "v1")
 
@@ -86,11 +86,11 @@ class Request:
             )
         return self.body
 
-    def fault_info(self) -> faults.RequestInfo:
+    def fault_info(self) -> fault_rules.RequestInfo:
         """What fault rules match on."""
-        return faults.RequestInfo(self.method, self.path, self.query, self.body_text)
+        return fault_rules.RequestInfo(self.method, self.path, self.query, self.body_text)
 
-    def take_fault(self, action: str) -> faults.FaultRule | None:
+    def take_fault(self, action: str) -> fault_rules.FaultRule | None:
         """Consumes a resource-level fault (``lro_error``, ``provisioning_delay``, ...) if one
         matching this request fires now; call it only once the request is known to succeed."""
         rule = self.app.faults.take(action, self.fault_info())

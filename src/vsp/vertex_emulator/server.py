@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from vsp.vertex_emulator import app as app_module
-from vsp.vertex_emulator import config, faults, handler, store
+from vsp.vertex_emulator import config, fault_rules, handler, store
 
 try:
     import fcntl
@@ -188,8 +188,8 @@ class EmulatorServer:
         self.stop()
 
     def add_fault(
-        self, rule: faults.FaultRule | dict[str, Any] | None = None, **fields: Any
-    ) -> faults.FaultRule:
+        self, rule: fault_rules.FaultRule | dict[str, Any] | None = None, **fields: Any
+    ) -> fault_rules.FaultRule:
         """Adds a fault rule (see ``faults.FaultRule``); returns it with its id."""
         return self.app.faults.add(rule, **fields)
 
@@ -201,7 +201,7 @@ class EmulatorServer:
         """Removes every fault rule; returns how many there were."""
         return self.app.faults.clear()
 
-    def faults(self) -> list[faults.FaultRule]:
+    def faults(self) -> list[fault_rules.FaultRule]:
         """The fault rules with their counters."""
         return self.app.faults.rules()
 

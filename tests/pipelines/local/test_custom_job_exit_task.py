@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.pipelines.local import exit_tasks
+from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.training.backends import custom_job
 
 PROJECT, LOCATION = "test-project", "us-central1"
@@ -28,8 +29,8 @@ _restore_logging = pytest.fixture(autouse=True)(exit_tasks.saved_step_loggers)
 def _job(server, pipeline_run: str, seconds: float) -> dict:
     """A CustomJob labelled as ``train_custom_job`` labels its attempts."""
     labels = {
-        custom_job.PIPELINE_RUN_LABEL: custom_job.run_label(pipeline_run),
-        custom_job.RUN_KEY_LABEL: "vsp-train-" + custom_job.run_label(pipeline_run),
+        gcp_labels.PIPELINE_RUN: custom_job.run_label(pipeline_run),
+        gcp_labels.RUN_KEY: "vsp-train-" + custom_job.run_label(pipeline_run),
     }
     body = {
         "displayName": "train-attempt-0",

@@ -8,7 +8,7 @@ import io
 from click.testing import CliRunner
 
 from vsp.pipelines.cli import main
-from vsp.pipelines.local import run, step_console
+from vsp.pipelines.local import results, run, step_console
 
 # Lines as kfp.local 2.17 and the runtime's step logging write them (ANSI colours included).
 STREAM = """\
@@ -145,7 +145,7 @@ def test_run_local_shows_the_console_by_default_and_the_full_stream_with_v(monke
 
     def fake_run(pipeline, arguments, **options):
         seen.append(options["console"])
-        return run.LocalRunResult(pipeline, True, 1.0, {}, [], None, mode="in-process")
+        return results.LocalRunResult(pipeline, True, 1.0, {}, [], None, mode="in-process")
 
     monkeypatch.setattr(run, "run_local", fake_run)
     common = ["run-local", "cluster-lifecycle", "--in-process", "--outputs", str(tmp_path)]

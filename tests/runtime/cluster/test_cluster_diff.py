@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from vsp.components.runtime.cluster import builder, rules
+from vsp.components.runtime.cluster import diff as cluster_diff
 from vsp.components.runtime.cluster import spec as cluster_spec
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -29,7 +30,7 @@ def changed(**updates) -> cluster_spec.ClusterSpec:
 
 
 def test_identical_specs_have_no_diff():
-    diff = builder.diff_cluster(full(), full())
+    diff = cluster_diff.diff_cluster(full(), full())
 
     assert diff.is_empty and diff.immutable == [] and diff.update_mask == []
 
@@ -37,7 +38,7 @@ def test_identical_specs_have_no_diff():
 def test_the_api_answer_of_the_same_cluster_has_no_diff():
     actual = cluster_spec.ClusterSpec.from_api(api_cluster())
 
-    diff = builder.diff_cluster(full(), actual)
+    diff = cluster_diff.diff_cluster(full(), actual)
 
     assert diff.changes == []
 
@@ -47,7 +48,7 @@ def test_machine_change_is_immutable():
     pools[2]["machine_spec"].update(machine_type="a4-highgpu-8g", accelerator_type="NVIDIA_B200")
     desired = changed(node_pools=pools)
 
-    diff = builder.diff_cluster(desired, full())
+    diff = cluster_diff.diff_cluster(desired, full())
 
     assert diff.immutable == [
         "node_pools[ondemand].machine_spec.machine_type: 'a3-highgpu-8g' -> 'a4-highgpu-8g'",
@@ -61,7 +62,7 @@ def test_config_change_gives_the_exact_update_mask():
         orchestrator_spec={"slurm_spec": {"config": {"PreemptExemptTime": "00:30:00"}}}
     )
 
-    diff = builder.diff_cluster(desired, full())
+    diff = cluster_diff.diff_cluster(desired, full())
 
     assert diff.immutable == []
     assert diff.update_mask == [f"{SLURM}.config"]
@@ -87,7 +88,7 @@ def test_several_mutable_changes_give_an_ordered_mask():
         },
     }
 
-    diff = builder.diff_cluster(changed(**overrides), full())
+    diff = cluster_diff.diff_cluster(changed(**overrides), full())
 
     assert diff.immutable == []
     assert diff.update_mask == [
@@ -116,7 +117,7 @@ def test_several_mutable_changes_give_an_ordered_mask():
     ],
 )
 def test_immutable_top_level_changes(overrides, immutable_path):
-    diff = builder.diff_cluster(changed(**overrides), full())
+    diff = cluster_diff.diff_cluster(changed(**overrides), full())
 
     assert [c.path for c in diff.changes] == [immutable_path]
     assert diff.immutable[0].startswith(f"{immutable_path}: ")
@@ -128,7 +129,7 @@ def test_provisioning_and_confidential_changes_are_immutable():
     pools[1]["provisioning_model"] = "ON_DEMAND"
     pools[2]["confidential_instance_config"] = {"confidential_instance_type": "TDX"}
 
-    diff = builder.diff_cluster(changed(node_pools=pools), full())
+    diff = cluster_diff.diff_cluster(changed(node_pools=pools), full())
 
     assert [c.path for c in diff.changes] == [
         "node_pools[spot].provisioning_model",
@@ -140,8 +141,8 @@ def test_provisioning_and_confidential_changes_are_immutable():
 def test_pool_added_or_removed_is_a_node_pools_update():
     pools = full().model_dump(exclude_none=True)["node_pools"]
 
-    added = builder.diff_cluster(changed(node_pools=[*pools, {"id": "extra"}]), full())
-    removed = builder.diff_cluster(changed(node_pools=pools[:2]), full())
+    added = cluster_diff.diff_cluster(changed(node_pools=[*pools, {"id": "extra"}]), full())
+    removed = cluster_diff.diff_cluster(changed(node_pools=pools[:2]), full())
 
     assert [str(c) for c in added.changes] == ["node_pools[extra]: None -> '<added>'"]
     assert [str(c) for c in removed.changes] == ["node_pools[ondemand]: '<present>' -> None"]
@@ -152,7 +153,7 @@ def test_vsp_labels_are_ignored():
     actual = changed(labels={"vsp-managed": "true", "vsp-run": "r1"})
     desired = changed(labels={"vsp-managed": "false"})
 
-    diff = builder.diff_cluster(desired, actual)
+    diff = cluster_diff.diff_cluster(desired, actual)
 
     assert diff.is_empty
 
@@ -192,7 +193,7 @@ def test_api_defaults_and_omitted_zeros_are_tolerated():
         }
     )
 
-    assert builder.diff_cluster(desired, actual).is_empty
+    assert cluster_diff.diff_cluster(desired, actual).is_empty
 
 
 def test_durations_and_resource_name_spellings_compare_by_meaning():
@@ -214,11 +215,11 @@ def test_durations_and_resource_name_spellings_compare_by_meaning():
         }
     )
 
-    assert builder.diff_cluster(desired, actual).is_empty
+    assert cluster_diff.diff_cluster(desired, actual).is_empty
     other = cluster_spec.ClusterSpec.from_api(
         {"network": {"network": "projects/42/global/networks/m"}}
     )
-    assert builder.diff_cluster(desired, other).immutable[0].startswith("network.network")
+    assert cluster_diff.diff_cluster(desired, other).immutable[0].startswith("network.network")
 
 
 def test_flex_duration_change_is_a_node_pools_update():
@@ -229,6 +230,6 @@ def test_flex_duration_change_is_a_node_pools_update():
         {"node_pools": [{"id": "f", "flex_start_max_duration": "3600s"}]}
     )
 
-    diff = builder.diff_cluster(desired, actual)
+    diff = cluster_diff.diff_cluster(desired, actual)
 
     assert diff.update_mask == ["node_pools"] and diff.immutable == []

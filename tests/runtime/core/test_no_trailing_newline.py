@@ -11,7 +11,7 @@ import re
 import pytest
 
 from vsp.components.runtime.cluster import rules_base
-from vsp.components.runtime.core import gcp_labels
+from vsp.components.runtime.core import env_names, gcp_labels
 from vsp.components.runtime.registry import client
 from vsp.components.runtime.slurm import job_checks
 from vsp.components.runtime.training.backends import custom_job_spec
@@ -20,7 +20,7 @@ from vsp.pipelines.vertex import jobs, templates
 VALID = [
     (job_checks.RUN_KEY_RE, "vsp-run-1"),
     (job_checks.SLURM_NAME_RE, "spot"),
-    (job_checks.ENV_NAME_RE, "HOME"),
+    (env_names.ENV_NAME_RE, "HOME"),
     (custom_job_spec._ENV_NAME, "HOME"),
     (client.MODEL_ID, "slurm-spot-example"),
     (client.ALIAS, "candidate"),

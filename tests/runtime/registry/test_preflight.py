@@ -6,7 +6,7 @@ import pytest
 
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.steps import check_run_parameters
-from vsp.components.runtime.teardown import decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 GOOD_MODEL = {
     "model_id": "digits",
@@ -15,7 +15,7 @@ GOOD_MODEL = {
     "version_aliases": ["candidate"],
     "labels": {"team": "vision"},
 }
-GOOD_TEARDOWN = decision.TeardownInputs(
+GOOD_TEARDOWN = teardown_inputs.TeardownInputs(
     idle_price_per_hour=1.0, provisioning_minutes=20.0, provisioning_price_per_hour=1.0
 )
 
@@ -33,7 +33,7 @@ def test_every_problem_is_named_with_its_fix():
         "version_aliases": ["ok-alias", "-bad"],
         "labels": {"vsp-run": "x", "Team": "y"},
     }
-    bad_teardown = decision.TeardownInputs(
+    bad_teardown = teardown_inputs.TeardownInputs(
         idle_price_per_hour=1.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=1.0,
@@ -58,7 +58,7 @@ def test_every_problem_is_named_with_its_fix():
 
 
 def test_an_unknown_policy_is_reported():
-    inputs = decision.TeardownInputs(
+    inputs = teardown_inputs.TeardownInputs(
         idle_price_per_hour=1.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=1.0,

@@ -7,7 +7,8 @@ import pytest
 
 from vsp.components.runtime.core.errors import UserError
 from vsp.components.runtime.core.gcp_labels import expired, format_label_time, parse_label_time
-from vsp.components.runtime.teardown.decision import TeardownInputs, decide
+from vsp.components.runtime.teardown.decision import decide
+from vsp.components.runtime.teardown.inputs import TeardownInputs
 
 
 def _epoch(*args: int) -> float:

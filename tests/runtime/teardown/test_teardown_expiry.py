@@ -7,7 +7,8 @@ import datetime
 import pytest
 
 from vsp.components.runtime.teardown import cadence, expiry, history
-from vsp.components.runtime.teardown.decision import TeardownInputs, decide
+from vsp.components.runtime.teardown.decision import decide
+from vsp.components.runtime.teardown.inputs import TeardownInputs
 
 
 def _epoch(*args: int) -> float:

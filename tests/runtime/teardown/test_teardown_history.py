@@ -6,6 +6,7 @@ import pytest
 
 from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import history
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 
 def test_idle_gaps_subtract_this_runs_duration_when_it_is_listed():
@@ -49,7 +50,7 @@ def test_decide_with_history_keeps_for_the_learned_time():
     now = 1_800_000_000.0
     starts = [now - 4 * 3600 - 300, now - 3 * 3600 - 300, now - 2 * 3600 - 300, now - 3600 - 300]
     starts.append(now - 300)  # this run, 5 min long; earlier idle gaps are 55 min
-    inputs = teardown_decision.TeardownInputs(
+    inputs = teardown_inputs.TeardownInputs(
         idle_price_per_hour=1.0,
         provisioning_minutes=20.0,
         provisioning_price_per_hour=1.0,

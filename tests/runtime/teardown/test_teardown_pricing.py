@@ -9,7 +9,7 @@ import pytest
 from tests.runtime.teardown.test_teardown_idle_cost import local_cluster_body
 from vsp.components.runtime.core import errors, rest
 from vsp.components.runtime.steps import check_run_parameters, decide_teardown
-from vsp.components.runtime.teardown import decision as teardown_decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "vsplocal"
@@ -31,8 +31,8 @@ class ClusterClient:
         return self.cluster
 
 
-def _inputs(**prices) -> teardown_decision.TeardownInputs:
-    return teardown_decision.TeardownInputs(
+def _inputs(**prices) -> teardown_inputs.TeardownInputs:
+    return teardown_inputs.TeardownInputs(
         **{**DERIVE, **prices},
         provisioning_minutes=20.0,
         schedule_cron="0 * * * *",

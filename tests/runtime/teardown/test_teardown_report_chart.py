@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from vsp.components.runtime.teardown import decision as teardown_decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report, report_chart
 
 NOW = 1796390200.0  # 2026-12-04 13:16:40 UTC; the hourly cron's next run is 43 min 20 s away
@@ -21,7 +22,7 @@ def _case(**overrides):
         "shrunk_price_per_hour": 0.5,
         "scale_up_minutes": 8.0,
     }
-    inputs = teardown_decision.TeardownInputs(**{**values, **overrides})
+    inputs = teardown_inputs.TeardownInputs(**{**values, **overrides})
     return inputs, teardown_decision.decide(inputs)
 
 

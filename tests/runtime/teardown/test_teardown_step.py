@@ -11,8 +11,8 @@ import requests
 from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import errors, gcp_labels, rest, step
 from vsp.components.runtime.steps import decide_teardown, keep_cluster
-from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import exit_task, run_history
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
 REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
@@ -83,7 +83,7 @@ def test_history_stops_at_the_most_runs_it_reads(monkeypatch):
 def test_history_of_hourly_runs_keeps_the_cluster():
     jobs = [_job(h) for h in (0.0, 1.0, 2.0, 3.0)] + [_job(0.5, "PIPELINE_STATE_CANCELLED")]
     client = RecordingClient(jobs)
-    inputs = teardown_decision.TeardownInputs(**PRICES, now=NOW)
+    inputs = teardown_inputs.TeardownInputs(**PRICES, now=NOW)
     weighed, decision = decide_teardown.decide_teardown(
         inputs, client=client, project=PROJECT, location=LOCATION, pipeline_name="p"
     )
@@ -105,7 +105,7 @@ def test_history_of_hourly_runs_keeps_the_cluster():
 
 def test_a_cron_wins_over_the_history_which_is_still_listed_for_missed_runs():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
-    inputs = teardown_decision.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
+    inputs = teardown_inputs.TeardownInputs(**PRICES, now=NOW, schedule_cron="0 0 * * 0")
     weighed, decision = decide_teardown.decide_teardown(inputs, client=client, pipeline_name="p")
     assert len(client.calls) == 1
     assert weighed.run_start_times == [NOW - 3600, NOW]
@@ -115,7 +115,7 @@ def test_a_cron_wins_over_the_history_which_is_still_listed_for_missed_runs():
 
 def test_an_interval_wins_and_nothing_is_listed():
     client = RecordingClient([_job(h) for h in (0.0, 1.0)])
-    inputs = teardown_decision.TeardownInputs(**PRICES, now=NOW, interval_seconds=3600)
+    inputs = teardown_inputs.TeardownInputs(**PRICES, now=NOW, interval_seconds=3600)
     _, decision = decide_teardown.decide_teardown(inputs, client=client, pipeline_name="p")
     assert client.calls == []
     assert decision.action == "keep"
@@ -124,7 +124,7 @@ def test_an_interval_wins_and_nothing_is_listed():
 def test_history_that_cannot_be_listed_means_unknown_cadence():
     client = RecordingClient(error=errors.PermissionDeniedError("no", http_status=403))
     _, decision = decide_teardown.decide_teardown(
-        teardown_decision.TeardownInputs(**PRICES, now=NOW), client=client, pipeline_name="p"
+        teardown_inputs.TeardownInputs(**PRICES, now=NOW), client=client, pipeline_name="p"
     )
     assert decision.action == "delete" and "unknown" in decision.reason
 
@@ -133,7 +133,7 @@ def test_invalid_inputs_fail_before_any_request():
     client = RecordingClient()
     with pytest.raises(errors.UserError, match="schedule_cron"):
         decide_teardown.decide_teardown(
-            teardown_decision.TeardownInputs(**PRICES, schedule_cron="every hour"), client=client
+            teardown_inputs.TeardownInputs(**PRICES, schedule_cron="every hour"), client=client
         )
     assert client.calls == []
 

@@ -18,7 +18,7 @@ FULL, LOGIN, PENALTY = 159.669972, 0.388472, 10.0
 NOW = datetime.datetime(2026, 1, 5, 10, 0, 30, tzinfo=datetime.timezone.utc).timestamp()
 
 
-def inputs(**changes) -> teardown_decision.TeardownInputs:
+def inputs(**changes) -> teardown_inputs.TeardownInputs:
     values = {
         "idle_price_per_hour": FULL,
         "provisioning_minutes": 20.0,
@@ -29,7 +29,7 @@ def inputs(**changes) -> teardown_decision.TeardownInputs:
         "now": NOW,
     }
     values.update(changes)
-    return teardown_decision.TeardownInputs(**values)
+    return teardown_inputs.TeardownInputs(**values)
 
 
 def test_the_three_costs_of_a_gap():
@@ -104,7 +104,7 @@ def test_policy_shrink_with_an_unknown_next_run_expires_at_its_break_even():
     assert decision.expires_at == pytest.approx(NOW + ttl)
     assert "with an expiry after 3 d 1 h idle" in decision.reason  # 72.79 h
     free = teardown_decision.decide(inputs(policy="shrink", shrunk_price_per_hour=0.0))
-    assert free.expires_at == NOW + teardown_decision.UNKNOWN_CADENCE_TTL_SECONDS
+    assert free.expires_at == NOW + teardown_inputs.UNKNOWN_CADENCE_TTL_SECONDS
 
 
 def test_history_picks_shrinking_for_the_learned_time():

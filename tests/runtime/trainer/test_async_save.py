@@ -79,7 +79,7 @@ def test_next_save_waits_for_the_persist_in_flight(tmp_path: Path) -> None:
     thread.join(10)
     saver.wait()
     assert events == [("start", 1), ("end", 1), ("start", 2), ("end", 2)]
-    assert [step for step, _ in checkpoint.list_checkpoints(tmp_path)] == [2]  # keep=1
+    assert [step for step, _ in manifests.list_checkpoints(tmp_path)] == [2]  # keep=1
 
 
 def test_a_persist_error_surfaces_in_the_caller(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_leaving_the_context_waits_for_the_persist(tmp_path: Path) -> None:
     with async_save.AsyncCheckpointer(tmp_path) as saver:
         saver.save(4, _arrays(4.0), {"k": 1})
     assert not saver.in_flight
-    assert checkpoint.latest_valid(tmp_path).step == 4
+    assert manifests.latest_valid_checkpoint(tmp_path).step == 4
 
 
 def test_bad_arrays_are_refused_at_the_snapshot(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_a_crash_mid_persist_leaves_the_previous_checkpoint(tmp_path: Path) -> N
         process.wait(30)
     torn = tmp_path / "ckpt-0000000002"
     assert sorted(p.name for p in torn.iterdir()) == ["arrays.npz", "metadata.json"]
-    assert [step for step, _ in checkpoint.list_checkpoints(tmp_path)] == [1, 2]
+    assert [step for step, _ in manifests.list_checkpoints(tmp_path)] == [1, 2]
     resumed = checkpoint.load_latest(tmp_path)
     assert resumed is not None and resumed.step == 1
     np.testing.assert_array_equal(resumed.arrays["w"], np.full(3, 1.0))

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vsp.components.runtime.core import errors, file_primitives
-from vsp.components.runtime.trainer import checkpoint, model_files
+from vsp.components.runtime.core import errors, file_primitives, gcs_paths
+from vsp.components.runtime.trainer import checkpoint, manifests
 
 
 def _arrays(step: int) -> dict[str, np.ndarray]:
@@ -39,12 +39,12 @@ def _meta(step: int) -> dict:
     }
 
 
-def _save(root: Path, step: int, **kwargs) -> checkpoint.CheckpointRef:
+def _save(root: Path, step: int, **kwargs) -> manifests.CheckpointRef:
     return checkpoint.save(root, step, _arrays(step), _meta(step), **kwargs)
 
 
 def _steps(root: Path) -> list[int]:
-    return [step for step, _ in checkpoint.list_checkpoints(root)]
+    return [step for step, _ in manifests.list_checkpoints(root)]
 
 
 def test_save_then_load_round_trips_bit_exactly(tmp_path: Path) -> None:
@@ -73,19 +73,19 @@ def test_manifest_lists_step_format_sizes_and_sha256(tmp_path: Path) -> None:
     assert (manifest["format"], manifest["format_version"]) == ("vsp-checkpoint", 1)
     assert manifest["created_unix"] > 0 and manifest["created"].endswith("+00:00")
     for name in ("arrays.npz", "metadata.json"):
-        size, sha = model_files.file_digest(ref.path / name)
+        size, sha = file_primitives.file_digest(ref.path / name)
         assert manifest["files"][name] == {"size": size, "sha256": sha}
 
 
 def test_latest_valid_returns_newest(tmp_path: Path) -> None:
     for step in (1, 5, 12):
         _save(tmp_path, step)
-    assert checkpoint.latest_valid(tmp_path).step == 12
+    assert manifests.latest_valid_checkpoint(tmp_path).step == 12
     assert checkpoint.load_latest(tmp_path).step == 12
 
 
 def test_missing_root_has_no_checkpoint(tmp_path: Path) -> None:
-    assert checkpoint.latest_valid(tmp_path / "nope") is None
+    assert manifests.latest_valid_checkpoint(tmp_path / "nope") is None
     assert checkpoint.load_latest(tmp_path / "nope") is None
 
 
@@ -143,12 +143,12 @@ def test_torn_or_corrupt_newest_is_skipped_for_previous(
     newest = _save(tmp_path, 20)
     damage(newest.path)
     with caplog.at_level(logging.WARNING, logger="vsp.components.runtime.trainer.checkpoint"):
-        assert checkpoint.latest_valid(tmp_path).step == 10
+        assert manifests.latest_valid_checkpoint(tmp_path).step == 10
         assert checkpoint.load_latest(tmp_path).step == 10
     assert any(
         "ckpt-0000000020" in r.getMessage() and reason in r.getMessage() for r in caplog.records
     )
-    with pytest.raises(checkpoint.CorruptCheckpointError, match="ckpt-0000000020") as info:
+    with pytest.raises(manifests.CorruptCheckpointError, match="ckpt-0000000020") as info:
         checkpoint.load(newest.path)
     assert isinstance(info.value, errors.UserError)
 
@@ -166,14 +166,16 @@ def test_crash_before_manifest_leaves_previous_as_newest_valid(
         _save(tmp_path, 8)
     monkeypatch.undo()
     assert _steps(tmp_path) == [4, 8]  # the payload of 8 is in place ...
-    assert checkpoint.latest_valid(tmp_path).step == 4  # ... but without manifest it is torn
+    assert (
+        manifests.latest_valid_checkpoint(tmp_path).step == 4
+    )  # ... but without manifest it is torn
     assert _save(tmp_path, 8).step == 8  # saving the same step again replaces it
-    assert checkpoint.latest_valid(tmp_path).step == 8
+    assert manifests.latest_valid_checkpoint(tmp_path).step == 8
 
 
 def test_all_torn_gives_none(tmp_path: Path) -> None:
     _no_manifest(_save(tmp_path, 1).path)
-    assert checkpoint.latest_valid(tmp_path) is None
+    assert manifests.latest_valid_checkpoint(tmp_path) is None
     assert checkpoint.load_latest(tmp_path) is None
 
 
@@ -193,7 +195,7 @@ def test_retention_never_deletes_newest_valid(tmp_path: Path) -> None:
         _no_manifest(_save(tmp_path, step).path)
     checkpoint.prune(tmp_path, 1)
     assert _steps(tmp_path) == [3, 5]
-    assert checkpoint.latest_valid(tmp_path).step == 3
+    assert manifests.latest_valid_checkpoint(tmp_path).step == 3
 
 
 def test_temp_leftovers_of_crashed_saves_are_removed(tmp_path: Path) -> None:
@@ -207,7 +209,7 @@ def test_temp_leftovers_of_crashed_saves_are_removed(tmp_path: Path) -> None:
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["ckpt-0000000001", "ckpt-0000000002", "history.jsonl"]
     assert not [p for p in ref.path.iterdir() if p.name.startswith(".tmp-")]
-    assert checkpoint.latest_valid(tmp_path).step == 2
+    assert manifests.latest_valid_checkpoint(tmp_path).step == 2
 
 
 def test_save_without_keep_still_cleans_temp_files(tmp_path: Path) -> None:
@@ -244,9 +246,9 @@ def test_directory_fsync_failure_is_tolerated(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    assert model_files.fsync_dir(tmp_path) is False
+    assert file_primitives.fsync_dir(tmp_path) is False
     _save(tmp_path, 1)
-    assert checkpoint.latest_valid(tmp_path).step == 1
+    assert manifests.latest_valid_checkpoint(tmp_path).step == 1
 
 
 def test_invalid_inputs_are_user_errors(tmp_path: Path) -> None:
@@ -277,14 +279,14 @@ def test_list_checkpoints_ignores_other_entries(tmp_path: Path) -> None:
 
 
 def test_gs_uris_map_to_the_fuse_mount(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(checkpoint.GCS_FUSE_ROOT_ENV, raising=False)
-    assert checkpoint.to_local_path("gs://bucket/run/ckpt") == Path("/gcs/bucket/run/ckpt")
-    assert checkpoint.to_local_path("/gcs/bucket/x") == Path("/gcs/bucket/x")
-    assert checkpoint.to_local_path("gs://b/x", gcs_root="/mnt/g") == Path("/mnt/g/b/x")
-    monkeypatch.setenv(checkpoint.GCS_FUSE_ROOT_ENV, "/fuse")
-    assert checkpoint.to_local_path("gs://b/") == Path("/fuse/b")
+    monkeypatch.delenv(gcs_paths.GCS_FUSE_ROOT_ENV, raising=False)
+    assert gcs_paths.to_local_path("gs://bucket/run/ckpt") == Path("/gcs/bucket/run/ckpt")
+    assert gcs_paths.to_local_path("/gcs/bucket/x") == Path("/gcs/bucket/x")
+    assert gcs_paths.to_local_path("gs://b/x", gcs_root="/mnt/g") == Path("/mnt/g/b/x")
+    monkeypatch.setenv(gcs_paths.GCS_FUSE_ROOT_ENV, "/fuse")
+    assert gcs_paths.to_local_path("gs://b/") == Path("/fuse/b")
     with pytest.raises(errors.UserError, match="names no bucket"):
-        checkpoint.to_local_path("gs://")
+        gcs_paths.to_local_path("gs://")
 
 
 def test_runtime_modules_need_no_kfp_or_cloud_sdk() -> None:

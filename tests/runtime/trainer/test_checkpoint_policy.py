@@ -10,8 +10,9 @@ import time
 import pytest
 
 from vsp.components.runtime.core import errors
+from vsp.components.runtime.trainer import contract, strategies
+from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.components.runtime.trainer import policy as cp
-from vsp.components.runtime.trainer import strategies
 
 MIN, HOUR = 60.0, 3600.0
 
@@ -27,43 +28,43 @@ MIN, HOUR = 60.0, 3600.0
     ],
 )
 def test_reference_table(mtbf_s: float, cost_s: float, young_min: float, daly_min: float) -> None:
-    assert round(cp.young_interval(cost_s, mtbf_s) / MIN, 1) == young_min
-    assert round(cp.daly_interval(cost_s, mtbf_s) / MIN, 1) == daly_min
+    assert round(strategies.young_interval(cost_s, mtbf_s) / MIN, 1) == young_min
+    assert round(strategies.daly_interval(cost_s, mtbf_s) / MIN, 1) == daly_min
 
 
 def test_reference_table_first_row() -> None:
     # M = 15 min, C = 30 s: Young 3.9 min as in the table. The §0 Daly formula gives 3.547 min,
     # which rounds to 3.5, not the table's 3.6 (the one row the formula does not reproduce).
-    assert round(cp.young_interval(30.0, 15 * MIN) / MIN, 1) == 3.9
-    assert cp.daly_interval(30.0, 15 * MIN) / MIN == pytest.approx(3.5468, abs=1e-4)
+    assert round(strategies.young_interval(30.0, 15 * MIN) / MIN, 1) == 3.9
+    assert strategies.daly_interval(30.0, 15 * MIN) / MIN == pytest.approx(3.5468, abs=1e-4)
 
 
 # Daly's own examples (delta = 5 min; R = 10 min does not enter the formula).
 @pytest.mark.parametrize(("mtbf_min", "tau_min"), [(24 * 60, 117.0), (6 * 60, 57.0), (15, 9.1)])
 def test_daly_paper_examples(mtbf_min: float, tau_min: float) -> None:
     digits = 1 if tau_min < 10 else 0
-    assert round(cp.daly_interval(5 * MIN, mtbf_min * MIN) / MIN, digits) == tau_min
+    assert round(strategies.daly_interval(5 * MIN, mtbf_min * MIN) / MIN, digits) == tau_min
 
 
 def test_formulas_exactly() -> None:
-    assert cp.young_interval(30.0, HOUR) == math.sqrt(2 * 30.0 * HOUR)
+    assert strategies.young_interval(30.0, HOUR) == math.sqrt(2 * 30.0 * HOUR)
     c, m = 30.0, HOUR
     expected = math.sqrt(2 * c * m) * (1 + math.sqrt(c / (2 * m)) / 3 + c / (18 * m)) - c
-    assert cp.daly_interval(c, m) == pytest.approx(expected, rel=1e-15)
-    assert cp.daly_interval(0.0, HOUR) == 0.0 == cp.young_interval(0.0, HOUR)
+    assert strategies.daly_interval(c, m) == pytest.approx(expected, rel=1e-15)
+    assert strategies.daly_interval(0.0, HOUR) == 0.0 == strategies.young_interval(0.0, HOUR)
 
 
 def test_daly_is_m_when_save_cost_reaches_2m() -> None:
-    assert cp.daly_interval(200.0, 100.0) == 100.0
-    assert cp.daly_interval(500.0, 100.0) == 100.0
-    assert cp.daly_interval(199.0, 100.0) != 100.0
+    assert strategies.daly_interval(200.0, 100.0) == 100.0
+    assert strategies.daly_interval(500.0, 100.0) == 100.0
+    assert strategies.daly_interval(199.0, 100.0) != 100.0
 
 
 @pytest.mark.parametrize(
     ("cost", "mtbf"), [(-1.0, 10.0), (1.0, 0.0), (math.nan, 1.0), (1.0, math.inf)]
 )
 def test_formula_inputs_are_checked(cost: float, mtbf: float) -> None:
-    for formula in (cp.young_interval, cp.daly_interval):
+    for formula in (strategies.young_interval, strategies.daly_interval):
         with pytest.raises(errors.UserError):
             formula(cost, mtbf)
 
@@ -109,19 +110,19 @@ def test_auto_policy_uses_daly_of_measured_cost() -> None:
         strategy=strategies.YoungDaly(),
     )
     assert policy.mode == "auto"
-    assert policy.interval_s == pytest.approx(cp.daly_interval(1.0, HOUR))
+    assert policy.interval_s == pytest.approx(strategies.daly_interval(1.0, HOUR))
     policy.record_save(10, 30.0)  # the first measurement replaces the guess
     assert policy.save_cost_s == 30.0
     assert policy.interval_s / MIN == pytest.approx(7.4162, abs=1e-4)
     policy.record_save(20, 10.0)  # then a moving average
     assert policy.save_cost_s == 20.0
-    clock.now += cp.daly_interval(20.0, HOUR) - 0.01
+    clock.now += strategies.daly_interval(20.0, HOUR) - 0.01
     assert not policy.should_save(21)
     clock.now += 0.02
     assert policy.should_save(22)
     # 30 s does not fit in the 30 s notice: the default notice-first strategy uses the formula
     young = cp.CheckpointPolicy(formula="young", mtbf_s=HOUR, initial_save_cost_s=30.0)
-    assert young.interval_s == pytest.approx(cp.young_interval(30.0, HOUR))
+    assert young.interval_s == pytest.approx(strategies.young_interval(30.0, HOUR))
 
 
 def test_auto_interval_clamps() -> None:
@@ -136,7 +137,7 @@ def test_observed_preemptions_update_mtbf() -> None:
     assert policy.mtbf_s == HOUR
     policy.observe(preemptions=3, run_seconds=HOUR)
     assert policy.mtbf_s == 2 * HOUR / 4
-    assert policy.interval_s == pytest.approx(cp.daly_interval(30.0, HOUR / 2))
+    assert policy.interval_s == pytest.approx(strategies.daly_interval(30.0, HOUR / 2))
 
 
 def test_state_dict_round_trip() -> None:
@@ -191,7 +192,7 @@ def test_bad_policy_settings(kwargs: dict) -> None:
         cp.CheckpointPolicy(**kwargs)
 
 
-def _wait_for(notice: cp.PreemptionNotice) -> bool:
+def _wait_for(notice: trainer_notice.PreemptionNotice) -> bool:
     deadline = time.monotonic() + 2.0
     while not notice.requested and time.monotonic() < deadline:
         time.sleep(0.001)
@@ -203,7 +204,7 @@ def test_notice_turns_signals_into_a_flag_and_restores_handlers(sig: signal.Sign
     seen = []
     before = signal.signal(sig, lambda signum, frame: seen.append(signum))
     try:
-        notice = cp.PreemptionNotice()
+        notice = trainer_notice.PreemptionNotice()
         with notice:
             assert notice.installed and not notice.requested
             signal.raise_signal(sig)
@@ -220,7 +221,7 @@ def test_notice_turns_signals_into_a_flag_and_restores_handlers(sig: signal.Sign
 
 def test_notice_signals_are_configurable() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with cp.PreemptionNotice([signal.SIGUSR2]) as notice:
+    with trainer_notice.PreemptionNotice([signal.SIGUSR2]) as notice:
         assert signal.getsignal(signal.SIGTERM) is before
         signal.raise_signal(signal.SIGUSR2)
         assert _wait_for(notice) and notice.reason == "SIGUSR2"
@@ -228,7 +229,7 @@ def test_notice_signals_are_configurable() -> None:
 
 
 def test_notice_request_and_clear() -> None:
-    notice = cp.PreemptionNotice()
+    notice = trainer_notice.PreemptionNotice()
     notice.request("metadata server says preempted")
     assert notice.requested and notice.received is None
     assert notice.reason == "metadata server says preempted"
@@ -237,7 +238,7 @@ def test_notice_request_and_clear() -> None:
 
 
 def test_notice_install_is_idempotent_and_main_thread_only() -> None:
-    notice = cp.PreemptionNotice()
+    notice = trainer_notice.PreemptionNotice()
     before = signal.getsignal(signal.SIGTERM)
     notice.install()
     notice.install()
@@ -247,7 +248,7 @@ def test_notice_install_is_idempotent_and_main_thread_only() -> None:
 
     def install_in_thread() -> None:
         try:
-            cp.PreemptionNotice().install()
+            trainer_notice.PreemptionNotice().install()
         except errors.UserError as exc:
             failures.append(str(exc))
 
@@ -258,8 +259,8 @@ def test_notice_install_is_idempotent_and_main_thread_only() -> None:
 
 
 def test_exit_code_is_distinct() -> None:
-    assert cp.EXIT_PREEMPTED == 128 + signal.SIGTERM
-    assert cp.EXIT_PREEMPTED not in {
+    assert contract.EXIT_PREEMPTED == 128 + signal.SIGTERM
+    assert contract.EXIT_PREEMPTED not in {
         0,
         errors.EXIT_USER_ERROR,
         errors.EXIT_INTERNAL_ERROR,

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import model_files
+from vsp.components.runtime.core import errors, file_primitives
+from vsp.components.runtime.trainer import manifests, model_files
 
 ARRAYS = {"W": np.arange(12, dtype=np.float64).reshape(3, 4) / 7, "b": np.ones(4, np.float32)}
 
@@ -22,8 +22,8 @@ def _write(path: Path, **kwargs) -> dict:
 
 
 def _problems(path: Path) -> list[str]:
-    with pytest.raises(model_files.ModelDirError) as info:
-        model_files.verify_model_dir(path)
+    with pytest.raises(manifests.ModelDirError) as info:
+        manifests.verify_model_dir(path)
     assert isinstance(info.value, errors.UserError)
     assert str(path) in str(info.value)
     return info.value.problems
@@ -31,7 +31,7 @@ def _problems(path: Path) -> list[str]:
 
 def test_write_then_verify_and_read(tmp_path: Path) -> None:
     written = _write(tmp_path / "model")
-    manifest = model_files.verify_model_dir(tmp_path / "model")
+    manifest = manifests.verify_model_dir(tmp_path / "model")
     assert manifest == written
     assert (manifest["format"], manifest["format_version"], manifest["step"]) == (
         "vsp-model",
@@ -40,7 +40,7 @@ def test_write_then_verify_and_read(tmp_path: Path) -> None:
     )
     assert sorted(manifest["files"]) == ["metadata.json", "metrics.json", "model.npz"]
     for name, entry in manifest["files"].items():
-        size, sha = model_files.file_digest(tmp_path / "model" / name)
+        size, sha = file_primitives.file_digest(tmp_path / "model" / name)
         assert entry == {"size": size, "sha256": sha}
     arrays, metadata = model_files.read_model_dir(tmp_path / "model")
     assert {k: v.tobytes() for k, v in arrays.items()} == {
@@ -136,7 +136,7 @@ def test_rewrite_replaces_previous_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [*manifest["files"], "manifest.json"]
     )
-    model_files.verify_model_dir(tmp_path)
+    manifests.verify_model_dir(tmp_path)
 
 
 def test_foreign_files_are_not_clobbered(tmp_path: Path) -> None:

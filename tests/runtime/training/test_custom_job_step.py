@@ -11,9 +11,8 @@ import time
 import pytest
 import requests
 
-from vsp.components.runtime.core import errors, polling
+from vsp.components.runtime.core import errors, gcs_paths, polling
 from vsp.components.runtime.steps import train_custom_job
-from vsp.components.runtime.trainer import checkpoint
 from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
 
 PROJECT, LOCATION = "test-project", "us-central1"
@@ -73,7 +72,7 @@ def test_eight_preemptions_need_two_jobs_and_end_bit_identical(emulator, tmp_pat
     assert outcome.metrics["attempts"] == 2
     assert [a.outcome.value for a in outcome.result.attempts] == ["PREEMPTED", "SUCCEEDED"]
     assert len(creates(emulator)) == 2
-    trained = checkpoint.to_local_path("gs://bucket/runs/r1/model/") / "model.npz"
+    trained = gcs_paths.to_local_path("gs://bucket/runs/r1/model/") / "model.npz"
     reference = tmp_path / "reference"
     env = {
         **os.environ,

@@ -30,8 +30,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import checkpoint, contract, strategies
+from vsp.components.runtime.core import errors, gcs_paths
+from vsp.components.runtime.trainer import contract, strategies
+from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import loop, state
 
@@ -127,8 +128,8 @@ def resolve_dir(
     """The flag value, else the first non-empty env var; ``gs://`` mapped to GCS FUSE."""
     for candidate in (value, *(environ.get(name) for name in env_names)):
         if candidate:
-            return checkpoint.to_local_path(
-                candidate, gcs_root=environ.get(contract.GCS_FUSE_ROOT_ENV)
+            return gcs_paths.to_local_path(
+                candidate, gcs_root=environ.get(gcs_paths.GCS_FUSE_ROOT_ENV)
             )
     return None
 
@@ -147,7 +148,7 @@ def parse_signals(text: str) -> list[signal.Signals]:
     return found
 
 
-def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> loop.TrainConfig:
+def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> state.TrainConfig:
     """Validates the arguments and builds the run configuration."""
     model_dir = resolve_dir(
         args.model_dir, (contract.MODEL_DIR_ENV, contract.VERTEX_MODEL_DIR_ENV), environ
@@ -167,7 +168,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> lo
     }.items():
         if not value >= 0:
             raise errors.UserError(f"{flag} must be >= 0 seconds, got {value}")
-    return loop.TrainConfig(
+    return state.TrainConfig(
         steps=args.steps,
         seed=args.seed,
         batch_size=args.batch_size,
@@ -177,7 +178,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> lo
         keep=args.keep,
         step_seconds=args.step_seconds,
         log_every=args.log_every,
-        step_log=checkpoint.to_local_path(args.step_log) if args.step_log else None,
+        step_log=gcs_paths.to_local_path(args.step_log) if args.step_log else None,
         samples=args.samples,
         hidden=args.hidden,
         save_mode=args.save_mode,
@@ -228,7 +229,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         log.info("checkpoints: %s (%s), model: %s", cfg.checkpoint_dir, policy.mode, cfg.model_dir)
         if cfg.checkpoint_dir is None:
             log.warning("no checkpoint dir: a preempted run will start over")
-        with checkpoint_policy.PreemptionNotice(parse_signals(args.notice_signals)) as notice:
+        with trainer_notice.PreemptionNotice(parse_signals(args.notice_signals)) as notice:
             trainer = loop.Trainer(cfg, policy, notice, slurm_restart_count=restarts)
             trainer.run()
             trainer.write_model()

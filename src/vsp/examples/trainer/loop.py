@@ -15,18 +15,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.trainer import checkpoint, history, model_files
+from vsp.components.runtime.trainer import checkpoint, history, manifests, model_files
+from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import model, saving
 from vsp.examples.trainer import state as train_state
 from vsp.examples.trainer.step_log import StepLog
 
 # The state lives in ``state``; named here too, so callers need one import.
-TrainConfig = train_state.TrainConfig
-TrainState = train_state.TrainState
-fresh_state = train_state.fresh_state
-to_checkpoint = train_state.to_checkpoint
-from_checkpoint = train_state.from_checkpoint
 
 log = logging.getLogger("vsp.examples.trainer")
 
@@ -51,9 +47,9 @@ class Trainer:
 
     def __init__(
         self,
-        cfg: TrainConfig,
+        cfg: train_state.TrainConfig,
         policy: checkpoint_policy.CheckpointPolicy,
-        notice: checkpoint_policy.PreemptionNotice,
+        notice: trainer_notice.PreemptionNotice,
         slurm_restart_count: int | None = None,
     ):
         self.cfg, self.policy, self.notice = cfg, policy, notice
@@ -70,7 +66,7 @@ class Trainer:
             policy.observe_notices(*history.notice_outcomes(records))
         log.info("checkpoint policy: %s", policy.explain())
 
-    def _restore(self) -> TrainState:
+    def _restore(self) -> train_state.TrainState:
         cfg = self.cfg
         ckpt = checkpoint.resume(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
         if ckpt is None:
@@ -79,8 +75,8 @@ class Trainer:
                     "restart %s but no valid checkpoint: from scratch", self.slurm_restart_count
                 )
             log.info("starting from step 0 (seed %d)", cfg.seed)
-            return fresh_state(cfg)
-        state = from_checkpoint(ckpt, cfg)
+            return train_state.fresh_state(cfg)
+        state = train_state.from_checkpoint(ckpt, cfg)
         policy_state = ckpt.metadata.get("policy", {})
         self.policy.load_state_dict(policy_state)
         self.prior_run_seconds = self.policy.run_seconds
@@ -102,7 +98,7 @@ class Trainer:
             "saved_on_notice": why == "notice",
             "slurm_restart_count": self.slurm_restart_count,
         }
-        arrays, metadata = to_checkpoint(state, self.cfg, extra)
+        arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)
         blocked = self.saver.save(state.step, arrays, metadata, reason=why)
         self.last_saved_step = state.step
         interval = self.policy.interval_s
@@ -137,7 +133,7 @@ class Trainer:
                 log.warning("preemption notice but no checkpoint dir: progress is lost")
             raise Preempted(step, self.notice.reason, saved=has_dir)
 
-    def run(self) -> TrainState:
+    def run(self) -> train_state.TrainState:
         """Trains until ``cfg.steps``; raises ``Preempted`` after saving on a notice."""
         cfg, state = self.cfg, self.state
         self.policy.start(state.step)
@@ -185,7 +181,7 @@ class Trainer:
         model_files.write_model_dir(
             cfg.model_dir, params, metadata, extra_files={"metrics.json": metrics}
         )
-        manifest = model_files.verify_model_dir(cfg.model_dir)
+        manifest = manifests.verify_model_dir(cfg.model_dir)
         log.info("model written to %s (step %d, verified)", cfg.model_dir, state.step)
         log.info("loss curve: %s", loss_curve(state.losses))
         return manifest

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.trainer import async_save, checkpoint
+from vsp.components.runtime.trainer import async_save, checkpoint, manifests
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import state as train_state
 
@@ -53,7 +53,7 @@ class Saver:
         reason="periodic",
         blocked_before=0.0,
         in_background=False,
-    ) -> checkpoint.CheckpointRef:
+    ) -> manifests.CheckpointRef:
         # The simulated serialisation before the snapshot held training in both modes; the
         # simulated upload did only when the save is blocking.
         persist_started = time.monotonic()

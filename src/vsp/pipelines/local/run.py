@@ -36,20 +36,17 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from vsp import vertex_emulator
 from vsp.components import catalog, packaging
-from vsp.components.runtime.core import errors, rest
-from vsp.components.runtime.trainer import contract
+from vsp.components.runtime.core import errors, gcs_paths, rest
 from vsp.pipelines.definitions import catalog as pipeline_catalog
 from vsp.pipelines.local import results, step_console, step_envs
 from vsp.pipelines.vertex import caching
 
 log = logging.getLogger(__name__)
 
-GCS_ROOT_ENV = contract.GCS_FUSE_ROOT_ENV
 COMPILED_DIR = pathlib.Path(__file__).resolve().parents[2] / "compiled"
 
 
 # The outcome of a local run (defined with the other readers of what a run left).
-LocalRunResult = results.LocalRunResult
 
 
 def local_settings(
@@ -104,7 +101,7 @@ def emulator_for_run(
             server.app.slurm.clear_preemption_plan(cluster_id)
     # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
     # (set by the emulator) and for the steps that read checkpoints and models.
-    changes = {rest.EMULATOR_ENV: server.address, GCS_ROOT_ENV: str(state / "gcs")}
+    changes = {rest.EMULATOR_ENV: server.address, gcs_paths.GCS_FUSE_ROOT_ENV: str(state / "gcs")}
     previous = {name: os.environ.get(name) for name in changes}
     os.environ.update(changes)
     log.info("started the Vertex emulator at %s (state in %s)", server.address, state)
@@ -146,7 +143,7 @@ def run_local(
     template_dir: str | os.PathLike | None = None,
     enable_caching: bool | None = None,
     console: step_console.StepConsole | None = None,
-) -> LocalRunResult:
+) -> results.LocalRunResult:
     """Runs a registered pipeline locally.
 
     Args:
@@ -198,7 +195,7 @@ def run_template(
     settings: vertex_emulator.EmulatorSettings | None = None,
     enable_caching: bool | None = None,
     console: step_console.StepConsole | None = None,
-) -> LocalRunResult:
+) -> results.LocalRunResult:
     """Runs a compiled pipeline template (the project's or your own) locally, as Vertex runs it.
 
     Each step runs its compiled command in a fresh virtual environment holding only what its
@@ -276,7 +273,7 @@ class _LocalRun:
         pipeline_root: str,
         settings: vertex_emulator.EmulatorSettings | None,
         console: step_console.StepConsole | None,
-    ) -> LocalRunResult:
+    ) -> results.LocalRunResult:
         in_process = self.mode == "in-process"
         root = str(pathlib.Path(pipeline_root).resolve())
         runner = local.SubprocessRunner(use_venv=not in_process)
@@ -299,7 +296,7 @@ class _LocalRun:
             entries = vertex_emulator.read_journal(state)[before:] if state else []
         calls = collections.Counter(results.classify_call(e) for e in entries)
         run_dir = results.newest_run(pathlib.Path(pipeline_root), self.pipeline)
-        return LocalRunResult(
+        return results.LocalRunResult(
             self.pipeline,
             not error,
             seconds,

@@ -15,13 +15,13 @@ import pathlib
 import re
 
 from vsp.components.runtime.core import gcp_labels, readable_time
-from vsp.pipelines.local import run
+from vsp.pipelines.local import results
 
 _BODY = re.compile(r"<body>(.*)</body>", re.DOTALL)
 REPORT_NAME = "run-report.html"
 
 
-def _metrics(result: run.LocalRunResult, task: str) -> dict[str, float]:
+def _metrics(result: results.LocalRunResult, task: str) -> dict[str, float]:
     path = result.outputs.get(f"{task}/metrics")
     if not path:
         return {}
@@ -31,7 +31,7 @@ def _metrics(result: run.LocalRunResult, task: str) -> dict[str, float]:
         return {}
 
 
-def facts(result: run.LocalRunResult) -> list[tuple[str, str]]:
+def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
     """The run's outcome as (what, value) pairs, only for the steps that ran."""
     params = result.parameters
     rows: list[tuple[str, str]] = []
@@ -87,7 +87,7 @@ def _body(path: str | None) -> str:
     return match.group(1) if match else ""
 
 
-def html_report(result: run.LocalRunResult) -> str:
+def html_report(result: results.LocalRunResult) -> str:
     """One self-contained page: the summary, the training report and the teardown decision."""
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts(result)
@@ -115,7 +115,7 @@ def html_report(result: run.LocalRunResult) -> str:
     )
 
 
-def write_report(result: run.LocalRunResult) -> str:
+def write_report(result: results.LocalRunResult) -> str:
     """Writes the page into the run's output folder; returns its path ('' without a folder)."""
     if not result.run_dir:
         return ""
@@ -124,13 +124,13 @@ def write_report(result: run.LocalRunResult) -> str:
     return str(path)
 
 
-def summary_lines(result: run.LocalRunResult) -> list[str]:
+def summary_lines(result: results.LocalRunResult) -> list[str]:
     """The facts as indented lines for the terminal."""
     return [f"  {what}: {value}" for what, value in facts(result)]
 
 
 def terminal_lines(
-    result: run.LocalRunResult,
+    result: results.LocalRunResult,
     *,
     preemptions: int,
     arguments: dict | None = None,

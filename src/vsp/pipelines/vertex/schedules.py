@@ -34,7 +34,6 @@ SCHEDULE_CRON = "schedule_cron"
 # The pipeline that deletes clusters kept warm past their expiry.
 REAPER_PIPELINE = "reap-expired-clusters"
 LIVE_STATES = ("ACTIVE", "PAUSED")
-API_VERSION = jobs.API_VERSION
 
 
 def with_schedule_cron(
@@ -183,7 +182,7 @@ class SchedulesClient:
     def list(self, parent: str, filter_text: str | None = None) -> Iterator[dict[str, Any]]:
         """Every schedule of ``projects/P/locations/L`` matching a list filter."""
         params = {"filter": filter_text} if filter_text else {}
-        return self.client.list_all(f"{API_VERSION}/{parent}/schedules", "schedules", params)
+        return self.client.list_all(f"{jobs.API_VERSION}/{parent}/schedules", "schedules", params)
 
     def live(self, parent: str, display_name: str) -> list[dict[str, Any]]:
         """The ACTIVE or PAUSED schedules with exactly this display name."""
@@ -208,12 +207,12 @@ class SchedulesClient:
     def delete(self, name: str) -> None:
         """Deletes a schedule and waits for the delete operation (missing is fine)."""
         try:
-            operation = self.client.delete(f"{API_VERSION}/{name}")
+            operation = self.client.delete(f"{jobs.API_VERSION}/{name}")
         except errors.NotFoundError:
             return
         if operation.get("name") and not operation.get("done"):
             operations.wait_for_operation(
-                self.client, operation["name"], api_version=API_VERSION, clock=self.clock
+                self.client, operation["name"], api_version=jobs.API_VERSION, clock=self.clock
             )
 
     def create(self, request: ScheduleRequest, *, replace: bool = False) -> dict[str, Any]:
@@ -239,7 +238,7 @@ class SchedulesClient:
             log.info("deleting schedule %s (replaced)", schedule["name"])
             self.delete(schedule["name"])
         try:
-            return self.client.post(f"{API_VERSION}/{parent}/schedules", request.body())
+            return self.client.post(f"{jobs.API_VERSION}/{parent}/schedules", request.body())
         except errors.TransientError as exc:
             log.warning("create of schedule got no usable answer (%s): looking it up", exc)
             self.clock.sleep(next(jobs.CREATE_BACKOFF.delays()))

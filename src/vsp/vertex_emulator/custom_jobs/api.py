@@ -31,7 +31,6 @@ from vsp.vertex_emulator.custom_jobs import spec as spec_module
 NO_CAPACITY_FAULT = "custom_job_no_capacity"
 _PARENT = r"projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/customJobs"
 CONTROL = f"{control.PREFIX}/custom-jobs"
-COLLECTION = runtime_module.COLLECTION
 
 fault_rules.register_action(NO_CAPACITY_FAULT)
 
@@ -98,14 +97,14 @@ def create_custom_job(request: router.Request) -> router.Response:
     }
     work.mkdir(parents=True, exist_ok=True)
     (app.state_dir / "gcs").mkdir(exist_ok=True)
-    app.store.put(COLLECTION, name, doc)
+    app.store.put(runtime_module.COLLECTION, name, doc)
     return router.Response(job)
 
 
 def get_custom_job(request: router.Request) -> router.Response:
     """Returns one CustomJob."""
     name = f"{_parent(request.params)}/customJobs/{request.params['job']}"
-    doc = request.app.store.get(COLLECTION, name)
+    doc = request.app.store.get(runtime_module.COLLECTION, name)
     if doc is None:
         raise errors.not_found(f'CustomJob "{name}" not found.')
     return router.Response(doc["job"])
@@ -150,7 +149,7 @@ def list_custom_jobs(request: router.Request) -> router.Response:
     terms = _filter(request.query_value("filter") or "")
     jobs = [
         doc["job"]
-        for key, doc in request.app.store.items(COLLECTION)
+        for key, doc in request.app.store.items(runtime_module.COLLECTION)
         if key.startswith(prefix) and _matches(doc["job"], terms)
     ]
     jobs.sort(key=lambda j: j["name"])

@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from vsp.components.runtime.trainer import contract
+from vsp.components.runtime.core import gcs_paths
 from vsp.vertex_emulator import casing, errors, field_rules
 
 STRATEGIES = ("STRATEGY_UNSPECIFIED", "STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
@@ -216,7 +216,7 @@ def environment(
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         "CLOUD_ML_PROJECT_ID": project,
         "CLOUD_ML_JOB_ID": job_id,
-        contract.GCS_FUSE_ROOT_ENV: gcs_root,
+        gcs_paths.GCS_FUSE_ROOT_ENV: gcs_root,
     }
     base = (job_spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
     if base:

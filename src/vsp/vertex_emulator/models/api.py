@@ -22,8 +22,6 @@ from typing import Any
 from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, paging, router
 from vsp.vertex_emulator.models import records
 
-COLLECTION = records.MODELS
-DEFAULT_ALIAS = records.DEFAULT_ALIAS
 MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]\Z")
 
@@ -93,14 +91,14 @@ def upload_model(request: router.Request) -> router.Response:
     else:
         model_id = model_id or str(secrets.randbelow(9 * 10**18) + 10**18)
         name = f"{parent}/models/{model_id}"
-        if app.store.contains(COLLECTION, name):
+        if app.store.contains(records.MODELS, name):
             raise errors.already_exists(f'Model "{name}" already exists.')
         record = records.new_model(stamp)
     version_id = str(record["next"])
     record["next"] += 1
     aliases = list(dict.fromkeys(model.get("versionAliases") or []))
-    if DEFAULT_ALIAS not in record["aliases"] and DEFAULT_ALIAS not in aliases:
-        aliases.insert(0, DEFAULT_ALIAS)
+    if records.DEFAULT_ALIAS not in record["aliases"] and records.DEFAULT_ALIAS not in aliases:
+        aliases.insert(0, records.DEFAULT_ALIAS)
     version = {
         "name": name,
         "versionId": version_id,
@@ -118,7 +116,7 @@ def upload_model(request: router.Request) -> router.Response:
     }
     records.give_aliases(app.store, record, version, aliases, stamp)
     records.put_version(app.store, version)
-    app.store.put(COLLECTION, name, record)
+    app.store.put(records.MODELS, name, record)
     operation = app.operations.create(
         parent=parent,
         kind="model.upload",
@@ -158,12 +156,12 @@ def list_models(request: router.Request) -> router.Response:
     """Lists the models of a location (each as its ``default`` version), by name, paged."""
     store = request.app.store
     prefix = f"{_parent(request.params)}/models/"
-    names = sorted(store.keys(COLLECTION, prefix=prefix))
+    names = sorted(store.keys(records.MODELS, prefix=prefix))
     chosen, body = paging.page(request, names, str, prefix)
     found = []
     for name in chosen:
         record = records.load(store, name)
-        found.append(records.version(store, name, record["aliases"][DEFAULT_ALIAS]))
+        found.append(records.version(store, name, record["aliases"][records.DEFAULT_ALIAS]))
     if found:
         body["models"] = found
     return router.Response(body)
@@ -188,14 +186,14 @@ def delete_version(request: router.Request) -> router.Response:
             f'Model version "{name}@{version_id}" is the only version of the model; delete the '
             "model instead."
         )
-    if DEFAULT_ALIAS in version["versionAliases"]:
+    if records.DEFAULT_ALIAS in version["versionAliases"]:
         raise errors.failed_precondition(
             f'Model version "{name}@{version_id}" is the default version; move the default alias '
             "to another version first."
         )
     records.take_aliases(record, version, list(version["versionAliases"]))
     app.store.delete(records.VERSIONS, records.version_key(name, version_id))
-    app.store.put(COLLECTION, name, record)
+    app.store.put(records.MODELS, name, record)
     now = app.now()
     operation = app.operations.create(
         parent=_parent(request.params),
@@ -228,7 +226,7 @@ def merge_aliases(request: router.Request) -> router.Response:
         if not ALIAS.match(alias):
             violations.append(errors.FieldViolation(field, f"Invalid alias {entry!r}."))
         elif text.startswith("-"):
-            if alias == DEFAULT_ALIAS:
+            if alias == records.DEFAULT_ALIAS:
                 violations.append(
                     errors.FieldViolation(
                         field, "The default alias cannot be removed; move it to another version."
@@ -249,7 +247,7 @@ def merge_aliases(request: router.Request) -> router.Response:
     records.give_aliases(store, record, version, adds, stamp)
     version["versionUpdateTime"] = version["updateTime"] = stamp
     records.put_version(store, version)
-    store.put(COLLECTION, name, record)
+    store.put(records.MODELS, name, record)
     return router.Response(version)
 
 
@@ -303,7 +301,7 @@ def _load(request: router.Request) -> tuple[dict[str, Any], str]:
 
 
 def _resolve(store: Any, record: dict[str, Any], name: str, params: dict[str, str]) -> str:
-    wanted = params.get("version") or DEFAULT_ALIAS
+    wanted = params.get("version") or records.DEFAULT_ALIAS
     found = records.resolve(store, record, name, wanted)
     if found is None:
         raise errors.not_found(f'Model version "{name}@{wanted}" not found.')

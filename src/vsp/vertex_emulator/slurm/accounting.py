@@ -19,11 +19,10 @@ from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 
 INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 
-Ctx = slurm_context.ClusterContext
 Reply = tuple[int, dict[str, Any]]
 
 
-def database(ctx: Ctx) -> dict[str, Any]:
+def database(ctx: slurm_context.ClusterContext) -> dict[str, Any]:
     """The cluster's accounting database (seeded with ``root``), stored in its state."""
     db = ctx.state.get("accounting")
     if db is None:
@@ -46,7 +45,9 @@ def database(ctx: Ctx) -> dict[str, Any]:
     return db
 
 
-def resolve_account(ctx: Ctx, user: str, account: str, partition: str) -> str:
+def resolve_account(
+    ctx: slurm_context.ClusterContext, user: str, account: str, partition: str
+) -> str:
     """The account a job runs under; checks associations when they are enforced.
 
     Raises:
@@ -96,7 +97,9 @@ def _short(assoc: dict[str, Any]) -> dict[str, Any]:
     return {key: assoc[key] for key in ("account", "cluster", "partition", "user", "id")}
 
 
-def _add_association(ctx: Ctx, db: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+def _add_association(
+    ctx: slurm_context.ClusterContext, db: dict[str, Any], item: dict[str, Any]
+) -> dict[str, Any]:
     assoc = {
         "account": item["account"],
         "user": item["user"],
@@ -112,7 +115,7 @@ def _add_association(ctx: Ctx, db: dict[str, Any], item: dict[str, Any]) -> dict
     return assoc
 
 
-def get_accounts(ctx: Ctx) -> Reply:
+def get_accounts(ctx: slurm_context.ClusterContext) -> Reply:
     """GET /slurmdb/v0.0.42/accounts."""
     db = database(ctx)
     accounts = []
@@ -122,7 +125,7 @@ def get_accounts(ctx: Ctx) -> Reply:
     return 200, {"accounts": accounts}
 
 
-def post_accounts(ctx: Ctx, body: Any) -> Reply:
+def post_accounts(ctx: slurm_context.ClusterContext, body: Any) -> Reply:
     """POST /slurmdb/v0.0.42/accounts ``{"accounts": [{"name", "description",
     "organization"}]}`` (adds or updates)."""
     db = database(ctx)
@@ -136,7 +139,7 @@ def post_accounts(ctx: Ctx, body: Any) -> Reply:
     return 200, {}
 
 
-def get_users(ctx: Ctx) -> Reply:
+def get_users(ctx: slurm_context.ClusterContext) -> Reply:
     """GET /slurmdb/v0.0.42/users."""
     db = database(ctx)
     users = []
@@ -157,7 +160,7 @@ def get_users(ctx: Ctx) -> Reply:
     return 200, {"users": users}
 
 
-def post_users(ctx: Ctx, body: Any) -> Reply:
+def post_users(ctx: slurm_context.ClusterContext, body: Any) -> Reply:
     """POST /slurmdb/v0.0.42/users ``{"users": [{"name", "default": {"account"}}]}``."""
     db = database(ctx)
     for item in _items(body, "users"):
@@ -172,7 +175,7 @@ def post_users(ctx: Ctx, body: Any) -> Reply:
     return 200, {}
 
 
-def get_associations(ctx: Ctx) -> Reply:
+def get_associations(ctx: slurm_context.ClusterContext) -> Reply:
     """GET /slurmdb/v0.0.42/associations."""
     db = database(ctx)
     shown = []
@@ -191,7 +194,7 @@ def get_associations(ctx: Ctx) -> Reply:
     return 200, {"associations": shown}
 
 
-def post_associations(ctx: Ctx, body: Any) -> Reply:
+def post_associations(ctx: slurm_context.ClusterContext, body: Any) -> Reply:
     """POST /slurmdb/v0.0.42/associations ``{"associations": [{"account", "user",
     "partition"?, "cluster"?}]}``: ``sacctmgr add User Accounts=A Partition=P U``."""
     db = database(ctx)

@@ -16,12 +16,11 @@ from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 
-Ctx = slurm_context.ClusterContext
 # Without a time limit Slurm 24.11 reports the job's end as its start plus 365 days.
 _NO_LIMIT_MINUTES = 365 * 24 * 60
 
 
-def job_environment(ctx: Ctx, job: dict[str, Any]) -> dict[str, str]:
+def job_environment(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> dict[str, str]:
     """The batch script's whole environment: the job's own plus Slurm's variables.
 
     The names and forms are those Slurm 24.11 gives a batch step submitted through slurmrestd
@@ -87,7 +86,9 @@ def job_environment(ctx: Ctx, job: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def hook_environment(ctx: Ctx, job: dict[str, Any], kind: str) -> dict[str, str]:
+def hook_environment(
+    ctx: slurm_context.ClusterContext, job: dict[str, Any], kind: str
+) -> dict[str, str]:
     """A prolog/epilog environment (no SLURM_JOB_NAME nor SLURM_RESTART_COUNT, as in Slurm)."""
     nodes = job.get("alloc") or []
     return {

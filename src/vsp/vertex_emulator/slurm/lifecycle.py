@@ -23,10 +23,8 @@ from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 HELD_REASON = "launch failed requeued held"
 _REASONS = {"TIMEOUT": "TimeLimit", "NODE_FAIL": "NodeDown", "FAILED": "NonZeroExitCode"}
 
-Ctx = slurm_context.ClusterContext
 
-
-def begin_run(ctx: Ctx, job: dict[str, Any], nodes: list[str]) -> None:
+def begin_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], nodes: list[str]) -> None:
     """Allocates nodes and starts the first prolog (or the script)."""
     job.update(
         alloc=list(nodes),
@@ -45,7 +43,9 @@ def begin_run(ctx: Ctx, job: dict[str, Any], nodes: list[str]) -> None:
     _start_phase(ctx, job, "prolog", 0)
 
 
-def _start_phase(ctx: Ctx, job: dict[str, Any], kind: str, index: int) -> None:
+def _start_phase(
+    ctx: slurm_context.ClusterContext, job: dict[str, Any], kind: str, index: int
+) -> None:
     """Starts prolog/epilog ``index`` or the script; skips past empty hook lists."""
     hooks = ctx.topo.prolog if kind == "prolog" else ctx.topo.epilog
     if kind != "script" and index >= len(hooks):
@@ -87,7 +87,9 @@ def _start_phase(ctx: Ctx, job: dict[str, Any], kind: str, index: int) -> None:
     job.update(pgid=proc.pgid, marker=marker)
 
 
-def _launch_failed(ctx: Ctx, job: dict[str, Any], kind: str, index: int, exc: OSError) -> None:
+def _launch_failed(
+    ctx: slurm_context.ClusterContext, job: dict[str, Any], kind: str, index: int, exc: OSError
+) -> None:
     job["description"] = f"{kind} could not start: {exc}"
     if kind == "prolog":
         _prolog_failed(ctx, job)
@@ -105,13 +107,13 @@ def _launch_failed(ctx: Ctx, job: dict[str, Any], kind: str, index: int, exc: OS
         _start_phase(ctx, job, "epilog", index + 1)
 
 
-def _prolog_failed(ctx: Ctx, job: dict[str, Any]) -> None:
+def _prolog_failed(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     ctx.take_down(job.get("alloc") or [], "DRAIN", "Prolog error")
     finalize(ctx, job, "REQUEUE_HOLD")
 
 
 def start_kill(
-    ctx: Ctx,
+    ctx: slurm_context.ClusterContext,
     job: dict[str, Any],
     outcome: str,
     wait: float,
@@ -149,7 +151,7 @@ def _show_completing(job: dict[str, Any], outcome: str) -> None:
         job.update(state=outcome, flags=["COMPLETING"])
 
 
-def cancel(ctx: Ctx, job: dict[str, Any]) -> bool:
+def cancel(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> bool:
     """Cancels a job (KillWait applies to running ones); False if it had already ended."""
     phase, kill = job.get("phase"), job.get("kill")
     if phase is None:
@@ -173,7 +175,7 @@ def cancel(ctx: Ctx, job: dict[str, Any]) -> bool:
     return True
 
 
-def advance(ctx: Ctx, job: dict[str, Any]) -> None:
+def advance(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     """One step of a running job: timers, signals, process exits, next phase."""
     phase = job.get("phase")
     if phase is None:
@@ -198,7 +200,7 @@ def advance(ctx: Ctx, job: dict[str, Any]) -> None:
         _on_exit(ctx, job, phase, *result)
 
 
-def _check_limits(ctx: Ctx, job: dict[str, Any]) -> None:
+def _check_limits(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     minutes = job.get("time_limit")
     if minutes is None or not job.get("start_time"):
         return
@@ -212,7 +214,9 @@ def _check_limits(ctx: Ctx, job: dict[str, Any]) -> None:
         start_kill(ctx, job, "TIMEOUT", ctx.scaled(ctx.settings.slurm_kill_wait_seconds))
 
 
-def _node_gone(ctx: Ctx, job: dict[str, Any], kill: dict[str, Any]) -> None:
+def _node_gone(
+    ctx: slurm_context.ClusterContext, job: dict[str, Any], kill: dict[str, Any]
+) -> None:
     ctx.take_down(kill["node_down"], "DOWN", kill["node_reason"] or "Not responding")
     result = ctx.procs.finished(ctx.key(job))
     ctx.procs.discard(ctx.key(job))
@@ -222,7 +226,13 @@ def _node_gone(ctx: Ctx, job: dict[str, Any], kill: dict[str, Any]) -> None:
     finalize(ctx, job, kill["outcome"])
 
 
-def _on_exit(ctx: Ctx, job: dict[str, Any], phase: str, rc: int | None, sig: int | None) -> None:
+def _on_exit(
+    ctx: slurm_context.ClusterContext,
+    job: dict[str, Any],
+    phase: str,
+    rc: int | None,
+    sig: int | None,
+) -> None:
     kill = job.get("kill")
     if phase == "prolog":
         if kill is not None:
@@ -242,7 +252,7 @@ def _on_exit(ctx: Ctx, job: dict[str, Any], phase: str, rc: int | None, sig: int
         _start_phase(ctx, job, "epilog", job.get("step", 0) + 1)
 
 
-def finish_run(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
+def finish_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: str) -> None:
     """After the script: the epilogs (state shows COMPLETING), then ``finalize``."""
     job.update(kill=None, outcome=outcome)
     if not ctx.topo.epilog:
@@ -252,7 +262,7 @@ def finish_run(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
     _start_phase(ctx, job, "epilog", 0)
 
 
-def lost(ctx: Ctx, job: dict[str, Any]) -> None:
+def lost(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     """A job whose process this emulator does not have (it restarted): a node failure."""
     slurm_process.kill_stale_group(job.get("pgid"), job.get("marker"))
     if job.get("phase") == "epilog":
@@ -268,7 +278,7 @@ def lost(ctx: Ctx, job: dict[str, Any]) -> None:
     finalize(ctx, job, outcome)
 
 
-def finalize(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
+def finalize(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: str) -> None:
     """Releases the nodes and sets the state the run ends in."""
     ctx.procs.discard(ctx.key(job))
     nodes = job.get("alloc") or []
@@ -311,7 +321,7 @@ def finalize(ctx: Ctx, job: dict[str, Any], outcome: str) -> None:
     )
 
 
-def expired(ctx: Ctx, job: dict[str, Any]) -> bool:
+def expired(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> bool:
     """Whether a finished job has left the live queue (``MinJobAge``)."""
     done = job.get("finished_at")
     age = ctx.scaled(ctx.settings.slurm_min_job_age_seconds)

@@ -39,7 +39,6 @@ from vsp.vertex_emulator.slurm import topology as slurm_topology
 
 log = logging.getLogger(__name__)
 
-MECHANISMS = real_slurm.PREEMPTION_MECHANISMS
 PREEMPTOR_PREFIX = "vsp-preemptor-"
 # How long the preempting job holds the node. Its end makes slurmctld schedule at once, so the
 # Spot job restarts then if its requeue hold (cred_expire + 1 s) is over, instead of waiting
@@ -80,8 +79,11 @@ class RealPreemptor:
     """
 
     def __init__(self, slurmrestd: real_slurm.RealSlurmrestd, mechanism: str = "partition"):
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"slurmrestd_preemption: one of {MECHANISMS}, not {mechanism!r}")
+        if mechanism not in real_slurm.PREEMPTION_MECHANISMS:
+            raise ValueError(
+                f"slurmrestd_preemption: one of {real_slurm.PREEMPTION_MECHANISMS}, "
+                f"not {mechanism!r}"
+            )
         self.slurmrestd = slurmrestd
         self.mechanism = mechanism
         self.events: list[dict[str, Any]] = []

@@ -20,12 +20,10 @@ from vsp.vertex_emulator.slurm import environment as slurm_environment
 from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 
-Ctx = slurm_context.ClusterContext
-
 PRIORITY_SPAN = 1_000_000
 
 
-def step(ctx: Ctx) -> None:
+def step(ctx: slurm_context.ClusterContext) -> None:
     """Advances one cluster: node recovery, running jobs, spot preemptions, scheduling."""
     ctx.recover_nodes()
     for job in list(ctx.jobs.values()):
@@ -34,13 +32,15 @@ def step(ctx: Ctx) -> None:
     schedule(ctx)
 
 
-def tier(ctx: Ctx, job: dict[str, Any]) -> int:
+def tier(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> int:
     """The ``PriorityTier`` of a job's partition (0 if the partition is gone)."""
     partition = ctx.topo.partitions.get(job["partition"])
     return partition.tier if partition else 0
 
 
-def submit(ctx: Ctx, fields: dict[str, Any], fault_after: float | None) -> dict[str, Any]:
+def submit(
+    ctx: slurm_context.ClusterContext, fields: dict[str, Any], fault_after: float | None
+) -> dict[str, Any]:
     """Records a new PENDING job and runs the scheduler; returns the job."""
     job_id = int(ctx.state["next_job_id"])
     ctx.state["next_job_id"] = job_id + 1
@@ -82,7 +82,7 @@ def release(job: dict[str, Any]) -> None:
     job.update(hold=False, launch_held=False, flags=flags, reason="None")
 
 
-def _blocker(ctx: Ctx, job: dict[str, Any]) -> str | None:
+def _blocker(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> str | None:
     if job.get("hold"):
         return "JobHeldUser"
     if job.get("launch_held"):
@@ -96,7 +96,7 @@ def _blocker(ctx: Ctx, job: dict[str, Any]) -> str | None:
     return None
 
 
-def schedule(ctx: Ctx) -> None:
+def schedule(ctx: slurm_context.ClusterContext) -> None:
     """Starts the pending jobs that can run, in priority order; sets the others' reasons."""
     pending = [
         job
@@ -133,7 +133,9 @@ def schedule(ctx: Ctx) -> None:
         blocked.update(candidates)
 
 
-def _preemptable(ctx: Ctx, victim: dict[str, Any], above: int, nodes: set[str]) -> bool:
+def _preemptable(
+    ctx: slurm_context.ClusterContext, victim: dict[str, Any], above: int, nodes: set[str]
+) -> bool:
     if victim.get("phase") not in ("prolog", "script") or victim.get("kill") is not None:
         return False
     if not nodes.intersection(victim.get("alloc") or []) or tier(ctx, victim) >= above:
@@ -146,7 +148,7 @@ def _preemptable(ctx: Ctx, victim: dict[str, Any], above: int, nodes: set[str]) 
 
 
 def _preempt_for(
-    ctx: Ctx,
+    ctx: slurm_context.ClusterContext,
     job: dict[str, Any],
     partition: Any,
     candidates: list[str],
@@ -185,7 +187,7 @@ def _preempt_for(
     return True
 
 
-def shut_down_cluster(ctx: Ctx) -> None:
+def shut_down_cluster(ctx: slurm_context.ClusterContext) -> None:
     """The cluster is being deleted: kills every job process; running jobs end NODE_FAIL."""
     for job in ctx.jobs.values():
         if job.get("phase") is not None:

@@ -19,8 +19,6 @@ other partitions, node sets, prolog and epilog scripts, extra storage) goes in t
 KFP passes for unset parameters. Bare network, subnetwork and reservation names are expanded
 with ``project`` (or the project of ``home_directory_storage``) and ``zone``. Numbers in
 ``slurm_config`` are turned into strings (slurm.conf values are strings).
-
-``diff_cluster`` and ``ClusterDiff`` live in ``cluster_diff`` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -28,15 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vsp.components.runtime.cluster import diff, keys, rules, slurm_values
+from vsp.components.runtime.cluster import keys, rules, slurm_values
 from vsp.components.runtime.cluster import rules_base as base
 from vsp.components.runtime.cluster import spec as cluster_spec
 
-ClusterDiff = diff.ClusterDiff
-FieldChange = diff.FieldChange
-diff_cluster = diff.diff_cluster
-
-__all__ = ["ClusterDiff", "FieldChange", "build_cluster_spec", "diff_cluster", "merge_spec"]
+__all__ = ["build_cluster_spec", "merge_spec"]
 
 
 LOGIN_POOL_ID = "login"

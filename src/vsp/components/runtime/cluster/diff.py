@@ -1,4 +1,4 @@
-"""Desired-versus-actual comparison of a training cluster (re-exported by ``cluster_builder``).
+"""Desired-versus-actual comparison of a training cluster: what differs, and whether it can change.
 
 Mutability (sources, listed in ``cluster/__init__``: [R MM] = magic-modules
 ``ModelDevelopmentCluster.yaml``, [R MANAGE] = the manage-cluster page):

@@ -276,15 +276,13 @@ def mark_kept(
     return update_managed_labels(client, ref, set_labels=labels, remove=remove, options=options)
 
 
-LABEL_LAST_RUN = gcp_labels.LAST_RUN
-LABEL_LAST_USED_AT = gcp_labels.LAST_USED_AT
-
-
 def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
     """The labels a run that reuses a cluster records on it: who and when."""
-    labels = {LABEL_LAST_USED_AT: gcp_labels.format_label_time(time.time() if now is None else now)}
+    labels = {
+        gcp_labels.LAST_USED_AT: gcp_labels.format_label_time(time.time() if now is None else now)
+    }
     if pipeline_run:
-        labels[LABEL_LAST_RUN] = gcp_labels.value(pipeline_run)
+        labels[gcp_labels.LAST_RUN] = gcp_labels.value(pipeline_run)
     return labels
 
 

@@ -27,8 +27,9 @@ import dataclasses
 import logging
 from typing import Any
 
-from vsp.components.runtime.cluster import builder, rules
+from vsp.components.runtime.cluster import diff as cluster_diff
 from vsp.components.runtime.cluster import labels as cluster_labels
+from vsp.components.runtime.cluster import rules
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.cluster.resource import (
     ERROR,
@@ -43,8 +44,6 @@ from vsp.components.runtime.cluster.resource import (
 from vsp.components.runtime.core import errors, gcp_labels, gcp_resources
 
 log = logging.getLogger(__name__)
-
-RUN_LABEL = gcp_labels.PIPELINE_RUN
 
 
 def update_mode(mask: list[str]) -> str:
@@ -123,7 +122,7 @@ class ClusterManager:
         start = clock.now()
         body = spec.to_request_body()
         body["labels"] = {**body.get("labels", {}), **labels}
-        run = labels.get(RUN_LABEL, "")
+        run = labels.get(gcp_labels.PIPELINE_RUN, "")
         self._reattach_recorded_create()
         action = "created"
         for _attempt in range(self.options.max_attempts):
@@ -157,7 +156,7 @@ class ClusterManager:
                 raise errors.InternalError(
                     f"cluster {self.ref.name} is in unexpected state {state}"
                 )
-            mine = run and (cluster.get("labels") or {}).get(RUN_LABEL) == run
+            mine = run and (cluster.get("labels") or {}).get(gcp_labels.PIPELINE_RUN) == run
             reuse_action = "attached" if mine else "reused"
             mask = self._reconcile(spec, cluster)
             shrunk = gcp_labels.is_shrunk(cluster.get("labels"))
@@ -223,7 +222,7 @@ class ClusterManager:
 
     def _reconcile(self, spec: cluster_spec.ClusterSpec, cluster: dict[str, Any]) -> list[str]:
         actual = cluster_spec.ClusterSpec.from_api(cluster)
-        diff = builder.diff_cluster(spec, actual)
+        diff = cluster_diff.diff_cluster(spec, actual)
         if diff.immutable:
             listed = "; ".join(diff.immutable)
             raise errors.UserError(

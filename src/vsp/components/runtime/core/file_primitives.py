@@ -18,12 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from vsp.components.runtime.core import gcs_paths
-
 log = logging.getLogger(__name__)
 
-GCS_FUSE_ROOT_ENV = gcs_paths.GCS_FUSE_ROOT_ENV
-to_local_path = gcs_paths.to_local_path  # the Cloud Storage mapping lives in gcs_paths
 TMP_PREFIX = ".tmp-"
 
 PathLike = str | os.PathLike

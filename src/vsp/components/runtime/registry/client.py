@@ -21,9 +21,9 @@ from typing import Any
 
 from vsp.components.runtime.core import (
     errors,
-    file_primitives,
     gcp_labels,
     gcp_resources,
+    gcs_paths,
     operations,
     polling,
     rest,
@@ -33,7 +33,6 @@ from vsp.components.runtime.trainer import manifests
 
 log = logging.getLogger(__name__)
 
-RUN_LABEL = gcp_labels.PIPELINE_RUN
 API_VERSION = "v1"
 MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]\Z")
@@ -89,7 +88,7 @@ def build_labels(
     run_value = gcp_labels.value(run_label or "")
     if not run_value:
         raise errors.UserError("run_label is empty. Fix: pass the pipeline run's id.")
-    merged[RUN_LABEL] = run_value
+    merged[gcp_labels.PIPELINE_RUN] = run_value
     if len(merged) > gcp_labels.MAX_LABELS:
         raise errors.UserError(f"{len(merged)} labels; GCP allows at most {gcp_labels.MAX_LABELS}.")
     return merged
@@ -155,11 +154,11 @@ def register_model(
         errors.UserError: The model directory does not verify or an argument is invalid.
         errors.TransientError: The upload kept failing transiently.
     """
-    manifests.verify_model_dir(file_primitives.to_local_path(artifact_uri))
+    manifests.verify_model_dir(gcs_paths.to_local_path(artifact_uri))
     aliases = list(version_aliases)
     _check_args(model_id, display_name, serving_image, aliases)
     all_labels = build_labels(labels, provenance, run_label)
-    run_value = all_labels[RUN_LABEL]
+    run_value = all_labels[gcp_labels.PIPELINE_RUN]
     name = f"projects/{project}/locations/{location}/models/{model_id}"
 
     def done(version_id: str, reused: bool, recorded=()) -> RegisteredModel:

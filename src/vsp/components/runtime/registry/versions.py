@@ -23,7 +23,6 @@ from vsp.components.runtime.core import errors, gcp_labels, operations, polling,
 log = logging.getLogger(__name__)
 
 API_VERSION = "v1"
-RUN_LABEL = gcp_labels.PIPELINE_RUN
 PAGE_SIZE = 100
 
 
@@ -40,7 +39,7 @@ def run_versions(
         listed = list(client.list_all(path, "models", {"pageSize": PAGE_SIZE}))
     except errors.NotFoundError:
         return False, []
-    mine = [v for v in listed if (v.get("labels") or {}).get(RUN_LABEL) == run_value]
+    mine = [v for v in listed if (v.get("labels") or {}).get(gcp_labels.PIPELINE_RUN) == run_value]
     return True, sorted(mine, key=lambda v: int(v["versionId"]))
 
 

@@ -14,8 +14,6 @@ from vsp.components.runtime.core import env_names, errors
 from vsp.components.runtime.slurm import job_fields
 
 RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}\Z")
-ENV_NAME_RE = env_names.ENV_NAME_RE
-SHELL_CONTROL_ENV = env_names.SHELL_CONTROL_ENV
 SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 WARNING_SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP")
 MANAGED_KEYS = frozenset(

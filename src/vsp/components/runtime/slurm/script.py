@@ -33,7 +33,6 @@ from vsp.components.runtime.trainer import contract
 DEFAULT_VERSION = "v0.0.42"
 MAX_REQUEST_BYTES = 1_000_000
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-RUN_KEY_ENV = contract.RUN_KEY_ENV
 COMMENT_PREFIX = "vsp-run-key="
 SPEC_PREFIX = "vsp-spec="
 PIPELINE_RUN_PREFIX = "vsp-pipeline-run="
@@ -154,7 +153,7 @@ class JobDescription:
         """The environment as ``"K=V"`` strings (adds ``PATH`` and ``VSP_RUN_KEY`` if missing)."""
         env = dict(self.environment)
         env.setdefault("PATH", DEFAULT_PATH)
-        env.setdefault(RUN_KEY_ENV, self.run_key)
+        env.setdefault(contract.RUN_KEY_ENV, self.run_key)
         return [f"{name}={value}" for name, value in env.items()]
 
     def batch_script(self) -> str:

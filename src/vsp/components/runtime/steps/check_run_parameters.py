@@ -20,7 +20,7 @@ from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.core import errors, gcp_labels, step
 from vsp.components.runtime.registry import client
 from vsp.components.runtime.steps import register_model
-from vsp.components.runtime.teardown import cost, decision, price_book
+from vsp.components.runtime.teardown import cost, price_book
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import options_check
@@ -186,7 +186,7 @@ def checkpoint_problems(checkpoint_dir: str, model_dir: str) -> list[errors.Spec
 
 
 def teardown_problems(
-    inputs: decision.TeardownInputs, failure_keep_minutes: float
+    inputs: teardown_inputs.TeardownInputs, failure_keep_minutes: float
 ) -> list[errors.SpecProblem]:
     """What ``decide_teardown`` and ``finalize_cluster`` would refuse, found now."""
     problems = []
@@ -235,7 +235,9 @@ def price_problems(
 
 
 def check_run(
-    model: Mapping[str, Any], teardown_inputs: decision.TeardownInputs | None = None, **extra: Any
+    model: Mapping[str, Any],
+    teardown_inputs: teardown_inputs.TeardownInputs | None = None,
+    **extra: Any,
 ) -> None:
     """Raises ``errors.SpecValidationError`` listing every problem, or returns.
 

@@ -97,7 +97,7 @@ def managed_labels(pipeline_run: str, now: datetime.datetime | None = None) -> d
     labels = {gcp_labels.MANAGED: "true", gcp_labels.CREATED_AT: gcp_labels.timestamp(now)}
     run = gcp_labels.value(pipeline_run)
     if run:
-        labels[ops.RUN_LABEL] = run
+        labels[gcp_labels.PIPELINE_RUN] = run
     return labels
 
 

@@ -19,6 +19,7 @@ from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import errors, rest, step
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision, run_history
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report as teardown_report
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ def main(
         ``(action, reason, labels)``.
     """
 
-    def run() -> tuple[decision.TeardownInputs, decision.TeardownDecision]:
-        inputs = decision.component_inputs(
+    def run() -> tuple[teardown_inputs.TeardownInputs, decision.TeardownDecision]:
+        inputs = teardown_inputs.component_inputs(
             policy=policy,
             schedule_cron=schedule_cron,
             interval_hours=interval_hours,
@@ -85,19 +86,19 @@ def main(
     return (chosen.action, chosen.reason, chosen.as_labels())
 
 
-def needs_prices(inputs: decision.TeardownInputs) -> bool:
+def needs_prices(inputs: teardown_inputs.TeardownInputs) -> bool:
     """Whether a price per hour is 0, to be derived from the cluster."""
     return inputs.idle_price_per_hour == 0 or inputs.provisioning_price_per_hour == 0
 
 
 def priced_inputs(
-    inputs: decision.TeardownInputs,
+    inputs: teardown_inputs.TeardownInputs,
     cluster: Mapping[str, Any],
     *,
     location: str = "",
     price_file: str = "",
     storage_price_per_hour: float = 0.0,
-) -> decision.TeardownInputs:
+) -> teardown_inputs.TeardownInputs:
     """The inputs with each price per hour that is 0 derived from the cluster's node pools.
 
     The idle price becomes the kept nodes' price plus ``storage_price_per_hour`` (and the
@@ -155,7 +156,7 @@ def read_cluster(client: rest.VertexRestClient | None, ref: resource.ClusterRef)
 
 
 def decide_teardown(
-    inputs: decision.TeardownInputs,
+    inputs: teardown_inputs.TeardownInputs,
     *,
     client: rest.VertexRestClient | None = None,
     project: str = "",
@@ -164,7 +165,7 @@ def decide_teardown(
     cluster_id: str = "",
     price_file: str = "",
     storage_price_per_hour: float = 0.0,
-) -> tuple[decision.TeardownInputs, decision.TeardownDecision]:
+) -> tuple[teardown_inputs.TeardownInputs, decision.TeardownDecision]:
     """The keep, shrink or delete decision for a cluster, with what it needs filled in.
 
     The prices that are 0 are taken from the cluster (its node pools priced); without a cron
@@ -210,7 +211,7 @@ def decide_teardown(
 
 
 def decision_metrics(
-    inputs: decision.TeardownInputs, decision: decision.TeardownDecision
+    inputs: teardown_inputs.TeardownInputs, decision: decision.TeardownDecision
 ) -> dict[str, float]:
     """The decision's metrics plus the inputs it weighed (prices per hour, minutes)."""
     weighed = {

@@ -15,7 +15,6 @@ from typing import Any
 
 from vsp.components.runtime.core import (
     errors,
-    file_primitives,
     gcp_labels,
     gcs_paths,
     rest,
@@ -181,7 +180,7 @@ def register(
             '["candidate"].'
         )
     artifact_uri = to_gcs_uri(model_dir_path)
-    manifest = manifests.verify_model_dir(file_primitives.to_local_path(artifact_uri))
+    manifest = manifests.verify_model_dir(gcs_paths.to_local_path(artifact_uri))
     manifest_step = manifest.get("step")
     run_label = pipeline_run or f"manual-{model_id}"
     provenance = provenance_labels(

@@ -43,17 +43,7 @@ from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import expiry
 from vsp.components.runtime.teardown import history as teardown_history
 from vsp.components.runtime.teardown import inputs as teardown_inputs
-
-# The inputs live in ``teardown_inputs``; their names are re-exported for this module's callers.
-TeardownInputs = teardown_inputs.TeardownInputs
-IdleCost = teardown_inputs.IdleCost
-component_inputs = teardown_inputs.component_inputs
-POLICIES = teardown_inputs.POLICIES
-DEFAULT_SLACK_FRACTION = teardown_inputs.DEFAULT_SLACK_FRACTION
-DEFAULT_MIN_SLACK_SECONDS = teardown_inputs.DEFAULT_MIN_SLACK_SECONDS
-DEFAULT_SCALE_UP_MINUTES = teardown_inputs.DEFAULT_SCALE_UP_MINUTES
-UNKNOWN_CADENCE_TTL_SECONDS = teardown_inputs.UNKNOWN_CADENCE_TTL_SECONDS
-KEEP, SHRINK, DELETE = teardown_inputs.KEEP, teardown_inputs.SHRINK, teardown_inputs.DELETE
+from vsp.components.runtime.teardown.inputs import DELETE, KEEP, SHRINK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +103,7 @@ class TeardownDecision:
 
 
 def _history_choice(
-    inputs: TeardownInputs, gaps: list[float]
+    inputs: teardown_inputs.TeardownInputs, gaps: list[float]
 ) -> tuple[str, float, dict[str, float]]:
     """The cheapest of keeping or shrinking for the best time over ``gaps``, or deleting.
 
@@ -142,7 +132,7 @@ def _cheapest(costs: dict[str, float]) -> str:
     return min((a for a in teardown_inputs.CHOICE_ORDER if a in costs), key=lambda a: costs[a])
 
 
-def _costs_text(costs: dict[str, float], inputs: TeardownInputs) -> str:
+def _costs_text(costs: dict[str, float], inputs: teardown_inputs.TeardownInputs) -> str:
     parts = [f"keeping costs {costs[KEEP]:.2f}"]
     if SHRINK in costs:
         parts.append(
@@ -153,7 +143,7 @@ def _costs_text(costs: dict[str, float], inputs: TeardownInputs) -> str:
     return ", ".join(parts)
 
 
-def decide(inputs: TeardownInputs) -> TeardownDecision:
+def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
     """Decide whether to keep the cluster warm, shrink it or delete it now.
 
     Args:
@@ -227,7 +217,7 @@ def decide(inputs: TeardownInputs) -> TeardownDecision:
         # Unknown next run: rent for the break-even time, then let the reaper buy (delete),
         # the deterministic 2-competitive ski-rental rule; never keep without an expiry.
         ttl = be if action == KEEP else inputs.shrink_break_even_seconds
-        ttl = ttl if math.isfinite(ttl) else UNKNOWN_CADENCE_TTL_SECONDS
+        ttl = ttl if math.isfinite(ttl) else teardown_inputs.UNKNOWN_CADENCE_TTL_SECONDS
         ttl = max(ttl, inputs.min_slack_seconds)
         expires_at = now + ttl
         why += f" with an expiry after {readable_time.duration(ttl)} idle"

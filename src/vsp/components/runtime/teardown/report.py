@@ -15,6 +15,7 @@ import math
 from vsp.components.runtime.core import readable_time
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown_decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report_chart
 
 _POOL_COLUMNS = (
@@ -66,7 +67,7 @@ def _pools_table(cost: teardown_cost.ClusterCost) -> str:
 
 
 def html_section(
-    inputs: teardown_decision.TeardownInputs, decision: teardown_decision.TeardownDecision
+    inputs: teardown_inputs.TeardownInputs, decision: teardown_decision.TeardownDecision
 ) -> str:
     """The decision as an HTML fragment (a ``<section>``)."""
     be = decision.break_even_seconds
@@ -123,7 +124,7 @@ def html_section(
 
 
 def html_page(
-    inputs: teardown_decision.TeardownInputs, decision: teardown_decision.TeardownDecision
+    inputs: teardown_inputs.TeardownInputs, decision: teardown_decision.TeardownDecision
 ) -> str:
     """A self-contained HTML page holding only the decision section."""
     return (

@@ -14,6 +14,7 @@ import math
 
 from vsp.components.runtime.core import readable_time, svg_chart
 from vsp.components.runtime.teardown import decision as teardown_decision
+from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 WIDTH, HEIGHT = 860, 320
 CURRENCY = "USD"
@@ -25,7 +26,7 @@ def _money(value: float) -> str:
 
 
 def cost_chart(
-    inputs: teardown_decision.TeardownInputs, decision: teardown_decision.TeardownDecision
+    inputs: teardown_inputs.TeardownInputs, decision: teardown_decision.TeardownDecision
 ) -> str:
     """The chart as one ``<svg>`` element.
 

@@ -39,7 +39,6 @@ from vsp.components.runtime.teardown import in_use
 
 log = logging.getLogger(__name__)
 
-SHRINK = gcp_labels.SHRUNK
 SHRUNK, KEPT_WHOLE = "shrunk", "kept whole"
 PATCH_PARAMS = {"updateMask": "node_pools", "updateMode": "USER_ONLY"}
 
@@ -167,10 +166,10 @@ def shrink(
     Raises:
         errors.UserError: The labels are not a shrink decision's (before any request).
     """
-    if labels.get(gcp_labels.TEARDOWN) != SHRINK:
+    if labels.get(gcp_labels.TEARDOWN) != gcp_labels.SHRUNK:
         raise errors.UserError(
-            f"shrink labels {labels!r} do not say {gcp_labels.TEARDOWN}={SHRINK}. Fix: pass "
-            "the labels of a decision whose action is shrink."
+            f"shrink labels {labels!r} do not say {gcp_labels.TEARDOWN}={gcp_labels.SHRUNK}. "
+            "Fix: pass the labels of a decision whose action is shrink."
         )
     unknown = sorted(set(labels) - {gcp_labels.TEARDOWN, gcp_labels.EXPIRES_AT})
     if unknown:

@@ -25,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from vsp.components.runtime.trainer import checkpoint, model_files
+from vsp.components.runtime.core import file_primitives
+from vsp.components.runtime.trainer import checkpoint, manifests, model_files
 
 log = logging.getLogger(__name__)
 
-PersistFn = Callable[..., checkpoint.CheckpointRef]
+PersistFn = Callable[..., manifests.CheckpointRef]
 """Writes one checkpoint: ``(directory, step, arrays, metadata, keep=...) -> CheckpointRef``."""
 
 
@@ -66,7 +67,7 @@ class AsyncCheckpointer:
 
     def __init__(
         self,
-        directory: checkpoint.PathLike,
+        directory: file_primitives.PathLike,
         *,
         keep: int | None = None,
         persist: PersistFn = checkpoint.save,
@@ -80,7 +81,7 @@ class AsyncCheckpointer:
         self._clock = clock
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self.last_ref: checkpoint.CheckpointRef | None = None
+        self.last_ref: manifests.CheckpointRef | None = None
         self.last_timing: SaveTiming | None = None
 
     @property
@@ -88,7 +89,7 @@ class AsyncCheckpointer:
         """True while a persist runs in the background."""
         return self._thread is not None and self._thread.is_alive()
 
-    def wait(self, timeout_s: float | None = None) -> checkpoint.CheckpointRef | None:
+    def wait(self, timeout_s: float | None = None) -> manifests.CheckpointRef | None:
         """Waits for the persist in flight; re-raises its exception; returns the last ref.
 
         Args:
@@ -175,7 +176,7 @@ class AsyncCheckpointer:
             log.error("checkpoint persist of step %d failed: %s", step, exc)
             self._error = exc
 
-    def close(self) -> checkpoint.CheckpointRef | None:
+    def close(self) -> manifests.CheckpointRef | None:
         """Waits for the persist in flight (re-raising its error); same as ``wait()``."""
         return self.wait()
 

@@ -49,28 +49,14 @@ from typing import Any
 
 import numpy as np
 
-from vsp.components.runtime.core import errors, file_primitives
+from vsp.components.runtime.core import errors, file_primitives, gcs_paths
 from vsp.components.runtime.trainer import history, history_writer, manifests, model_files
 
 log = logging.getLogger(__name__)
 
-FORMAT = manifests.CHECKPOINT_FORMAT
-FORMAT_VERSION = manifests.CHECKPOINT_FORMAT_VERSION
-MANIFEST = manifests.MANIFEST
-ARRAYS_FILE = manifests.CHECKPOINT_ARRAYS_FILE
-METADATA_FILE = manifests.CHECKPOINT_METADATA_FILE
-GCS_FUSE_ROOT_ENV = file_primitives.GCS_FUSE_ROOT_ENV
 
-PathLike = file_primitives.PathLike
 # The numpy-free readers live in ``manifests`` (the pipeline steps use them); they are named here
 # too so trainer code needs one import.
-CorruptCheckpointError = manifests.CorruptCheckpointError
-CheckpointRef = manifests.CheckpointRef
-to_local_path = file_primitives.to_local_path
-checkpoint_name = manifests.checkpoint_name
-list_checkpoints = manifests.list_checkpoints
-verify = manifests.verify_checkpoint
-latest_valid = manifests.latest_valid_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +74,7 @@ def remove_tree(path: Path) -> None:
     if not path.is_dir():
         path.unlink(missing_ok=True)
         return
-    (path / MANIFEST).unlink(missing_ok=True)
+    (path / manifests.MANIFEST).unlink(missing_ok=True)
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():
         log.warning("could not fully delete %s", path)
@@ -98,7 +84,7 @@ def remove_tree(path: Path) -> None:
 
 
 def save(
-    directory: PathLike,
+    directory: file_primitives.PathLike,
     step: int,
     arrays: Mapping[str, Any],
     metadata: Mapping[str, Any],
@@ -107,7 +93,7 @@ def save(
     reason: str = "periodic",
     blocked_before: float = 0.0,
     in_background: bool = False,
-) -> CheckpointRef:
+) -> manifests.CheckpointRef:
     """Saves a checkpoint atomically (see the module docstring for the protocol).
 
     Args:
@@ -138,19 +124,21 @@ def save(
         )
     checked = model_files.check_arrays(arrays)
     meta_bytes = model_files.encode_json(dict(metadata))
-    root = to_local_path(directory)
+    root = gcs_paths.to_local_path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    final = root / checkpoint_name(step)
+    final = root / manifests.checkpoint_name(step)
     tag = f"{os.getpid()}-{secrets.token_hex(4)}"
     staging = root / f"{file_primitives.TMP_PREFIX}{final.name}-{tag}"
     staging.mkdir()
     try:
         file_primitives.write_synced(
-            staging / ARRAYS_FILE, lambda f: model_files.write_npz(f, checked)
+            staging / manifests.CHECKPOINT_ARRAYS_FILE, lambda f: model_files.write_npz(f, checked)
         )
-        file_primitives.write_synced(staging / METADATA_FILE, meta_bytes)
+        file_primitives.write_synced(staging / manifests.CHECKPOINT_METADATA_FILE, meta_bytes)
         file_primitives.fsync_dir(staging)
-        files = file_primitives.describe_files(staging, [ARRAYS_FILE, METADATA_FILE])
+        files = file_primitives.describe_files(
+            staging, [manifests.CHECKPOINT_ARRAYS_FILE, manifests.CHECKPOINT_METADATA_FILE]
+        )
         if final.exists():
             log.warning("replacing existing checkpoint %s", final)
             remove_tree(final)
@@ -161,8 +149,8 @@ def save(
     file_primitives.fsync_dir(root)
     created, created_iso = file_primitives.utc_now()
     manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format": manifests.CHECKPOINT_FORMAT,
+        "format_version": manifests.CHECKPOINT_FORMAT_VERSION,
         "step": step,
         "created_unix": created,
         "created": created_iso,
@@ -174,8 +162,8 @@ def save(
     history_writer.record_save(
         root, step, started, _held(clock, blocked_before, in_background), reason
     )
-    file_primitives.write_file_atomic(final / MANIFEST, model_files.encode_json(manifest))
-    ref = CheckpointRef(path=final, step=step, manifest=manifest)
+    file_primitives.write_file_atomic(final / manifests.MANIFEST, model_files.encode_json(manifest))
+    ref = manifests.CheckpointRef(path=final, step=step, manifest=manifest)
     if keep is not None:
         prune(root, keep, protect=ref)
     else:
@@ -200,29 +188,29 @@ def _move_dir(source: Path, target: Path) -> None:
         source.rmdir()
 
 
-def load(checkpoint: CheckpointRef | PathLike) -> Checkpoint:
+def load(checkpoint: manifests.CheckpointRef | file_primitives.PathLike) -> Checkpoint:
     """Verifies and loads one checkpoint (arrays with ``allow_pickle=False``, JSON metadata)."""
-    path = checkpoint.path if isinstance(checkpoint, CheckpointRef) else checkpoint
-    ref = verify(path)
+    path = checkpoint.path if isinstance(checkpoint, manifests.CheckpointRef) else checkpoint
+    ref = manifests.verify_checkpoint(path)
     try:
-        arrays = model_files.read_npz(ref.path / ARRAYS_FILE)
-        metadata = json.loads((ref.path / METADATA_FILE).read_bytes())
+        arrays = model_files.read_npz(ref.path / manifests.CHECKPOINT_ARRAYS_FILE)
+        metadata = json.loads((ref.path / manifests.CHECKPOINT_METADATA_FILE).read_bytes())
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise CorruptCheckpointError(f"{ref.path}: cannot decode payload: {exc}") from exc
+        raise manifests.CorruptCheckpointError(f"{ref.path}: cannot decode payload: {exc}") from exc
     return Checkpoint(path=ref.path, step=ref.step, arrays=arrays, metadata=metadata)
 
 
-def load_latest(directory: PathLike) -> Checkpoint | None:
+def load_latest(directory: file_primitives.PathLike) -> Checkpoint | None:
     """Loads the newest checkpoint that verifies and decodes (skipping bad ones), or None."""
-    for _, path in reversed(list_checkpoints(directory)):
+    for _, path in reversed(manifests.list_checkpoints(directory)):
         try:
             return load(path)
-        except CorruptCheckpointError as exc:
+        except manifests.CorruptCheckpointError as exc:
             log.warning("skipping checkpoint: %s", exc)
     return None
 
 
-def resume(directory: PathLike) -> Checkpoint | None:
+def resume(directory: file_primitives.PathLike) -> Checkpoint | None:
     """``load_latest``, recorded in the history: a ``resume`` line (or ``start`` when there is
     no checkpoint yet) with the time loading began and the seconds it took. Call it once when a
     trainer process starts; the pipeline step's goodput figures need these lines."""
@@ -233,13 +221,13 @@ def resume(directory: PathLike) -> Checkpoint | None:
     return loaded
 
 
-def clean_temp_files(directory: PathLike) -> list[Path]:
+def clean_temp_files(directory: file_primitives.PathLike) -> list[Path]:
     """Deletes ``.tmp-*`` leftovers of crashed saves in the root and in checkpoint dirs."""
-    root = to_local_path(directory)
+    root = gcs_paths.to_local_path(directory)
     if not root.is_dir():
         return []
     candidates = [e for e in root.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
-    folders = [path for _, path in list_checkpoints(root)]
+    folders = [path for _, path in manifests.list_checkpoints(root)]
     for folder in folders:
         candidates += [e for e in folder.iterdir() if e.name.startswith(file_primitives.TMP_PREFIX)]
     for entry in candidates:
@@ -251,7 +239,12 @@ def clean_temp_files(directory: PathLike) -> list[Path]:
     return candidates
 
 
-def prune(directory: PathLike, keep: int, *, protect: CheckpointRef | None = None) -> list[Path]:
+def prune(
+    directory: file_primitives.PathLike,
+    keep: int,
+    *,
+    protect: manifests.CheckpointRef | None = None,
+) -> list[Path]:
     """Keeps the ``keep`` newest checkpoints plus the newest valid one; deletes the rest.
 
     Also deletes temp leftovers. The newest valid checkpoint is never deleted, even when the
@@ -268,15 +261,15 @@ def prune(directory: PathLike, keep: int, *, protect: CheckpointRef | None = Non
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise errors.UserError(f"keep must be an int >= 1, got {keep!r}")
     removed = clean_temp_files(directory)
-    entries = list_checkpoints(directory)
+    entries = manifests.list_checkpoints(directory)
     kept = {path for _, path in entries[-keep:]}
     for _, path in reversed(entries):
         if protect is not None and path == protect.path:
             kept.add(path)
             break
         try:
-            verify(path)
-        except CorruptCheckpointError as exc:
+            manifests.verify_checkpoint(path)
+        except manifests.CorruptCheckpointError as exc:
             log.info("not protecting %s", exc)
             continue
         kept.add(path)

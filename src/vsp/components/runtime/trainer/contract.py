@@ -18,13 +18,10 @@ so the pipeline steps use it too.
 
 from __future__ import annotations
 
-from vsp.components.runtime.core import gcs_paths
-
 CHECKPOINT_DIR_ENV = "VSP_CHECKPOINT_DIR"
 MODEL_DIR_ENV = "VSP_MODEL_DIR"
 ATTEMPT_ENV = "VSP_ATTEMPT"
 RUN_KEY_ENV = "VSP_RUN_KEY"
-GCS_FUSE_ROOT_ENV = gcs_paths.GCS_FUSE_ROOT_ENV
 VERTEX_CHECKPOINT_DIR_ENV = "AIP_CHECKPOINT_DIR"
 VERTEX_MODEL_DIR_ENV = "AIP_MODEL_DIR"
 EXIT_PREEMPTED = 143

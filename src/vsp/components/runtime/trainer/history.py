@@ -21,7 +21,7 @@ import json
 import logging
 from pathlib import Path
 
-from vsp.components.runtime.core import file_primitives
+from vsp.components.runtime.core import file_primitives, gcs_paths
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class Record:
 
 def history_file(directory: file_primitives.PathLike) -> Path:
     """Where the history of the checkpoint root ``directory`` lives."""
-    return file_primitives.to_local_path(directory) / HISTORY_FILE
+    return gcs_paths.to_local_path(directory) / HISTORY_FILE
 
 
 def _parse(line: str) -> Record | None:

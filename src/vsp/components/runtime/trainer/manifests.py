@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from vsp.components.runtime.core import errors, file_primitives
+from vsp.components.runtime.core import errors, file_primitives, gcs_paths
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def checkpoint_name(step: int) -> str:
 
 def list_checkpoints(directory: file_primitives.PathLike) -> list[tuple[int, Path]]:
     """(step, path) of every ``ckpt-*`` directory, valid or not, by ascending step."""
-    root = file_primitives.to_local_path(directory)
+    root = gcs_paths.to_local_path(directory)
     if not root.exists():
         return []
     if not root.is_dir():
@@ -101,7 +101,7 @@ def _read_manifest(path: Path, error: type[errors.UserError]) -> Any:
 
 def verify_checkpoint(path: file_primitives.PathLike) -> CheckpointRef:
     """Checks one checkpoint directory; raises ``CorruptCheckpointError`` saying why it is bad."""
-    path = file_primitives.to_local_path(path)
+    path = gcs_paths.to_local_path(path)
     match = _CHECKPOINT_NAME.match(path.name)
     if not match:
         raise CorruptCheckpointError(f"{path}: not a ckpt-NNNNNNNNNN directory")
@@ -140,7 +140,7 @@ def latest_valid_checkpoint(directory: file_primitives.PathLike) -> CheckpointRe
 def checkpoints_visible(directory: file_primitives.PathLike) -> bool:
     """Whether this process can see the checkpoint directory (a pipeline step cannot see the
     cluster's own storage; it sees Cloud Storage through ``/gcs``)."""
-    return file_primitives.to_local_path(directory).is_dir()
+    return gcs_paths.to_local_path(directory).is_dir()
 
 
 def default_checkpoint_dir(model_dir: str, run_key: str) -> str:

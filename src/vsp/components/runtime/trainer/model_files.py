@@ -33,26 +33,10 @@ from vsp.components.runtime.trainer import manifests
 
 log = logging.getLogger(__name__)
 
-FORMAT = manifests.MODEL_FORMAT
-FORMAT_VERSION = manifests.MODEL_FORMAT_VERSION
-MANIFEST = manifests.MANIFEST
-MODEL_FILE = manifests.MODEL_FILE
-METADATA_FILE = manifests.MODEL_METADATA_FILE
-TMP_PREFIX = file_primitives.TMP_PREFIX
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps: same arrays -> same bytes
 
-Writer = file_primitives.Writer
 # The numpy-free parts live in ``file_primitives`` and ``manifests`` (the registration step
 # verifies a model directory without numpy); they are named here too for trainer code.
-ModelDirError = manifests.ModelDirError
-verify_model_dir = manifests.verify_model_dir
-fsync_dir = file_primitives.fsync_dir
-write_synced = file_primitives.write_synced
-write_file_atomic = file_primitives.write_file_atomic
-file_digest = file_primitives.file_digest
-describe_files = file_primitives.describe_files
-file_problems = file_primitives.file_problems
-utc_now = file_primitives.utc_now
 
 
 def _json_default(value: Any) -> Any:
@@ -140,12 +124,18 @@ def write_model_dir(
     step = metadata.get("step") if step is None else step
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
         raise errors.UserError(f"step must be an int or None, got {step!r}")
-    payload: dict[str, bytes | Writer] = {
-        MODEL_FILE: lambda f: write_npz(f, checked),
-        METADATA_FILE: encode_json(dict(metadata)),
+    payload: dict[str, bytes | file_primitives.Writer] = {
+        manifests.MODEL_FILE: lambda f: write_npz(f, checked),
+        manifests.MODEL_METADATA_FILE: encode_json(dict(metadata)),
     }
     for name, content in (extra_files or {}).items():
-        if not name or "/" in name or name.startswith(".") or name in payload or name == MANIFEST:
+        if (
+            not name
+            or "/" in name
+            or name.startswith(".")
+            or name in payload
+            or name == manifests.MANIFEST
+        ):
             raise errors.UserError(f"extra file name {name!r} is reserved or not a plain name")
         if isinstance(content, str):
             content = content.encode("utf-8")
@@ -154,36 +144,40 @@ def write_model_dir(
     previous = _previous_files(root)
     foreign = []
     for entry in root.iterdir():
-        if entry.name.startswith(TMP_PREFIX) and entry.is_file():
+        if entry.name.startswith(file_primitives.TMP_PREFIX) and entry.is_file():
             entry.unlink()
-        elif entry.name != MANIFEST and entry.name not in payload and entry.name not in previous:
+        elif (
+            entry.name != manifests.MANIFEST
+            and entry.name not in payload
+            and entry.name not in previous
+        ):
             foreign.append(entry.name)
     if foreign:
         raise errors.UserError(
             f"model directory {root} holds files this writer did not create: {sorted(foreign)}. "
             "Fix: point the model dir at an empty directory."
         )
-    (root / MANIFEST).unlink(missing_ok=True)  # the directory must not verify mid-rewrite
+    (root / manifests.MANIFEST).unlink(missing_ok=True)  # the directory must not verify mid-rewrite
     for stale in previous - set(payload):
         (root / stale).unlink(missing_ok=True)
     for name, data in payload.items():
-        write_file_atomic(root / name, data)
-    created, created_iso = utc_now()
+        file_primitives.write_file_atomic(root / name, data)
+    created, created_iso = file_primitives.utc_now()
     manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format": manifests.MODEL_FORMAT,
+        "format_version": manifests.MODEL_FORMAT_VERSION,
         "step": step,
         "created_unix": created,
         "created": created_iso,
-        "files": describe_files(root, sorted(payload)),
+        "files": file_primitives.describe_files(root, sorted(payload)),
     }
-    write_file_atomic(root / MANIFEST, encode_json(manifest))
+    file_primitives.write_file_atomic(root / manifests.MANIFEST, encode_json(manifest))
     return manifest
 
 
 def _previous_files(root: Path) -> set[str]:
     try:
-        files = json.loads((root / MANIFEST).read_bytes()).get("files", {})
+        files = json.loads((root / manifests.MANIFEST).read_bytes()).get("files", {})
     except (OSError, ValueError, AttributeError):
         return set()
     return {n for n in files if isinstance(n, str) and "/" not in n and not n.startswith(".")}
@@ -192,6 +186,6 @@ def _previous_files(root: Path) -> set[str]:
 def read_model_dir(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Verifies a model directory, then returns its (arrays, metadata)."""
     root = Path(path)
-    verify_model_dir(root)
-    arrays = read_npz(root / MODEL_FILE)
-    return arrays, json.loads((root / METADATA_FILE).read_bytes())
+    manifests.verify_model_dir(root)
+    arrays = read_npz(root / manifests.MODEL_FILE)
+    return arrays, json.loads((root / manifests.MODEL_METADATA_FILE).read_bytes())

@@ -33,11 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import contract, notice, strategies
+from vsp.components.runtime.trainer import strategies
 
-PreemptionNotice = notice.PreemptionNotice
-DEFAULT_NOTICE_SIGNALS = notice.DEFAULT_NOTICE_SIGNALS
-EXIT_PREEMPTED = contract.EXIT_PREEMPTED
 """Exit code after saving on a preemption notice: 128 + SIGTERM, what a shell reports for a
 process stopped by SIGTERM, so supervisors treat both alike ("stopped early, rerun to resume").
 It differs from 0 (done), 2 (user error), 70 (internal error) and 75 (transient error)."""
@@ -45,11 +42,6 @@ It differs from 0 (done), 2 (user error), 70 (internal error) and 75 (transient 
 GCP_SPOT_NOTICE_S = 30.0
 DEFAULT_MTBF_S = 3600.0
 FORMULAS = ("young", "daly")
-
-
-_check_costs = strategies.check_costs
-young_interval = strategies.young_interval
-daly_interval = strategies.daly_interval
 
 
 class CheckpointPolicy:
@@ -109,7 +101,7 @@ class CheckpointPolicy:
             raise errors.UserError(f"notice_s must be a finite number >= 0 s, got {notice_s!r}")
         if not (math.isfinite(notice_margin) and notice_margin >= 1):
             raise errors.UserError(f"notice_margin must be >= 1, got {notice_margin!r}")
-        _check_costs(initial_save_cost_s, mtbf_s)
+        strategies.check_costs(initial_save_cost_s, mtbf_s)
         self.every_steps = every_steps
         self.every_seconds = every_seconds
         self.prior_mtbf_s = float(mtbf_s)

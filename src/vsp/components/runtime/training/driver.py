@@ -19,7 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vsp.components.runtime.core import errors, file_primitives, gcp_labels, polling, step
+from vsp.components.runtime.core import (
+    errors,
+    gcp_labels,
+    gcs_paths,
+    polling,
+    step,
+)
 from vsp.components.runtime.trainer import history, manifests
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training import poll_plan, recovery, report, supervisor
@@ -86,7 +92,7 @@ def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
 
 
 def _trainer_metrics(model_dir: str) -> dict[str, Any]:
-    path = os.path.join(file_primitives.to_local_path(model_dir), "metrics.json")
+    path = os.path.join(gcs_paths.to_local_path(model_dir), "metrics.json")
     try:
         with open(path) as handle:
             found = json.load(handle)

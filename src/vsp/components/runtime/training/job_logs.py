@@ -16,7 +16,7 @@ import collections
 import logging
 import os
 
-from vsp.components.runtime.core import file_primitives
+from vsp.components.runtime.core import gcs_paths
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class LogFollower:
         """Complete lines added to ``path`` since the last call (at most ``max_lines``, the
         newest, after a line saying how many were skipped); a one-time note when the file's
         folder stays invisible from here; [] when nothing is new."""
-        local = file_primitives.to_local_path(path)
+        local = gcs_paths.to_local_path(path)
         if not local.parent.is_dir():
             self._missing[path] += 1
             if self._missing[path] != NOTE_AFTER_POLLS:
@@ -72,7 +72,7 @@ class LogFollower:
 def tail(path: str, lines: int = 20) -> str:
     """The last ``lines`` lines of a log file, or where it is when not visible from here."""
     try:
-        with open(file_primitives.to_local_path(path), errors="replace") as handle:
+        with open(gcs_paths.to_local_path(path), errors="replace") as handle:
             return "".join(collections.deque(handle, maxlen=lines)).rstrip()
     except OSError:
         return f"(log not readable from this step: {path} on the cluster)"

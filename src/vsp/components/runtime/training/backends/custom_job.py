@@ -21,9 +21,6 @@ from vsp.components.runtime.training.recovery import Attempt, Target
 
 log = logging.getLogger(__name__)
 
-RUN_KEY_LABEL = gcp_labels.RUN_KEY
-PIPELINE_RUN_LABEL = gcp_labels.PIPELINE_RUN
-ATTEMPT_LABEL = gcp_labels.ATTEMPT
 _STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
 
 
@@ -78,16 +75,20 @@ class CustomJobBackend(TrainingBackend):
         self.client = client
         self.parent = parent
         self.training = training
-        self.run_labels = {PIPELINE_RUN_LABEL: run_label(pipeline_run)} if pipeline_run else {}
+        self.run_labels = {gcp_labels.PIPELINE_RUN: run_label(pipeline_run)} if pipeline_run else {}
         self._seen: dict[str, Outcome] = {}
 
     def find(self, run_key: str) -> list[Attempt]:
         mine = run_jobs(self.client, self.parent, run_key)
-        mine.sort(key=lambda j: int((j.get("labels") or {}).get(ATTEMPT_LABEL, "0") or 0))
+        mine.sort(key=lambda j: int((j.get("labels") or {}).get(gcp_labels.ATTEMPT, "0") or 0))
         return [Attempt(j["name"].rsplit("/", 1)[-1], _target(j)) for j in mine if j.get("name")]
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
-        labels = {**self.run_labels, RUN_KEY_LABEL: run_label(run_key), ATTEMPT_LABEL: str(index)}
+        labels = {
+            **self.run_labels,
+            gcp_labels.RUN_KEY: run_label(run_key),
+            gcp_labels.ATTEMPT: str(index),
+        }
         body = self.training.request_body(target.name, labels, index)
         try:
             job = self.client.post(f"v1/{self.parent}/customJobs", body)
@@ -95,7 +96,7 @@ class CustomJobBackend(TrainingBackend):
             log.warning("create got no usable answer (%s): looking the job up first", exc)
             for attempt in self.find(run_key):
                 job_labels = self._labels(attempt.job_id)
-                if job_labels.get(ATTEMPT_LABEL) == str(index):
+                if job_labels.get(gcp_labels.ATTEMPT) == str(index):
                     return attempt
             raise
         return Attempt(job["name"].rsplit("/", 1)[-1], target)
@@ -145,7 +146,7 @@ def labelled_jobs(
 
 def run_jobs(client: rest.VertexRestClient, parent: str, run_key: str) -> list[dict[str, Any]]:
     """The CustomJobs of ``parent`` that carry ``run_key``."""
-    return labelled_jobs(client, parent, RUN_KEY_LABEL, run_label(run_key))
+    return labelled_jobs(client, parent, gcp_labels.RUN_KEY, run_label(run_key))
 
 
 def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: str) -> list[str]:
@@ -155,7 +156,7 @@ def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: 
         The names of the jobs cancelled. A job that finished meanwhile is skipped (logged).
     """
     cancelled = []
-    for job in labelled_jobs(client, parent, PIPELINE_RUN_LABEL, run_label(pipeline_run)):
+    for job in labelled_jobs(client, parent, gcp_labels.PIPELINE_RUN, run_label(pipeline_run)):
         if classify(job) not in (Outcome.PENDING, Outcome.RUNNING) or not job.get("name"):
             continue
         if cancel_job(client, f"v1/{job['name']}"):

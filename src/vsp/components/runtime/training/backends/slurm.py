@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from vsp.components.runtime.core import errors, gcp_labels, polling, rest
+from vsp.components.runtime.core import errors, gcp_labels, gcs_paths, polling, rest
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.slurm import api, error_codes, script
 from vsp.components.runtime.trainer import contract
@@ -84,9 +84,9 @@ def emulated_storage_environment() -> dict[str, str]:
     with the emulator the step passes that folder on, and a ``gs://`` model or checkpoint dir
     reaches the same files in the job as in the steps. Against Vertex AI: nothing is added.
     """
-    root = os.environ.get(contract.GCS_FUSE_ROOT_ENV, "")
+    root = os.environ.get(gcs_paths.GCS_FUSE_ROOT_ENV, "")
     if rest.emulator_host() and root:
-        return {contract.GCS_FUSE_ROOT_ENV: root}
+        return {gcs_paths.GCS_FUSE_ROOT_ENV: root}
     return {}
 
 
