@@ -31,7 +31,7 @@ def decide_teardown(
     storage_price_per_hour: float = 0.0,
     shrunk_price_per_hour: float = 0.0,
     scale_up_minutes: float = 10.0,
-) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("labels", dict)]):
+) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("summary", str), ("labels", dict)]):
     """Decides whether to keep the training cluster warm, shrink it, or delete it now.
 
     Ski rental with a middle choice: keeping costs ``idle_price_per_hour`` (by default what the
@@ -84,6 +84,7 @@ def decide_teardown(
     Returns:
         action: ``keep``, ``shrink`` or ``delete``.
         reason: The decision in one sentence, with the numbers.
+        summary: The decision in two short lines: what and why, then the costs weighed (USD).
         labels: Cluster labels for ``keep_cluster`` and ``shrink_cluster`` (``vsp-teardown``,
             ``vsp-expires-at``).
     """
@@ -152,7 +153,7 @@ def finalize_cluster(
     failure_keep_minutes: float = 60.0,
     timeout_seconds: float = 3600.0,
     pipeline_run: str = "",
-) -> str:
+) -> NamedTuple("Outputs", [("action", str), ("summary", str)]):
     """The exit task: makes sure no cluster is left running without an owner.
 
     Runs however the run ended. After a success the teardown decision has already acted, so it
@@ -173,7 +174,10 @@ def finalize_cluster(
             deletion skips a cluster on which another run still has unfinished Slurm jobs.
 
     Returns:
-        What it did: none, deleted, kept or absent.
+        action: What it did: none, deleted, kept or absent.
+        summary: The cluster's fate in one line; for a kept cluster, until when and what it
+            costs per hour meanwhile (USD/hour, from the price table; "unknown" without a
+            price for its machine type).
     """
     params = dict(locals())  # the parameters, before the import below binds a name
     from vsp.components.runtime.steps import finalize_cluster

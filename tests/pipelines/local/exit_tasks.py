@@ -15,8 +15,11 @@ PARENT = "projects/test-project/locations/us-central1"
 
 
 def execute(tmp_path, component: str, parameters: dict[str, Any], state: str) -> Any:
-    """Runs ``component`` with ``parameters`` and ``status`` = ``state``; returns ``Output``."""
+    """Runs ``component`` with ``parameters`` and ``status`` = ``state``; returns its output
+    (``Output``), or its outputs by name when it has several."""
     output = tmp_path / "output.json"
+    built = catalog.component_set(packaging.PREINSTALLED)[component]
+    names = list(built.component_spec.outputs or {"Output": None})
     status = {
         "state": state,
         "pipelineJobResourceName": f"{PARENT}/pipelineJobs/r",
@@ -26,13 +29,13 @@ def execute(tmp_path, component: str, parameters: dict[str, Any], state: str) ->
     executor_input = {
         "inputs": {"parameterValues": {**parameters, "status": status}},
         "outputs": {
-            "parameters": {"Output": {"outputFile": str(tmp_path / "Output")}},
+            "parameters": {n: {"outputFile": str(tmp_path / n)} for n in names},
             "outputFile": str(output),
         },
     }
-    built = catalog.component_set(packaging.PREINSTALLED)[component]
     executor.Executor(executor_input, built).execute()
-    return json.loads(output.read_text())["parameterValues"]["Output"]
+    values = json.loads(output.read_text())["parameterValues"]
+    return values["Output"] if names == ["Output"] else values
 
 
 def saved_step_loggers():

@@ -87,10 +87,13 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     facts = dict(summary.facts(second))
     assert facts["cluster"].startswith("reused (warm)")
     assert facts["model version"].endswith("slurm-spot-example@2")
-    assert facts["teardown"].startswith("delete: Delete the cluster: deleting is cheaper")
+    assert facts["teardown"] == "delete: deleting is cheaper (next run in 2 d)"
+    assert facts["teardown costs"].endswith("; idle 159.67 USD/h")
     # No price given: the cluster's pools priced from the table (login n2-standard-8, 2 Spot
     # and 1 on-demand a3-highgpu-8g, fixed-size pools).
-    assert "159.67" in facts["teardown"] and "price table" in facts["teardown"]
+    reason = second.parameters["decide-teardown"]["reason"]
+    assert reason.startswith("Delete the cluster: deleting is cheaper")
+    assert "Idle cost 159.67 USD/h" in reason and "price table" in reason
     decided = json.loads(pathlib.Path(second.outputs["decide-teardown/metrics"]).read_text())
     assert decided["teardown_input_idle_price_per_hour"] == pytest.approx(159.669972)
     page = pathlib.Path(summary.write_report(second)).read_text()
@@ -124,8 +127,10 @@ def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_b
     assert counts == {"login": (1, 1), "spot": (0, 0), "ondemand": (0, 0)}
     assert first.parameters["shrink-cluster"] == {"Output": "shrunk"}
     facts = dict(summary.facts(first))
-    assert facts["teardown"].startswith("shrink: Shrink the cluster: shrinking is cheaper")
-    assert "Shrunk (compute pools at no nodes): 0.39/h." in facts["teardown"]
+    assert facts["teardown"] == "shrink: shrinking is cheaper (next run in 1 h)"
+    assert "shrink " in facts["teardown costs"] and "idle 159.67 USD/h" in facts["teardown costs"]
+    reason = first.parameters["decide-teardown"]["reason"]
+    assert "Shrunk (compute pools at no nodes): 0.39 USD/h." in reason
     assert facts["gpu pools"] == "shrunk" and facts["shrunk until"].endswith("then reaped")
     decided = json.loads(pathlib.Path(first.outputs["decide-teardown/metrics"]).read_text())
     assert decided["teardown_shrink"] == 1.0
@@ -165,7 +170,9 @@ def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it
     assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("PATCH", "vsplocal")]
     [labels] = _patch_labels(failed)
     assert labels["vsp-teardown"] == "retry"
-    assert failed.parameters["finalize-cluster"] == {"Output": "kept"}
+    assert failed.parameters["finalize-cluster"]["action"] == "kept"
+    fate = dict(summary.facts(failed))["cluster after the run"]
+    assert fate.startswith("kept for a retry until ") and "idle at 159.67 USD/h" in fate
 
     time.sleep(1.5)  # past the 1.2 s retry window
     reaped = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters")
@@ -182,7 +189,7 @@ def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monk
     failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0)
     assert not failed.succeeded
     assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("DELETE", "vsplocal")]
-    assert failed.parameters["finalize-cluster"] == {"Output": "deleted"}
+    assert failed.parameters["finalize-cluster"]["action"] == "deleted"
     assert vertex_emulator.read_journal(failed.state_dir)[-1]["status"] == 404
 
 
@@ -191,7 +198,7 @@ def test_bad_registration_parameters_fail_before_any_cluster_is_created(tmp_path
     assert not failed.succeeded and "check-run-parameters" in failed.error
     # No create, no job: only the exit task's look-up of the (absent) cluster.
     assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
-    assert failed.parameters["finalize-cluster"] == {"Output": "absent"}
+    assert failed.parameters["finalize-cluster"]["action"] == "absent"
 
 
 def test_bad_training_parameters_fail_before_any_cluster_is_created(tmp_path, monkeypatch):
@@ -202,7 +209,7 @@ def test_bad_training_parameters_fail_before_any_cluster_is_created(tmp_path, mo
     assert not failed.succeeded and "check-run-parameters" in failed.error
     # Nothing was created: only the exit task's look-up of the (absent) cluster.
     assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
-    assert failed.parameters["finalize-cluster"] == {"Output": "absent"}
+    assert failed.parameters["finalize-cluster"]["action"] == "absent"
 
 
 def test_a_machine_without_a_price_fails_before_any_cluster_is_created(

@@ -51,8 +51,10 @@ def test_the_default_local_cluster_costs_its_login_spot_and_on_demand_nodes():
     assert {line.source for line in cost.lines} == {"price table"}
     assert cost.total_per_hour == pytest.approx(159.669972, abs=1e-9)
     assert cost.provisioning_price_per_hour == pytest.approx(159.669972, abs=1e-9)
-    assert "Idle cost 159.67/h" in cost.describe()
-    assert "spot: 2 x a3-highgpu-8g SPOT at 35.40/h = 70.79/h (price table)" in cost.describe()
+    assert "Idle cost 159.67 USD/h" in cost.describe()
+    assert (
+        "spot: 2 x a3-highgpu-8g SPOT at 35.40 USD/h = 70.79 USD/h (price table)" in cost.describe()
+    )
     for text in ("2025-03-06", "retrieved 2026-12", "cloud.google.com/compute/vm-instance-pricing"):
         assert text in cost.source
 
@@ -183,7 +185,7 @@ def test_storage_adds_to_the_idle_cost_only():
     cost = teardown_cost.cluster_cost(local_cluster_body(), storage_price_per_hour=0.25)
     assert cost.total_per_hour == pytest.approx(159.919972)
     assert cost.provisioning_price_per_hour == pytest.approx(159.669972)
-    assert "storage 0.25/h (parameter)" in cost.describe()
+    assert "storage 0.25 USD/h (parameter)" in cost.describe()
     with pytest.raises(errors.UserError, match="storage_price_per_hour"):
         teardown_cost.cluster_cost(local_cluster_body(), storage_price_per_hour=-1.0)
 

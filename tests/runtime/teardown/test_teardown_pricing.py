@@ -63,9 +63,9 @@ def test_a_zero_idle_price_prices_the_cluster_and_says_where_from():
         0.388472 * decision.idle_seconds / 3600 + 169.669972 / 6
     )
     assert decision.cost_if_deleted == pytest.approx(169.669972 / 3)
-    assert "Shrunk (compute pools at no nodes): 0.39/h." in decision.reason
-    assert "Idle cost 159.67/h" in decision.reason
-    assert "ondemand: 1 x a3-highgpu-8g ON_DEMAND at 88.49/h" in decision.reason
+    assert "Shrunk (compute pools at no nodes): 0.39 USD/h." in decision.reason
+    assert "Idle cost 159.67 USD/h" in decision.reason
+    assert "ondemand: 1 x a3-highgpu-8g ON_DEMAND at 88.49 USD/h" in decision.reason
     assert "price table: us-central1 prices as listed on 2025-03-06" in decision.reason
     metrics = decide_teardown.decision_metrics(weighed, decision)
     assert metrics["teardown_input_idle_price_from_cluster"] == 1.0
@@ -80,7 +80,7 @@ def test_an_explicit_idle_price_wins_and_the_cluster_is_not_read():
     assert client.paths == []
     assert (weighed.idle_price_per_hour, weighed.provisioning_price_per_hour) == (2.0, 3.0)
     assert weighed.idle_cost is None
-    assert "Idle price 2.00/h: parameter idle_price_per_hour." in decision.reason
+    assert "Idle price 2.00 USD/h: parameter idle_price_per_hour." in decision.reason
     metrics = decide_teardown.decision_metrics(weighed, decision)
     assert metrics["teardown_input_idle_price_from_cluster"] == 0.0
 
@@ -182,4 +182,4 @@ def test_the_local_cluster_is_priced_through_the_emulator(emulator, emulator_api
     )
     assert weighed.idle_price_per_hour == pytest.approx(159.669972)
     assert [line.nodes for line in weighed.idle_cost.lines] == [1, 2, 1]
-    assert "Idle cost 159.67/h" in decision.reason
+    assert "Idle cost 159.67 USD/h" in decision.reason

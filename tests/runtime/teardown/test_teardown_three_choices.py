@@ -69,8 +69,9 @@ def test_the_cheapest_choice_wins(cadence, action):
 def test_the_reason_names_all_three_costs():
     decision = teardown_decision.decide(inputs(schedule_cron="0 * * * *"))
     assert decision.reason.startswith("Shrink the cluster: shrinking is cheaper; the next run")
-    assert "keeping costs 158.34, shrinking costs 28.66 (0.39/h plus a 10 min scale-up), " in (
-        decision.reason
+    assert (
+        "keeping costs 158.34 USD, shrinking costs 28.66 USD (0.39 USD/h plus a 10 min scale-up), "
+        in (decision.reason)
     )
     assert "re-creating costs 56.56" in decision.reason
     metrics = decision.as_metrics()

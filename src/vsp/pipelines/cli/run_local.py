@@ -164,7 +164,9 @@ def run_local_command(
     lines = summary.terminal_lines(
         result,
         preemptions=preemptions,
-        arguments=arguments if verbose else None,
+        arguments=arguments,
+        show_arguments=verbose,
+        durations=console.durations if console is not None else None,
         log_path=log_path if console is not None else "",
     )
     click.echo("\n" + "\n".join(lines))

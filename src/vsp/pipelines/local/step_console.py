@@ -78,6 +78,7 @@ class StepConsole(io.TextIOBase):
         self.out, self.log, self.clock = out, log, clock
         self.live = out.isatty() if live is None else live
         self.shown: list[str] = []
+        self.durations: dict[str, float] = {}  # seconds of each task that ended, by task
         self._buffer = ""
         self._task = ""
         self._started: dict[str, float] = {}
@@ -160,7 +161,8 @@ class StepConsole(io.TextIOBase):
 
     def _task_ended(self, task: str, status: str) -> None:
         now = self.clock()
-        took = polling.duration(now - self._started.get(task, now))
+        self.durations[task] = now - self._started.get(task, now)
+        took = polling.duration(self.durations[task])
         if status == "SUCCESS":
             self._failed.pop(task, None)  # a retry succeeded
             self._show(f"{task}: succeeded in {took}")

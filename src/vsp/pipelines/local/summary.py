@@ -13,8 +13,9 @@ import html
 import json
 import pathlib
 import re
+from typing import Any
 
-from vsp.components.runtime.core import gcp_labels, readable_time
+from vsp.components.runtime.core import gcp_labels, money, readable_time
 from vsp.pipelines.local import results
 
 _BODY = re.compile(r"<body>(.*)</body>", re.DOTALL)
@@ -48,16 +49,26 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
                 "preemptions survived",
                 f"{train.get('preemptions', 0):g} "
                 f"(resubmissions {train.get('resubmissions', 0):g}, "
-                f"goodput {_goodput(train)}, cost {train.get('cost', 0):.4f})",
+                f"goodput {_goodput(train)}, cost {money.amount(train.get('cost', 0), 4)})",
             )
         )
+        if "final_loss" in train:
+            rows.append(("final loss", f"{train['final_loss']:.6g}"))
+    trained = params.get("train-on-cluster") or params.get("train-custom-job") or {}
+    if trained.get("model_dir"):
+        rows.append(("model files", str(trained["model_dir"])))
+    if trained.get("checkpoint_dir"):
+        rows.append(("checkpoints", str(trained["checkpoint_dir"])))
     register = params.get("register-model")
     if register:
         again = " (already registered by this run)" if register.get("reused") else ""
         rows.append(("model version", f"{register.get('model_resource_name', '')}{again}"))
     decide = params.get("decide-teardown")
     if decide:
-        rows.append(("teardown", f"{decide.get('action', '')}: {decide.get('reason', '')}"))
+        what, _, costs = str(decide.get("summary") or decide.get("action", "")).partition("\n")
+        rows.append(("teardown", what))
+        if costs:
+            rows.append(("teardown costs", costs.removeprefix("costs: ")))
         labels = decide.get("labels") or {}
         if labels.get(gcp_labels.EXPIRES_AT):
             what = "shrunk until" if decide.get("action") == "shrink" else "kept until"
@@ -71,8 +82,8 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
         reaped = reap.get("Output") or []
         rows.append(("clusters reaped", ", ".join(reaped) if reaped else "none expired"))
     finalize = params.get("finalize-cluster")
-    if finalize and finalize.get("Output") not in (None, "none"):
-        rows.append(("exit handler", str(finalize.get("Output"))))
+    if finalize and finalize.get("action") not in (None, "none"):
+        rows.append(("cluster after the run", str(finalize.get("summary") or finalize["action"])))
     return rows
 
 
@@ -87,16 +98,52 @@ def _body(path: str | None) -> str:
     return match.group(1) if match else ""
 
 
-def html_report(result: results.LocalRunResult) -> str:
-    """One self-contained page: the summary, the training report and the teardown decision."""
-    rows = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts(result)
-    )
+def _table(rows: list[tuple[str, str]]) -> str:
+    cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return f"<table>{cells}</table>"
+
+
+def trainer_logs(
+    result: results.LocalRunResult, arguments: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """``(job id, log file)`` of each Slurm training job, when the logs go to a known folder."""
+    folder = str(arguments.get("log_directory") or "")
+    jobs = (result.parameters.get("train-on-cluster") or {}).get("job_ids") or []
+    if not folder:
+        return []
+    return [(str(job), f"{folder.rstrip('/')}/slurm-{job}.out") for job in jobs]
+
+
+def html_report(
+    result: results.LocalRunResult,
+    arguments: dict[str, Any] | None = None,
+    durations: dict[str, float] | None = None,
+) -> str:
+    """One self-contained page: the summary, the trainer logs, the steps and their durations,
+    the run's parameters, the training report and the teardown decision.
+
+    Args:
+        result: The run.
+        arguments: The run's parameters (a table, and the trainer logs' folder).
+        durations: Seconds each task took, by task (the console's record).
+    """
     state = "SUCCEEDED" if result.succeeded else "FAILED"
-    calls = "".join(
-        f"<tr><th>{html.escape(call)}</th><td>{count}</td></tr>"
-        for call, count in sorted(result.calls.items())
-    )
+    sections = [_table(facts(result))]
+    logs = trainer_logs(result, arguments or {})
+    if logs:
+        links = "".join(
+            f"<li>job {html.escape(job)}: <a href='file://{html.escape(path)}'>"
+            f"{html.escape(path)}</a></li>"
+            for job, path in logs
+        )
+        sections.append(f"<h2>Trainer logs</h2><ul>{links}</ul>")
+    if durations:
+        rows = [(task, readable_time.duration(seconds)) for task, seconds in durations.items()]
+        sections.append("<h2>Steps</h2>" + _table(rows))
+    if arguments:
+        rows = [(name, json.dumps(value)) for name, value in sorted(arguments.items())]
+        sections.append("<h2>Run parameters</h2>" + _table(rows))
+    calls = [(call, str(count)) for call, count in sorted(result.calls.items())]
     training = _body(result.outputs.get("train-on-cluster/report")) or _body(
         result.outputs.get("train-custom-job/report")
     )
@@ -109,18 +156,22 @@ def html_report(result: results.LocalRunResult) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(result.pipeline)} run</title><style>{style}</style></head><body>"
         f"<h1>{html.escape(result.pipeline)}: {state} in "
-        f"{readable_time.duration(result.seconds)}</h1><table>{rows}</table>"
-        f"{training}{teardown}<h2>Requests to Vertex AI</h2><table>{calls}</table>"
+        f"{readable_time.duration(result.seconds)}</h1>{''.join(sections)}"
+        f"{training}{teardown}<h2>Requests to Vertex AI</h2>{_table(calls)}"
         "</body></html>\n"
     )
 
 
-def write_report(result: results.LocalRunResult) -> str:
+def write_report(
+    result: results.LocalRunResult,
+    arguments: dict[str, Any] | None = None,
+    durations: dict[str, float] | None = None,
+) -> str:
     """Writes the page into the run's output folder; returns its path ('' without a folder)."""
     if not result.run_dir:
         return ""
     path = pathlib.Path(result.run_dir) / REPORT_NAME
-    path.write_text(html_report(result))
+    path.write_text(html_report(result, arguments, durations))
     return str(path)
 
 
@@ -134,6 +185,8 @@ def terminal_lines(
     *,
     preemptions: int,
     arguments: dict | None = None,
+    show_arguments: bool = False,
+    durations: dict[str, float] | None = None,
     log_path: str = "",
 ) -> list[str]:
     """What ``vsp run-local`` prints once a run ends; writes the HTML report on the way.
@@ -141,13 +194,15 @@ def terminal_lines(
     Args:
         result: The run.
         preemptions: Spot preemptions the emulator was told to inject.
-        arguments: The run's parameters, listed when given (the verbose view).
+        arguments: The run's parameters, for the report (and printed with ``show_arguments``).
+        show_arguments: List the parameters here too (the verbose view).
+        durations: Seconds each task took, for the report.
         log_path: The file holding the run's full output, named when given.
     """
     state = "SUCCEEDED" if result.succeeded else "FAILED"
     mode = "faithful: compiled template" if result.mode == "faithful" else "in-process"
     lines = [f"pipeline {result.pipeline}: {state} in {result.seconds:.1f} s ({mode})"]
-    if arguments is not None:
+    if arguments is not None and show_arguments:
         lines.append(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
     lines.append(f"  injected preemptions: {preemptions}")
     lines += summary_lines(result)
@@ -155,7 +210,7 @@ def terminal_lines(
     for name, path in sorted(result.outputs.items()):
         if name.endswith("/metrics"):
             lines.append(f"  {name}: {_metrics_line(path)}")
-    report = write_report(result)
+    report = write_report(result, arguments, durations)
     if report:
         lines.append(f"  report: {report}")
     if result.state_dir:
@@ -190,6 +245,7 @@ def _metrics_line(path: str) -> str:
         "node_hours_billed",
         "vertex_calls",
         "vertex_calls_per_job_hour",
+        "final_loss",
         "teardown_keep",
         "teardown_shrink",
         "teardown_cost_if_kept",

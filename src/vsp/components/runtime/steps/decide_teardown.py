@@ -45,11 +45,11 @@ def main(
     storage_price_per_hour: float,
     shrunk_price_per_hour: float,
     scale_up_minutes: float,
-) -> tuple[str, str, dict[str, str]]:
+) -> tuple[str, str, str, dict[str, str]]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
     Returns:
-        ``(action, reason, labels)``.
+        ``(action, reason, summary, labels)``.
     """
 
     def run() -> tuple[teardown_inputs.TeardownInputs, decision.TeardownDecision]:
@@ -83,7 +83,9 @@ def main(
     step.write_file(metrics.path, json.dumps(values, indent=2, sort_keys=True))
     report.metadata["title"] = "Teardown decision"
     step.write_file(report.path, teardown_report.html_page(inputs, chosen))
-    return (chosen.action, chosen.reason, chosen.as_labels())
+    for line in chosen.summary():
+        log.info("teardown: %s", line)
+    return (chosen.action, chosen.reason, "\n".join(chosen.summary()), chosen.as_labels())
 
 
 def needs_prices(inputs: teardown_inputs.TeardownInputs) -> bool:

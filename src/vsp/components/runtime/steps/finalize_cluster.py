@@ -25,13 +25,18 @@ def main(
     failure_keep_minutes: float,
     timeout_seconds: float,
     pipeline_run: str,
-) -> str:
-    """The component's entry: its parameters in, its output out (see the component)."""
+) -> tuple[str, str]:
+    """The component's entry: its parameters in, its outputs out (see the component).
 
-    def run() -> str:
+    Returns:
+        ``(action, summary)``.
+    """
+    ref = resource.ClusterRef(project, location, cluster_id)
+
+    def run() -> tuple[str, str]:
         result = exit_task.finalize(
             rest.VertexRestClient(location),
-            resource.ClusterRef(project, location, cluster_id),
+            ref,
             state=status.state,
             failure_keep_minutes=failure_keep_minutes,
             delete=lambda: delete_cluster.delete_cluster(
@@ -44,6 +49,7 @@ def main(
             deadline_seconds=timeout_seconds,
         )
         log.info("finalize: %s (%s)", result.action, result.reason)
-        return result.action
+        log.info("cluster %s: %s", cluster_id, result.summary(ref))
+        return (result.action, result.summary(ref))
 
     return step.run_step("finalize_cluster", run)

@@ -34,7 +34,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, money
 from vsp.components.runtime.teardown import price_book, prices
 
 
@@ -68,13 +68,14 @@ class PoolPrice:
         return self.nodes * self.unit_price_per_hour
 
     def describe(self) -> str:
-        """``spot: 2 x a3-highgpu-8g SPOT at 35.40/h = 70.79/h (price table)``."""
+        """``spot: 2 x a3-highgpu-8g SPOT at 35.40 USD/h = 70.79 USD/h (price table)``."""
         if self.nodes == 0:
             return f"{self.pool_id}: no nodes kept ({self.machine_type} {self.provisioning_model})"
         note = f"; {self.note}" if self.note else ""
         return (
             f"{self.pool_id}: {self.nodes} x {self.machine_type} {self.provisioning_model} at "
-            f"{self.unit_price_per_hour:.2f}/h = {self.price_per_hour:.2f}/h ({self.source}{note})"
+            f"{money.per_hour(self.unit_price_per_hour)} = {money.per_hour(self.price_per_hour)} "
+            f"({self.source}{note})"
         )
 
 
@@ -122,12 +123,13 @@ class ClusterCost:
         """One sentence: the total, each pool's part and the sources."""
         parts = [line.describe() for line in self.lines]
         if self.storage_price_per_hour:
-            parts.append(f"storage {self.storage_price_per_hour:.2f}/h (parameter)")
+            parts.append(f"storage {money.per_hour(self.storage_price_per_hour)} (parameter)")
         shrunk = ""
         if self.shrinkable:
-            shrunk = f" Shrunk (compute pools at no nodes): {self.shrunk_price_per_hour:.2f}/h."
+            rate = money.per_hour(self.shrunk_price_per_hour)
+            shrunk = f" Shrunk (compute pools at no nodes): {rate}."
         return (
-            f"Idle cost {self.total_per_hour:.2f}/h = {'; '.join(parts)}.{shrunk} "
+            f"Idle cost {money.per_hour(self.total_per_hour)} = {'; '.join(parts)}.{shrunk} "
             f"Prices: {self.source}"
         )
 

@@ -38,7 +38,7 @@ import dataclasses
 import math
 import time
 
-from vsp.components.runtime.core import gcp_labels, readable_time
+from vsp.components.runtime.core import gcp_labels, money, readable_time
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import expiry
 from vsp.components.runtime.teardown import history as teardown_history
@@ -64,6 +64,8 @@ class TeardownDecision:
         cost_if_shrunk: Shrunk price until the next run plus the scale-up (from run history:
             the average for the chosen time), or ``None`` when shrinking is not weighed or the
             next run is unknown.
+        why: The reason in a few words (``keeping is cheaper``); ``reason`` has the numbers.
+        idle_price_per_hour: What the kept cluster costs per idle hour, USD/hour.
     """
 
     action: str
@@ -75,6 +77,26 @@ class TeardownDecision:
     break_even_seconds: float
     expires_at: float | None
     cost_if_shrunk: float | None = None
+    why: str = ""
+    idle_price_per_hour: float | None = None
+
+    def summary(self) -> list[str]:
+        """The decision in two short lines: what and why, then the costs weighed."""
+        when = (
+            "next run unknown"
+            if self.idle_seconds is None
+            else f"next run in {readable_time.duration(self.idle_seconds)}"
+        )
+        costs = []
+        if self.cost_if_kept is not None:
+            costs.append(f"keep {money.amount(self.cost_if_kept)}")
+        if self.cost_if_shrunk is not None:
+            costs.append(f"shrink {money.amount(self.cost_if_shrunk)}")
+        costs.append(f"re-create {money.amount(self.cost_if_deleted)}")
+        rate = ""
+        if self.idle_price_per_hour is not None:
+            rate = f"; idle {money.per_hour(self.idle_price_per_hour)}"
+        return [f"{self.action}: {self.why} ({when})", f"costs: {', '.join(costs)}{rate}"]
 
     def as_metrics(self) -> dict[str, float]:
         """Flat float metrics; unknown values (``None``) are left out."""
@@ -133,13 +155,14 @@ def _cheapest(costs: dict[str, float]) -> str:
 
 
 def _costs_text(costs: dict[str, float], inputs: teardown_inputs.TeardownInputs) -> str:
-    parts = [f"keeping costs {costs[KEEP]:.2f}"]
+    parts = [f"keeping costs {money.amount(costs[KEEP])}"]
     if SHRINK in costs:
         parts.append(
-            f"shrinking costs {costs[SHRINK]:.2f} ({inputs.shrunk_price_per_hour:.2f}/h plus a "
+            f"shrinking costs {money.amount(costs[SHRINK])} "
+            f"({money.per_hour(inputs.shrunk_price_per_hour or 0.0)} plus a "
             f"{inputs.scale_up_minutes:g} min scale-up)"
         )
-    parts.append(f"re-creating costs {costs[DELETE]:.2f}")
+    parts.append(f"re-creating costs {money.amount(costs[DELETE])}")
     return ", ".join(parts)
 
 
@@ -233,4 +256,6 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
         break_even_seconds=be,
         expires_at=expires_at if action in (KEEP, SHRINK) else None,
         cost_if_shrunk=costs.get(SHRINK),
+        why=why,
+        idle_price_per_hour=inputs.idle_price_per_hour,
     )

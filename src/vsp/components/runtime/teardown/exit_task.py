@@ -26,8 +26,16 @@ from collections.abc import Callable
 
 from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource
-from vsp.components.runtime.core import errors, gcp_labels, polling, rest, step
-from vsp.components.runtime.teardown import in_use, inputs
+from vsp.components.runtime.core import (
+    errors,
+    gcp_labels,
+    money,
+    polling,
+    readable_time,
+    rest,
+    step,
+)
+from vsp.components.runtime.teardown import cost, in_use, inputs
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +52,36 @@ class FinalizeResult:
         action: ``none`` (the decision branch already acted), ``deleted``, ``absent`` (there
             was no cluster) or ``kept`` (kept for a retry, with an expiry).
         reason: One sentence for the log.
+        expires_at: For a kept cluster, epoch seconds after which the reaper deletes it.
+        price_per_hour: For a kept cluster, what it costs per idle hour, USD/hour (None when
+            its machine types have no price in the table).
     """
 
     action: str
     reason: str
+    expires_at: float | None = None
+    price_per_hour: float | None = None
+
+    def summary(self, ref: resource.ClusterRef) -> str:
+        """The cluster's fate in one line, for the step's output and the console."""
+        if self.action != "kept":
+            return f"{self.action}: {self.reason}"
+        rate = "unknown" if self.price_per_hour is None else money.per_hour(self.price_per_hour)
+        until = readable_time.utc(self.expires_at) if self.expires_at else "?"
+        return (
+            f"kept for a retry until {until}, idle at {rate}; the reaper deletes it then (or now: "
+            f"vsp clusters delete --project {ref.project} --location {ref.location} "
+            f"{ref.cluster_id})"
+        )
+
+
+def _idle_price(cluster: dict, location: str) -> float | None:
+    """What the kept cluster costs per idle hour, from the price table; None without a price."""
+    try:
+        return cost.cluster_cost(cluster, location=location).total_per_hour
+    except errors.UserError as exc:
+        log.info("the kept cluster's cost per hour is unknown: %s", exc)
+        return None
 
 
 def _once(
@@ -84,6 +118,8 @@ def _once(
             "kept",
             f"the run failed; the cluster is kept {failure_keep_minutes:g} min for a retry "
             f"(expires {labels[gcp_labels.EXPIRES_AT]}), then reaped",
+            expires_at=expires,
+            price_per_hour=_idle_price(cluster, ref.location),
         )
     existed = delete()
     why = "was cancelled" if state == "CANCELLED" else "failed (failure_keep_minutes is 0)"

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, money
 from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
 from vsp.components.runtime.teardown import cadence
 
@@ -100,7 +100,9 @@ class TeardownInputs:
         """The idle price per hour and where it came from, as a sentence."""
         if self.idle_cost is not None:
             return f"{self.idle_cost.describe()}."
-        return f"Idle price {self.idle_price_per_hour:.2f}/h: parameter idle_price_per_hour."
+        return (
+            f"Idle price {money.per_hour(self.idle_price_per_hour)}: parameter idle_price_per_hour."
+        )
 
     @property
     def can_shrink(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 
-from vsp.components.runtime.core import readable_time
+from vsp.components.runtime.core import money, readable_time
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import inputs as teardown_inputs
@@ -31,11 +31,11 @@ _POOL_COLUMNS = (
 
 
 def _money(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.2f} {report_chart.CURRENCY}"
+    return "unknown" if value is None else money.amount(value)
 
 
 def _rate(value: float) -> str:
-    return f"{value:g} {report_chart.CURRENCY}/h"
+    return f"{value:g} {money.CURRENCY}/h"
 
 
 def _pools_table(cost: teardown_cost.ClusterCost) -> str:

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import math
 
-from vsp.components.runtime.core import readable_time, svg_chart
+from vsp.components.runtime.core import money, readable_time, svg_chart
 from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 WIDTH, HEIGHT = 860, 320
-CURRENCY = "USD"
 BLUE, GREEN, RED, GREY = (svg_chart.PALETTE[c] for c in ("blue", "green", "red", "grey"))
 
 
 def _money(value: float) -> str:
-    return f"{value:.2f} {CURRENCY}"
+    return money.amount(value)
 
 
 def cost_chart(
@@ -53,7 +52,7 @@ def cost_chart(
     )
     chart.legend([(color, name) for name, color, *_ in lines])
     chart.x_axis([(t, readable_time.duration(t)) for t in x_ticks], "idle time until the next run")
-    chart.y_axis([(v, svg_chart.number(v, y_ticks)) for v in y_ticks], f"cost ({CURRENCY})")
+    chart.y_axis([(v, svg_chart.number(v, y_ticks)) for v in y_ticks], f"cost ({money.CURRENCY})")
     for name, color, start, rate, title in lines:
         end = start + rate * span / 3600.0
         chart.segment((0.0, start), (span, end), color, f"cost-line {name}", title)

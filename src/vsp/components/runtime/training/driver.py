@@ -170,6 +170,9 @@ def supervise(
         result, prices=prices or training_metrics.Prices(), history=records, now=now
     )
     metrics.update(poll_plan.call_metrics(result.vertex_calls, supervised))
+    losses = _losses(model_dir)
+    if losses:
+        metrics["final_loss"] = losses[-1]
     notes = []
     if "goodput" not in metrics:
         note = unknown_goodput_note(checkpoint_dir, visible)
@@ -184,7 +187,7 @@ def supervise(
         title,
         result,
         metrics,
-        losses=_losses(model_dir),
+        losses=losses,
         history=records,
         extra_sections=notes,
         now=now,
