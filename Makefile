@@ -1,7 +1,7 @@
-# Developer shortcuts. `make test` is the README's test command and what CI runs.
+# Developer shortcuts. `make test` is the README's test command (CI runs it through .ci/run).
 PYTHON ?= python3
 
-.PHONY: install run-local test test-fast lint format compile campaign bench lock goodput
+.PHONY: install run-local test test-fast lint format compile campaign bench lock goodput docs docs-serve
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -20,6 +20,7 @@ test-fast:
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	lint-imports
 
 format:
 	$(PYTHON) -m ruff format .
@@ -39,12 +40,12 @@ goodput:
 	$(PYTHON) -m benchmarks.goodput.policy --out benchmarks/results
 
 # The runtime lock the prebuilt step image installs: requirements/runtime.in from the
-# components, then pip-compile (needs the package index). See README "Prebuilt step image".
+# components, then pip-compile (needs the package index). See docs/running-on-vertex.md, "The prebuilt step image".
 lock:
 	$(PYTHON) -m tools.runtime_lock --compile
 
-# Every benchmark, results as JSON + Markdown in benchmarks/results/, then the goals table the
-# README quotes (benchmarks/results/summary.md). step_start needs the package index.
+# Every benchmark, results as JSON + Markdown in benchmarks/results/, then the goals table
+# docs/benchmarks.md quotes (benchmarks/results/summary.md). step_start needs the package index.
 BENCH = $(PYTHON) -m benchmarks
 bench: install
 	nice -n 10 $(BENCH).teardown.cost --out benchmarks/results
@@ -56,4 +57,12 @@ bench: install
 	nice -n 10 $(BENCH).step_start.run --out benchmarks/results
 	nice -n 10 $(BENCH).goodput.scaled --out benchmarks/results
 	nice -n 10 $(BENCH).goodput.policy --out benchmarks/results
-	$(BENCH).summary --readme README.md
+	$(BENCH).summary --doc docs/benchmarks.md
+
+# The documentation site (mkdocs-material, docs/ and mkdocs.yml), warnings as errors, into .site/;
+# docs-serve rebuilds it on every change at http://127.0.0.1:8000.
+docs:
+	$(PYTHON) -m mkdocs build --strict
+
+docs-serve:
+	$(PYTHON) -m mkdocs serve

@@ -1,4 +1,4 @@
-"""Screenshots of the sample run report in headless Chromium: the images the README shows.
+"""Screenshots of the sample run report in headless Chromium: the images the docs show.
 
 Usage (from the repository root; needs Debian's ``chromium``, ``apt-get install -y chromium``)::
 
@@ -6,7 +6,7 @@ Usage (from the repository root; needs Debian's ``chromium``, ``apt-get install 
 
 writes ``report.png`` (the summary, the timeline and the loss curve of the sample in
 ``report_sample``) and ``report-teardown.png`` (its teardown decision and cost chart). The
-browser test (``tests/pipelines/test_report_in_browser.py``) takes the same screenshots.
+browser test (``tests/tools/test_report_in_browser.py``) takes the same screenshots.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ CLUSTER_ID = "conf"
 ENABLE_REAL = (
     "real-Slurm half skipped: $VSP_REAL_SLURMRESTD is not set. Enable it with "
     "../shared/real-slurm/build.sh, then VSP_SLURM_CRED_EXPIRE=10 ../shared/real-slurm/start.sh "
-    "DIR and `. DIR/env.sh` (README: 'A real Slurm behind the emulator')."
+    "DIR and `. DIR/env.sh` (docs/real-slurm.md)."
 )
 # Emulated timings close enough to the real Slurm's to observe the same states.
 EMULATED_SETTINGS = {

@@ -1,9 +1,9 @@
-"""The README's "Use the components in your own pipeline" example, run exactly as written.
+"""The "Use the components in your own pipeline" example (docs/own-pipeline.md), run as written.
 
-``examples/own_pipeline.py`` is run as a script: it compiles its pipeline and runs the template
-on the emulator (a venv per step, as Vertex AI runs it). The end state is read back from the
-emulator's state: the cluster was created and is gone, the training job was preempted once and
-resumed, and the model version is registered with the run's provenance.
+``src/vsp/examples/own_pipeline.py`` is run as a script: it compiles its pipeline and runs the
+template on the emulator (a venv per step, as Vertex AI runs it). The end state is read back from
+the emulator's state: the cluster was created and is gone, the training job was preempted once
+and resumed, and the model version is registered with the run's provenance.
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ def test_the_example_compiles_and_runs_on_the_emulator(tmp_path):
     ).is_file()
 
 
-def test_the_readme_shows_this_example_as_valid_python():
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Use the components in your own pipeline", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_show_this_example_as_valid_python():
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "own-pipeline.md").read_text()
+    section = page.split("# Use the components in your own pipeline", 1)[1].split("\n## ", 1)[0]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     ast.parse(block)
     source = EXAMPLE.read_text()

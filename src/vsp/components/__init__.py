@@ -13,10 +13,10 @@ Use them in your own pipeline::
 Every name of ``COMPONENTS`` is the built KFP component (declared with ``@component`` in
 ``vsp.components.cluster``, ``.training`` and the other declaration modules, with the runtime
 it calls embedded, for a stock ``python`` image), the same one the project's pipelines and
-``compiled/components/NAME.yaml`` use. ``load(name)`` loads that compiled YAML, shipped in the
-wheel, and ``compiled_path(name)`` gives its path. ``component_set(options)`` builds every
-component for another image (e.g. ``packaging.PREINSTALLED`` for an environment that already
-has the requirements).
+``src/vsp/compiled/components/NAME.yaml`` use. ``load(name)`` loads that compiled YAML,
+shipped in the wheel, and ``compiled_path(name)`` gives its path. ``component_set(options)``
+builds every component for another image (e.g. ``packaging.PREINSTALLED`` for an environment
+that already has the requirements).
 
 The names load lazily (PEP 562 ``__getattr__``): the trainer library and the steps import
 ``vsp.components.runtime``, which runs this file, and must not import kfp.

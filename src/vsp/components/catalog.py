@@ -36,7 +36,7 @@ def component_set(options: packaging.ImageOptions = packaging.STOCK_IMAGE) -> di
 
     Args:
         options: The image every step runs in (default: a stock Python image with the
-            requirements pip-installed at step start, as ``compiled/components`` holds).
+            requirements pip-installed at step start, as ``src/vsp/compiled/components`` holds).
 
     Returns:
         ``{component name: component}`` for every declared component.

@@ -34,8 +34,8 @@ def main(verbose: bool) -> None:
     "--base-image",
     default=None,
     help="A prebuilt image with kfp and the runtime requirements (built from image/Dockerfile; "
-    "README: 'Prebuilt step image'); default: a stock Python image with pip installs at step "
-    "start.",
+    "docs/running-on-vertex.md, 'The prebuilt step image'); default: a stock Python image "
+    "with pip installs at step start.",
 )
 @common.handle_errors
 def compile_command(out_dir: str, base_image: str | None) -> None:

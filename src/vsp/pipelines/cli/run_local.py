@@ -54,7 +54,8 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
 @click.option(
     "--templates",
     default=None,
-    help="Folder of compiled templates to run (default: the repository's compiled/).",
+    help="Folder of compiled templates to run (default: the ones shipped in the package, "
+    "src/vsp/compiled).",
 )
 @click.option(
     "--enable-caching/--no-enable-caching",
@@ -200,7 +201,7 @@ def _real_slurmrestd(real_slurm: bool, slurmrestd: str | None) -> str:
     if not address:
         raise click.UsageError(
             f"--real-slurm needs ${real_slurm_api.ADDRESS_ENV}. Fix: build and start a real Slurm "
-            "(see the README: build.sh, then start.sh DIR and `. DIR/env.sh`), or pass "
+            "(docs/real-slurm.md: build.sh, then start.sh DIR and `. DIR/env.sh`), or pass "
             "--slurmrestd SOCKET_OR_URL."
         )
     return _checked_slurmrestd(address)
@@ -212,7 +213,7 @@ def _checked_slurmrestd(address: str) -> str:
         rest = real_slurm_api.RealSlurmrestd(address, timeout=10)
         status, text = rest.call("GET", "/slurm/v0.0.42/ping")
     except (ValueError, real_slurm_api.SlurmrestdUnavailable) as exc:
-        raise click.UsageError(f"{exc}. Fix: start the real Slurm (see the README).") from exc
+        raise click.UsageError(f"{exc}. Fix: start the real Slurm (docs/real-slurm.md).") from exc
     if status != 200:
         raise click.UsageError(
             f"slurmrestd at {address} answered the v0.0.42 ping with HTTP {status}: "

@@ -7,7 +7,7 @@ attempts of a run are found again from ``gcp_resources`` and from the backend it
 carries the run key), so a retried step re-attaches to the running job and keeps the counts of
 earlier attempts. SIGTERM (pipeline cancel) cancels the running job before the step exits.
 
-Attempt state machine (drawn in the README)::
+Attempt state machine (drawn in docs/recovery.md)::
 
     submit -> PENDING -> RUNNING -> SUCCEEDED                       -> done
                 ^          |  \\-> PREEMPTED / requeued  -> strategy: resubmit (same checkpoint
