@@ -56,7 +56,9 @@ def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
     assert [(e["kind"], e["jobId"], e["restartCount"]) for e in events] == [
         ("partition_prio", job_id, n) for n in range(3)
     ]
-    log = (pathlib.Path(arguments["log_directory"]) / f"slurm-{job_id}.out").read_text()
+    log = (
+        pathlib.Path(arguments["training_options"]["log_directory"]) / f"slurm-{job_id}.out"
+    ).read_text()
     # Appended across the real Slurm's restarts (it truncates without open_mode APPEND); the
     # first run has no SLURM_RESTART_COUNT, which the trainer reads as 0.
     assert [f"SLURM_RESTART_COUNT={n}" in log for n in range(4)] == [True] * 4

@@ -38,6 +38,7 @@ def create_cluster(
     update_policy: str = "apply",
     timeout_seconds: float = 7200.0,
     pipeline_run: str = "",
+    options: dict = {},  # noqa: B006
 ) -> NamedTuple(
     "Outputs", [("cluster_name", str), ("reused", bool), ("action", str), ("seconds", float)]
 ):
@@ -80,6 +81,10 @@ def create_cluster(
             only logs them.
         timeout_seconds: Seconds to wait for the cluster to be RUNNING.
         pipeline_run: Pipeline run name, recorded as a label (pass the job name placeholder).
+        options: More of this component's parameters by name, for example
+            ``{"ondemand_max_nodes": 1}``; a value here wins over the parameter of that name,
+            and a name the component does not have is refused. It lets a pipeline offer
+            rarely set parameters as one field.
 
     Returns:
         cluster_name: Full resource name of the cluster.

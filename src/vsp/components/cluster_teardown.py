@@ -31,6 +31,7 @@ def decide_teardown(
     storage_price_per_hour: float = 0.0,
     shrunk_price_per_hour: float = 0.0,
     scale_up_minutes: float = 10.0,
+    options: dict = {},  # noqa: B006
 ) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("summary", str), ("labels", dict)]):
     """Decides whether to keep the training cluster warm, shrink it, or delete it now.
 
@@ -50,8 +51,8 @@ def decide_teardown(
         project: Google Cloud project id.
         location: Vertex AI region of the cluster.
         cluster_id: Id of the training cluster.
-        metrics: Output: the decision (teardown_keep 0/1), both expected costs (currency of
-            the prices), break-even and idle time (s), next run and expiry (epoch s), and the
+        metrics: Output: the decision (teardown_keep 0/1), the expected costs (USD),
+            break-even and idle time (s), next run and expiry (epoch s), and the
             inputs weighed (teardown_input_*).
         report: Output: HTML with the numbers and a cost chart of both choices.
         policy: ``auto`` (cost rule), ``keep``, ``shrink`` or ``delete`` (override the rule).
@@ -65,7 +66,7 @@ def decide_teardown(
         provisioning_price_per_hour: What the cluster costs per hour while provisioning,
             USD/hour; 0 = the same pools' price per hour.
         delay_penalty_per_hour: What one hour of waiting for a new cluster costs the next run,
-            currency/hour.
+            USD/hour.
         pipeline_name: Name of this pipeline, to measure the cadence of its earlier runs
             (with a cron: how often they were missed or started late).
         expiry_slack_fraction: Slack after a predicted run before a kept cluster expires, as a
@@ -80,6 +81,10 @@ def decide_teardown(
             price is derived from the cluster (with an explicit idle price, 0 = shrinking is
             not weighed).
         scale_up_minutes: How long scaling a shrunk cluster's GPU pools back up takes, minutes.
+        options: More of this component's parameters by name, for example
+            ``{"interval_hours": 24}``; a value here wins over the parameter of that name,
+            and a name the component does not have is refused. It lets a pipeline offer
+            rarely set parameters as one field.
 
     Returns:
         action: ``keep``, ``shrink`` or ``delete``.

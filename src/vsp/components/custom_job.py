@@ -73,7 +73,7 @@ def train_custom_job(
         machine_type: Machine type, e.g. ``a3-highgpu-8g``.
         gcp_resources: Output: the CustomJobs of the run (proto-JSON).
         metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
-            goodput (0-1), cost and estimated Spot saving (currency of the prices).
+            goodput (0-1), cost and estimated Spot saving (USD).
         report: Output: HTML report with the timeline of jobs and preemptions.
         container_image: Training container image ('' when python_module is used).
         command: Container entrypoint (empty: the image's).
@@ -97,8 +97,9 @@ def train_custom_job(
         max_user_failures: Restarts after the trainer itself failed.
         fallback_after_preemptions: Fall back after this many preemptions (0 = never).
         capacity_wait_seconds: Longest wait for Spot capacity, seconds (0 = no limit).
-        spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
-        ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
+        spot_price_per_node_hour: Spot price per node-hour, USD/hour, for the cost metrics.
+        ondemand_price_per_node_hour: On-demand price per node-hour, USD/hour, for the saving
+            estimate.
         timeout_seconds: Longest time the whole run may take, seconds.
         poll_seconds: Longest interval between job state polls, seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).

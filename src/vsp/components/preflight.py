@@ -48,6 +48,11 @@ def check_run_parameters(
     poll_seconds: float = 20.0,
     spot_price_per_node_hour: float = 0.0,
     ondemand_price_per_node_hour: float = 0.0,
+    cluster_options: dict = {},  # noqa: B006
+    training_options: dict = {},  # noqa: B006
+    model_options: dict = {},  # noqa: B006
+    teardown_options: dict = {},  # noqa: B006
+    option_names: dict = {},  # noqa: B006
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -68,7 +73,7 @@ def check_run_parameters(
         idle_price_per_hour: Idle cluster cost, USD/hour (0 = priced from the cluster).
         provisioning_minutes: Cluster provisioning time, minutes.
         provisioning_price_per_hour: Cost while provisioning, USD/hour (0 = from the cluster).
-        delay_penalty_per_hour: Cost of the next run waiting, currency/hour.
+        delay_penalty_per_hour: Cost of the next run waiting, USD/hour.
         failure_keep_minutes: Minutes a failed run keeps its cluster for a retry.
         check_checkpoint_dir: Also check ``checkpoint_dir`` (the run trains with checkpoints).
         checkpoint_dir: The training step's checkpoint directory ('' = the default beside
@@ -101,8 +106,18 @@ def check_run_parameters(
         fallback_after_preemptions: Move to the fallback after this many preemptions (0 = never).
         capacity_wait_seconds: Longest wait for Spot capacity, seconds (0 = no limit).
         poll_seconds: Longest interval between job state polls, seconds (0.1-3600).
-        spot_price_per_node_hour: Spot price per node-hour, currency/hour (>= 0).
-        ondemand_price_per_node_hour: On-demand price per node-hour, currency/hour (>= 0).
+        spot_price_per_node_hour: Spot price per node-hour, USD/hour (>= 0).
+        ondemand_price_per_node_hour: On-demand price per node-hour, USD/hour (>= 0).
+        cluster_options: The pipeline's group of create_cluster parameters (name -> value):
+            each name must be in option_names, and the values this step checks (machine
+            type, pools, cluster_spec) are checked as if given by name.
+        training_options: The same for train_on_cluster's parameters.
+        model_options: The same for register_model's parameters (``labels`` is checked as
+            model_labels).
+        teardown_options: The same for decide_teardown's parameters (``policy`` is checked as
+            teardown_policy).
+        option_names: Group -> the names it may hold (the pipeline passes them, from its
+            components' parameters); a group without an entry is not checked for names.
 
     Returns:
         True (the step fails with every problem listed otherwise).

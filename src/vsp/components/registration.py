@@ -33,6 +33,7 @@ def register_model(
     data_version: str = "",
     code_version: str = "",
     pipeline_run: str = "",
+    options: dict = {},  # noqa: B006
 ) -> NamedTuple("Outputs", [("model_resource_name", str), ("version_id", str), ("reused", bool)]):
     """Registers a trained model directory in the Vertex AI Model Registry, once per run.
 
@@ -65,6 +66,10 @@ def register_model(
         code_version: Version (e.g. commit) of the training code, recorded as provenance.
         pipeline_run: Pipeline run name (pass the job name placeholder); identifies the version
             of this run.
+        options: More of this component's parameters by name, for example
+            ``{"data_version": "2026-12"}``; a value here wins over the parameter of that name,
+            and a name the component does not have is refused. It lets a pipeline offer
+            rarely set parameters as one field.
 
     Returns:
         model_resource_name: ``projects/P/locations/L/models/ID@VERSION``.

@@ -45,6 +45,7 @@ def train_on_cluster(
     run_key: str = "",
     pipeline_run: str = "",
     task_name: str = "",
+    options: dict = {},  # noqa: B006
 ) -> NamedTuple(
     "Outputs",
     [
@@ -72,7 +73,7 @@ def train_on_cluster(
             Storage as the cluster sees it (``/gcs/BUCKET/PATH`` or ``gs://BUCKET/PATH``).
         gcp_resources: Output: the Slurm jobs of the run (proto-JSON).
         metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
-            goodput (0-1), cost and estimated Spot saving (currency of the prices).
+            goodput (0-1), cost and estimated Spot saving (USD).
         report: Output: HTML report with the timeline of attempts and preemptions.
         cluster_name: The cluster's full name, ``projects/P/locations/L/
             modelDevelopmentClusters/ID``: pass create_cluster's ``cluster_name`` output, so
@@ -103,8 +104,9 @@ def train_on_cluster(
         capacity_wait_seconds: Longest wait for Spot nodes before falling back (or failing
             without a fallback), seconds; 0 = no limit.
         warning_seconds: Seconds before the time limit at which the trainer gets SIGUSR1.
-        spot_price_per_node_hour: Spot price per node-hour, for the cost metrics.
-        ondemand_price_per_node_hour: On-demand price per node-hour, for the saving estimate.
+        spot_price_per_node_hour: Spot price per node-hour, USD/hour, for the cost metrics.
+        ondemand_price_per_node_hour: On-demand price per node-hour, USD/hour, for the saving
+            estimate.
         timeout_seconds: Longest time the whole run may take, seconds.
         poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
             progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
@@ -115,6 +117,10 @@ def train_on_cluster(
         task_name: This task's name in the pipeline (the pipelines pass the task-name
             placeholder); part of the derived run key, so two training tasks of one run never
             share jobs.
+        options: More of this component's parameters by name, for example
+            ``{"max_preemptions": 20}``; a value here wins over the parameter of that name,
+            and a name the component does not have is refused. It lets a pipeline offer
+            rarely set parameters as one field.
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.

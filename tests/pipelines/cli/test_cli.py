@@ -81,11 +81,12 @@ def test_a_slurmrestd_that_does_not_answer_is_refused_before_the_run(tmp_path):
 
 def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    typed, definitions = run_local._typed_params(
-        "slurm-spot-training", None, ("cluster_id=001", "nodes=2", "environment={A: b}")
+    typed, definitions, groups = run_local._typed_params(
+        "slurm-spot-training", None, ("cluster_id=001", "nodes=2", "training_options={A: b}")
     )
-    assert typed == {"cluster_id": "001", "nodes": 2, "environment": {"A": "b"}}
+    assert typed == {"cluster_id": "001", "nodes": 2, "training_options": {"A": "b"}}
     assert definitions["cluster_id"]["parameterType"] == "STRING"
+    assert "max_preemptions" in groups["training_options"]
     result = CliRunner().invoke(
         main.main, ["run-local", "--param", "nodes=abc", "--param", "bogus=1"]
     )

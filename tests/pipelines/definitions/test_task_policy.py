@@ -99,7 +99,8 @@ def template(tmp_path):
 
 def _submit(template: str, *extra: str):
     args = ["submit", *LOC, "--template", template, "--pipeline-root", "gs://bucket/root"]
-    params = ['command=["python3"]', "working_directory=/home/r", "checkpoint_dir=/home/r/c"]
+    params = ['command=["python3"]', "working_directory=/home/r"]
+    params += ['training_options={"checkpoint_dir": "/home/r/c"}']
     params += ["model_dir=gs://b/m", "model_id=m", "serving_image=i", "project=test-project"]
     for param in params:
         args += ["--param", param]

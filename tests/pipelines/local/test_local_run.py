@@ -170,7 +170,7 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     assert checkpoints.name.endswith("-train-on-cluster")
     # Every save the trainer made (its log says so) has a history line, pruned or not, and
     # every trainer process a start or resume line.
-    log_file = pathlib.Path(arguments["log_directory"]) / "slurm-1.out"
+    log_file = pathlib.Path(arguments["training_options"]["log_directory"]) / "slurm-1.out"
     trainer_log = log_file.read_text()
     saves = trainer_log.count("saved checkpoint at step")
     records = history.read(checkpoints)

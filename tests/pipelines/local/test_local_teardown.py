@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.pipelines.local import run_arguments
 from vsp import vertex_emulator
 from vsp.pipelines.definitions import catalog
 from vsp.pipelines.local import run, summary
@@ -21,7 +22,10 @@ def _run(tmp_path, monkeypatch, pipeline="slurm-spot-training", preemptions=0, *
     arguments = catalog.local_arguments(pipeline, str(tmp_path / "shared"))
     if "command" in arguments:
         arguments["command"] = [*arguments["command"][:3], *SHORT_TRAINING]
-    arguments.update(overrides)
+    if pipeline == "slurm-spot-training":
+        arguments = run_arguments.with_overrides(arguments, **overrides)
+    else:
+        arguments.update(overrides)
     return run.run_local(
         pipeline,
         arguments,

@@ -29,7 +29,7 @@ def _start(tmp_path, name: str, steps: int, environment: dict) -> subprocess.Pop
         "cluster_id": CLUSTER,
         "command": json.dumps(command),
         "working_directory": f"{shared}/{name}",
-        "checkpoint_dir": f"{shared}/{name}/ckpt",
+        "training_options": json.dumps({"checkpoint_dir": f"{shared}/{name}/ckpt"}),
         "model_dir": f"{environment['VSP_GCS_FUSE_ROOT']}/local-bucket/{name}/model",
         "teardown_policy": "delete",
     }

@@ -14,8 +14,8 @@ from vsp.pipelines.vertex import first_step_check
 TEMPLATE = str(run.COMPILED_DIR / "pipelines" / "slurm_spot_training.yaml")
 LOC = ["--project", "test-project", "--location", "us-central1"]
 GOOD = [
-    'command=["python3"]', "working_directory=/home/r", "checkpoint_dir=/home/r/c",
-    "model_dir=gs://b/m", "model_id=m", "serving_image=i", "project=test-project",
+    'command=["python3"]', "working_directory=/home/r", "model_dir=gs://b/m", "model_id=m",
+    "serving_image=i", "project=test-project",
 ]  # fmt: skip
 
 
@@ -35,12 +35,27 @@ def test_the_check_task_inputs_come_from_parameters_defaults_and_constants():
 
 
 def test_a_dry_run_refuses_what_the_first_step_would(monkeypatch):
-    result = submit("environment={1BAD: x}", "poll_seconds=-1", "failure_keep_minutes=1e30")
+    group = 'training_options={"environment": {"1BAD": "x"}, "poll_seconds": -1}'
+    result = submit(group, "failure_keep_minutes=1e30")
     assert result.exit_code == 2, result.output
     assert "environment['1BAD'] = '1BAD': is not a valid variable name." in result.output
     assert "poll_seconds = -1" in result.output
     assert "failure_keep_minutes" in result.output
     assert "dry run" not in result.output
+
+
+def test_an_unknown_name_in_a_group_is_refused_with_the_names_it_takes():
+    result = submit('training_options={"max_preemption": 3, "checkpoint_dir": "/home/r/c"}')
+    assert result.exit_code == 2, result.output
+    assert "training_options.max_preemption = 3: is not known. Fix: use one of " in result.output
+    assert "max_preemptions" in result.output and "dry run" not in result.output
+
+
+def test_a_group_parameter_given_alone_is_named_with_its_group():
+    result = submit("checkpoint_dir=/home/r/c")
+    assert result.exit_code == 2, result.output
+    assert "Is not a parameter of the pipeline but of training_options." in result.output
+    assert """--param 'training_options={"checkpoint_dir": ...}'""" in result.output
 
 
 def test_a_good_dry_run_says_it_was_checked():

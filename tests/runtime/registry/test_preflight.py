@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
+from vsp.components import catalog
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.steps import check_run_parameters
 from vsp.components.runtime.teardown import inputs as teardown_inputs
@@ -95,6 +98,16 @@ def test_a_retry_window_beyond_a_week_is_reported_before_anything_exists(minutes
     assert "from 0 to 10080 (a week)" in str(caught.value)
 
 
+def component_defaults() -> dict:
+    """The check component's defaults: what the step receives for the parameters not set."""
+    declaration = catalog.declarations()["check_run_parameters"]
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(declaration).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+
+
 @pytest.mark.parametrize(
     ("gpus", "count", "spec", "refused"),
     [
@@ -108,7 +121,7 @@ def test_a_retry_window_beyond_a_week_is_reported_before_anything_exists(minutes
     ],
 )
 def test_a_gpu_request_beyond_the_nodes_is_refused_first(gpus, count, spec, refused):
-    params = {
+    params = component_defaults() | {
         "model_id": "m1",
         "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
         "model_dir": "gs://bucket/run/model",

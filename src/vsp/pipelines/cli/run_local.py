@@ -125,7 +125,7 @@ def run_local_command(
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
     address = _real_slurmrestd(real_slurm, slurmrestd)
-    typed, definitions = _typed_params(pipeline, templates, params)
+    typed, definitions, groups = _typed_params(pipeline, templates, params)
     arguments = {
         **catalog.local_arguments(pipeline, shared, gcs_root, real_slurm=bool(address)),
         **typed,
@@ -135,7 +135,9 @@ def run_local_command(
         from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
 
         problems = rules_base.Problems()
-        pipeline_templates.check_parameters(problems, arguments, definitions, field="--param")
+        pipeline_templates.check_parameters(
+            problems, arguments, definitions, field="--param", groups=groups
+        )
         problems.raise_if_any(f"the parameters of {pipeline}")
     if cron is not None:
         arguments["schedule_cron"] = cron
@@ -225,8 +227,9 @@ def _checked_slurmrestd(address: str) -> str:
 
 def _typed_params(
     pipeline: str, templates: str | None, params: tuple[str, ...]
-) -> tuple[dict, dict | None]:
-    """``--param`` values by the compiled template's declared types, and those declarations.
+) -> tuple[dict, dict | None, dict]:
+    """``--param`` values by the compiled template's declared types, those declarations, and
+    the template's option groups.
 
     A STRING parameter keeps its text (``--param cluster_id=001`` stays ``"001"``); without a
     compiled template every value is read as YAML and the declarations are None.
@@ -236,10 +239,10 @@ def _typed_params(
 
     try:
         path = run.compiled_template(pipeline, templates)
-        definitions = pipeline_templates.root_parameters(
-            pipeline_templates.load_pipeline_spec(str(path))
-        )
+        spec = pipeline_templates.load_pipeline_spec(str(path))
     except errors.UserError:
-        return common.parse_params(params), None  # no template: the run reports it
+        return common.parse_params(params), None, {}  # no template: the run reports it
+    definitions = pipeline_templates.root_parameters(spec)
     raw = common.parse_params(params, raw=True)
-    return pipeline_templates.typed_parameters(raw, definitions), definitions
+    typed = pipeline_templates.typed_parameters(raw, definitions)
+    return typed, definitions, pipeline_templates.option_groups(spec)

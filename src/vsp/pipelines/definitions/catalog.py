@@ -100,9 +100,14 @@ def local_arguments(
         home = vertex_emulator.cluster_home(os.path.dirname(gcs_root), LOCAL_CLUSTER["cluster_id"])
         run_dir = os.path.join(home, "slurm-spot-training", run)
         run_gcs = os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run)
+        top = ("project", "location", "cluster_id", "spot_max_nodes")
         return {
-            **LOCAL_CLUSTER,
-            **LOCAL_MODEL,
+            **{name: LOCAL_CLUSTER[name] for name in top},
+            # The rest of the cluster, the trainer's and the model's settings go in the
+            # pipeline's option groups, as a user of its short form gives them.
+            "cluster_options": {k: v for k, v in LOCAL_CLUSTER.items() if k not in top},
+            "serving_image": LOCAL_MODEL["serving_image"],
+            "model_options": {k: v for k, v in LOCAL_MODEL.items() if k != "serving_image"},
             "model_id": "slurm-spot-example",
             "command": [
                 local_python(shared_dir),
@@ -116,11 +121,13 @@ def local_arguments(
             # Checkpoints take the default: Cloud Storage, beside the model.
             # The model goes to Cloud Storage through the FUSE mount, where the registry reads it.
             "model_dir": os.path.join(run_gcs, "model"),
-            # Job logs on Cloud Storage too: the step streams the trainer's lines from there.
-            "log_directory": os.path.join(run_gcs, "logs"),
-            "poll_seconds": 0.5,
-            "spot_price_per_node_hour": 0.9,
-            "ondemand_price_per_node_hour": 3.0,
+            "training_options": {
+                # Job logs on Cloud Storage too: the step streams the trainer's lines from there.
+                "log_directory": os.path.join(run_gcs, "logs"),
+                "poll_seconds": 0.5,
+                "spot_price_per_node_hour": 0.9,
+                "ondemand_price_per_node_hour": 3.0,
+            },
             # The emulated nodes have the machine type's GPUs, so the default request (all of
             # a node's GPUs) is what runs there; a real Slurm here has none.
             **({"gpus_per_node": 0} if real_slurm else {}),

@@ -8,7 +8,7 @@ both tasks receive.
 
 from kfp import dsl
 
-from vsp.pipelines.definitions import cluster_tasks
+from vsp.pipelines.definitions import cluster_tasks, parameters
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "cluster-lifecycle"
@@ -17,6 +17,7 @@ EXIT_GROUP = "create-and-use"
 
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
+    cluster = parameters.defaults(components["create_cluster"])
 
     @dsl.pipeline(
         name=NAME,
@@ -27,17 +28,17 @@ def build(components: dict):
         project: str,
         location: str = "us-central1",
         cluster_id: str = cluster_tasks.default_cluster_id(NAME),
-        network: str = "",
-        subnetwork: str = "",
-        zone: str = "",
-        home_directory_storage: str = "",
-        machine_type: str = "a3-highgpu-8g",
-        accelerator_type: str = "NVIDIA_H100_80GB",
-        accelerator_count: int = 8,
-        spot_max_nodes: int = 2,
-        ondemand_max_nodes: int = 0,
-        cluster_spec: dict = {},  # noqa: B006 - a KFP default, never mutated
-        timeout_seconds: float = 7200.0,
+        network: str = cluster["network"],
+        subnetwork: str = cluster["subnetwork"],
+        zone: str = cluster["zone"],
+        home_directory_storage: str = cluster["home_directory_storage"],
+        machine_type: str = cluster["machine_type"],
+        accelerator_type: str = cluster["accelerator_type"],
+        accelerator_count: int = cluster["accelerator_count"],
+        spot_max_nodes: int = cluster["spot_max_nodes"],
+        ondemand_max_nodes: int = cluster["ondemand_max_nodes"],
+        cluster_spec: dict = cluster["cluster_spec"],
+        timeout_seconds: float = cluster["timeout_seconds"],
     ):
         """Create a training cluster, then delete it.
 

@@ -1,5 +1,11 @@
 """The ``slurm-spot-training`` pipeline: create, train on Spot, register, then keep or delete.
 
+The form is short: the parameters most runs set, and four option groups (``cluster_options``,
+``training_options``, ``model_options``, ``teardown_options``) for the rest, each holding
+parameters of one component by name (passed to its ``options``; the first step checks every
+name and value before anything is created). A parameter that only feeds a component takes
+that component's default (``parameters.defaults``).
+
 Graph: check-parameters -> create-cluster -> train-on-cluster -> register-model ->
 decide-teardown, then a ``dsl.If``/``dsl.Elif``/``dsl.Else`` on the decision: keep-cluster
 (labels with an expiry), shrink-cluster (the same labels, GPU pools scaled to no nodes) or
@@ -20,27 +26,51 @@ documented kind.
 
 from kfp import dsl
 
-from vsp.pipelines.definitions import cluster_tasks, model_tasks, task_policy
+from vsp.pipelines.definitions import cluster_tasks, parameters, task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "slurm-spot-training"
 EXIT_GROUP = "train-register-teardown"
+# With an on-demand pool, training falls back to it after this many preemptions, or after
+# this long without Spot capacity (training_options overrides both).
+FALLBACK_AFTER_PREEMPTIONS = 5
+CAPACITY_WAIT_SECONDS = 3600.0
+
+
+# Groups of rarely set parameters: pipeline parameter -> the component whose options it fills.
+OPTION_GROUPS = {
+    "cluster_options": "create_cluster",
+    "training_options": "train_on_cluster",
+    "model_options": "register_model",
+    "teardown_options": "decide_teardown",
+}
 
 
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
+    check_run_parameters = components["check_run_parameters"]
+    create_cluster = components["create_cluster"]
     train_on_cluster = components["train_on_cluster"]
+    register_model = components["register_model"]
     decide_teardown = components["decide_teardown"]
     keep_cluster = components["keep_cluster"]
     shrink_cluster = components["shrink_cluster"]
     finalize_cluster = components["finalize_cluster"]
+    cluster = parameters.defaults(create_cluster)
+    training = parameters.defaults(train_on_cluster)
+    model = parameters.defaults(register_model)
+    teardown = parameters.defaults(decide_teardown)
+    exit_task = parameters.defaults(finalize_cluster)
+    option_names = {
+        group: parameters.option_names(components[name]) for group, name in OPTION_GROUPS.items()
+    }
 
     @dsl.pipeline(
         name=NAME,
         description="Create (or reuse) a Vertex AI training cluster, train on its Spot partition "
         "with checkpoint resume through the Slurm Job API, register the model as a new Model "
-        "Registry version, then keep the cluster warm or delete it depending on how often the "
-        "pipeline runs.",
+        "Registry version, then keep the cluster warm, shrink it or delete it depending on how "
+        "often the pipeline runs.",
     )
     def slurm_spot_training(
         project: str,
@@ -49,48 +79,22 @@ def build(components: dict):
         model_dir: str,
         model_id: str,
         serving_image: str,
-        checkpoint_dir: str = "",
         location: str = "us-central1",
         cluster_id: str = cluster_tasks.default_cluster_id(NAME),
-        network: str = "",
-        subnetwork: str = "",
-        zone: str = "",
-        home_directory_storage: str = "",
-        machine_type: str = "a3-highgpu-8g",
-        accelerator_type: str = "NVIDIA_H100_80GB",
-        accelerator_count: int = 8,
-        spot_max_nodes: int = 2,
-        ondemand_max_nodes: int = 0,
-        cluster_spec: dict = {},  # noqa: B006 - a KFP default, never mutated
-        environment: dict = {},  # noqa: B006
-        nodes: int = 1,
+        machine_type: str = cluster["machine_type"],
+        accelerator_type: str = cluster["accelerator_type"],
+        accelerator_count: int = cluster["accelerator_count"],
+        spot_max_nodes: int = cluster["spot_max_nodes"],
+        nodes: int = training["nodes"],
         gpus_per_node: int = 8,
-        time_limit_minutes: int = 0,
-        log_directory: str = "",
-        max_preemptions: int = 10,
-        max_user_failures: int = 0,
-        fallback_after_preemptions: int = 5,
-        capacity_wait_seconds: float = 3600.0,
-        spot_price_per_node_hour: float = 0.0,
-        ondemand_price_per_node_hour: float = 0.0,
-        poll_seconds: float = 20.0,
-        model_display_name: str = "",
-        version_aliases: list = [],  # noqa: B006
-        model_labels: dict = {},  # noqa: B006
-        data_version: str = "",
-        code_version: str = "",
-        teardown_policy: str = "auto",
-        schedule_cron: str = "",
-        interval_hours: float = 0.0,
-        idle_price_per_hour: float = 0.0,
-        provisioning_minutes: float = 20.0,
-        provisioning_price_per_hour: float = 0.0,
-        delay_penalty_per_hour: float = 10.0,
-        failure_keep_minutes: float = 60.0,
-        price_file: str = "",
-        storage_price_per_hour: float = 0.0,
-        shrunk_price_per_hour: float = 0.0,
-        scale_up_minutes: float = 10.0,
+        version_aliases: list = model["version_aliases"],
+        teardown_policy: str = teardown["policy"],
+        schedule_cron: str = teardown["schedule_cron"],
+        failure_keep_minutes: float = exit_task["failure_keep_minutes"],
+        cluster_options: dict = {},  # noqa: B006 - a KFP default, never mutated
+        training_options: dict = {},  # noqa: B006
+        model_options: dict = {},  # noqa: B006
+        teardown_options: dict = {},  # noqa: B006
     ):
         """Create a cluster, train on Spot with resume, register the model, keep, shrink or delete.
 
@@ -102,73 +106,38 @@ def build(components: dict):
                 seen from the cluster: ``/gcs/BUCKET/PATH`` (GCS FUSE) or ``gs://BUCKET/PATH``.
             model_id: Model Registry id; a new version is added when the model exists.
             serving_image: Serving container image of the registered model.
-            checkpoint_dir: Checkpoint directory shared by all attempts ('' = on Cloud Storage,
-                ``checkpoints/RUN_KEY`` in the folder holding model_dir, where the training step
-                can read when each checkpoint was written to measure work lost and goodput).
             location: Vertex AI region.
             cluster_id: Cluster id (1-10 lowercase letters and digits); the default is derived
                 from the pipeline name, so different pipelines never share a cluster.
-            network: VPC network, ``projects/P/global/networks/N``.
-            subnetwork: Subnetwork, ``projects/P/regions/R/subnetworks/S``.
-            zone: Zone of the node pools.
-            home_directory_storage: Filestore/Lustre instance mounted as /home.
             machine_type: GPU machine type of the training pools (default: 8 x H100 80 GB).
             accelerator_type: Accelerator type of the training pools.
             accelerator_count: Accelerators per training node; keep gpus_per_node equal to it.
             spot_max_nodes: Maximum nodes of the Spot pool (partition ``spot``).
-            ondemand_max_nodes: Nodes of an on-demand fallback pool (partition ``ondemand``),
-                billed at the on-demand price whenever they exist; 0 (the default) = no
-                fallback pool, training stays on Spot.
-            cluster_spec: Full cluster body; when non-empty it replaces the flat parameters.
-            environment: Extra environment variables of the trainer.
             nodes: Nodes per training job.
             gpus_per_node: GPUs per node each Slurm job asks for (``gres/gpu:N``); the default
                 8 is every GPU of the default machine, so keep it equal to accelerator_count
                 (the first step refuses more than a node has; 0 = none, for CPU pools).
-            time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
-            log_directory: Folder of the jobs' stdout as the cluster sees it ('' = the working
-                directory); on Cloud Storage (``/gcs/BUCKET/PATH``) the training step shows
-                the trainer's log lines while it runs.
-            max_preemptions: Preemptions survived before the run fails.
-            max_user_failures: Restarts after the trainer itself failed.
-            fallback_after_preemptions: Move to ``ondemand`` after this many preemptions (only
-                with an on-demand pool, see ondemand_max_nodes).
-            capacity_wait_seconds: Longest wait for Spot nodes before falling back to
-                ``ondemand`` (with an on-demand pool), seconds.
-            spot_price_per_node_hour: Spot price per node-hour (cost metrics).
-            ondemand_price_per_node_hour: On-demand price per node-hour (saving estimate).
-            poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
-                progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
-                step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
-                every 12 x poll_seconds.
-            model_display_name: Display name of the model ('' = model_id).
             version_aliases: Aliases of the new model version, e.g. ``["candidate"]``.
-            model_labels: Labels of the model version.
-            data_version: Training data version, stored on the model version.
-            code_version: Training code version (e.g. a commit), stored on the model version.
             teardown_policy: ``auto`` (keep, shrink or delete by cost), ``keep``, ``shrink``
                 (GPU pools scaled to no nodes until the next run) or ``delete``.
             schedule_cron: Cron of the schedule running this pipeline ('' = none; ``vsp
                 schedule`` sets it): predicts the next run for the teardown decision.
-            interval_hours: Expected hours between runs when there is no cron (0 = measure
-                the cadence of earlier runs).
-            idle_price_per_hour: Cost per hour of the idle cluster, USD/hour (0 = its node
-                pools priced from the price table and price_file).
-            provisioning_minutes: Minutes a new cluster takes to provision.
-            provisioning_price_per_hour: Cost per hour while provisioning, USD/hour (0 = the
-                same pools' price).
-            delay_penalty_per_hour: Cost per hour the next run waits for a new cluster.
-            failure_keep_minutes: After a failed run, keep the cluster this long for a retry
-                (0 = delete it at once); a cancelled run always deletes it.
-            price_file: JSON or YAML prices (USD per node-hour by machine type and
-                provisioning model) over the price table: a path or gs:// URI ('' = none).
-            storage_price_per_hour: Home storage cost added to a derived idle price, USD/hour.
-            shrunk_price_per_hour: Cost per hour of the cluster with its GPU pools at no nodes,
-                USD/hour (0 = the login pool's price plus storage_price_per_hour when the idle
-                price is derived; with an explicit idle price, 0 = shrinking not weighed).
-            scale_up_minutes: Minutes a shrunk cluster's GPU pools take to come back.
+            failure_keep_minutes: After a failed run, keep the cluster this many minutes for a
+                retry (0 = delete it at once); a cancelled run always deletes it.
+            cluster_options: More create_cluster parameters by name, e.g.
+                ``{"network": "projects/P/global/networks/N", "zone": "us-central1-b",
+                "home_directory_storage": "...", "ondemand_max_nodes": 1}`` (see the
+                component's reference).
+            training_options: More train_on_cluster parameters by name, e.g.
+                ``{"max_preemptions": 20, "checkpoint_dir": "/gcs/BUCKET/ckpt",
+                "time_limit_minutes": 240}``. With an on-demand pool
+                (``cluster_options.ondemand_max_nodes``), training falls back to it after 5
+                preemptions or an hour without Spot capacity unless set here.
+            model_options: More register_model parameters by name, e.g.
+                ``{"display_name": "...", "labels": {"team": "ml"}, "data_version": "v3"}``.
+            teardown_options: More decide_teardown parameters by name, e.g.
+                ``{"interval_hours": 24, "price_file": "gs://BUCKET/prices.yaml"}``.
         """
-        values = dict(locals())
         finalize = finalize_cluster(
             project=project,
             location=location,
@@ -178,8 +147,46 @@ def build(components: dict):
         )
         task_policy.apply(finalize, "finalize-cluster")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
-            check = model_tasks.check_parameters(components, values, model_dir)
-            create = cluster_tasks.create_cluster(components, values)
+            check = check_run_parameters(
+                model_id=model_id,
+                serving_image=serving_image,
+                model_dir=model_dir,
+                version_aliases=version_aliases,
+                check_teardown=True,
+                teardown_policy=teardown_policy,
+                schedule_cron=schedule_cron,
+                failure_keep_minutes=failure_keep_minutes,
+                check_checkpoint_dir=True,
+                location=location,
+                machine_type=machine_type,
+                spot_max_nodes=spot_max_nodes,
+                check_training=True,
+                command=command,
+                working_directory=working_directory,
+                nodes=nodes,
+                gpus_per_node=gpus_per_node,
+                accelerator_count=accelerator_count,
+                fallback_after_preemptions=FALLBACK_AFTER_PREEMPTIONS,
+                capacity_wait_seconds=CAPACITY_WAIT_SECONDS,
+                cluster_options=cluster_options,
+                training_options=training_options,
+                model_options=model_options,
+                teardown_options=teardown_options,
+                option_names=option_names,
+            )
+            task_policy.apply(check, "check-parameters")
+            create = create_cluster(
+                project=project,
+                location=location,
+                cluster_id=cluster_id,
+                machine_type=machine_type,
+                accelerator_type=accelerator_type,
+                accelerator_count=accelerator_count,
+                spot_max_nodes=spot_max_nodes,
+                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                options=cluster_options,
+            )
+            task_policy.apply(create, "create-cluster")
             create.after(check)
             # The cluster's name from create-cluster: a data dependency, so training waits
             # for the cluster without an .after().
@@ -189,43 +196,39 @@ def build(components: dict):
                 cluster_name=create.outputs["cluster_name"],
                 command=command,
                 working_directory=working_directory,
-                checkpoint_dir=checkpoint_dir,
                 model_dir=model_dir,
                 spot_partition="spot",
                 fallback_partition="ondemand",
-                environment=environment,
                 nodes=nodes,
                 gpus_per_node=gpus_per_node,
-                time_limit_minutes=time_limit_minutes,
-                log_directory=log_directory,
-                max_preemptions=max_preemptions,
-                max_user_failures=max_user_failures,
-                fallback_after_preemptions=fallback_after_preemptions,
-                capacity_wait_seconds=capacity_wait_seconds,
-                spot_price_per_node_hour=spot_price_per_node_hour,
-                ondemand_price_per_node_hour=ondemand_price_per_node_hour,
-                poll_seconds=poll_seconds,
+                fallback_after_preemptions=FALLBACK_AFTER_PREEMPTIONS,
+                capacity_wait_seconds=CAPACITY_WAIT_SECONDS,
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
                 task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                options=training_options,
             )
             task_policy.apply(train, "train-on-cluster")
-            register = model_tasks.register_model(components, values, train)
+            register = register_model(
+                project=project,
+                location=location,
+                model_id=model_id,
+                serving_image=serving_image,
+                version_aliases=version_aliases,
+                model_dir=train.outputs["model_dir"],
+                job_ids=train.outputs["job_ids"],
+                preemptions=train.outputs["preemptions"],
+                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                options=model_options,
+            )
+            task_policy.apply(register, "register-model")
             decide = decide_teardown(
                 project=project,
                 location=location,
                 cluster_id=cluster_id,
                 policy=teardown_policy,
                 schedule_cron=schedule_cron,
-                interval_hours=interval_hours,
-                idle_price_per_hour=idle_price_per_hour,
-                provisioning_minutes=provisioning_minutes,
-                provisioning_price_per_hour=provisioning_price_per_hour,
-                delay_penalty_per_hour=delay_penalty_per_hour,
                 pipeline_name=NAME,
-                price_file=price_file,
-                storage_price_per_hour=storage_price_per_hour,
-                shrunk_price_per_hour=shrunk_price_per_hour,
-                scale_up_minutes=scale_up_minutes,
+                options=teardown_options,
             )
             decide.after(register)
             task_policy.apply(decide, "decide-teardown")
@@ -247,6 +250,9 @@ def build(components: dict):
                 )
                 task_policy.apply(shrink, "shrink-cluster")
             with dsl.Else(name="delete-now"):
-                cluster_tasks.delete_cluster(components, values)
+                cluster_tasks.delete_cluster(
+                    components,
+                    {"project": project, "location": location, "cluster_id": cluster_id},
+                )
 
     return slurm_spot_training

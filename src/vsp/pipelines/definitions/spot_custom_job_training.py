@@ -9,7 +9,7 @@ label).
 
 from kfp import dsl
 
-from vsp.pipelines.definitions import model_tasks, task_policy
+from vsp.pipelines.definitions import model_tasks, parameters, task_policy
 
 # No postponed annotations here: kfp reads the pipeline signature types at definition time.
 NAME = "spot-custom-job-training"
@@ -20,6 +20,8 @@ def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
     train_custom_job = components["train_custom_job"]
     finalize_custom_jobs = components["finalize_custom_jobs"]
+    training = parameters.defaults(train_custom_job)
+    model = parameters.defaults(components["register_model"])
 
     @dsl.pipeline(
         name=NAME,
@@ -37,22 +39,22 @@ def build(components: dict):
         machine_type: str = "a3-highgpu-8g",
         accelerator_type: str = "NVIDIA_H100_80GB",
         accelerator_count: int = 8,
-        container_image: str = "",
-        command: list = [],  # noqa: B006 - a KFP default, never mutated
-        args: list = [],  # noqa: B006
-        env: dict = {},  # noqa: B006
-        fallback_strategy: str = "STANDARD",
-        max_preemptions: int = 20,
-        fallback_after_preemptions: int = 0,
-        capacity_wait_seconds: float = 0.0,
-        spot_price_per_node_hour: float = 0.0,
-        ondemand_price_per_node_hour: float = 0.0,
-        poll_seconds: float = 30.0,
-        model_display_name: str = "",
-        version_aliases: list = [],  # noqa: B006
-        model_labels: dict = {},  # noqa: B006
-        data_version: str = "",
-        code_version: str = "",
+        container_image: str = training["container_image"],
+        command: list = training["command"],
+        args: list = training["args"],
+        env: dict = training["env"],
+        fallback_strategy: str = training["fallback_strategy"],
+        max_preemptions: int = training["max_preemptions"],
+        fallback_after_preemptions: int = training["fallback_after_preemptions"],
+        capacity_wait_seconds: float = training["capacity_wait_seconds"],
+        spot_price_per_node_hour: float = training["spot_price_per_node_hour"],
+        ondemand_price_per_node_hour: float = training["ondemand_price_per_node_hour"],
+        poll_seconds: float = training["poll_seconds"],
+        model_display_name: str = model["display_name"],
+        version_aliases: list = model["version_aliases"],
+        model_labels: dict = model["labels"],
+        data_version: str = model["data_version"],
+        code_version: str = model["code_version"],
     ):
         """Spot CustomJob training with checkpoint resume, then model registration.
 

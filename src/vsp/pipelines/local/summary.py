@@ -107,7 +107,8 @@ def trainer_logs(
     result: results.LocalRunResult, arguments: dict[str, Any]
 ) -> list[tuple[str, str]]:
     """``(job id, log file)`` of each Slurm training job, when the logs go to a known folder."""
-    folder = str(arguments.get("log_directory") or "")
+    training = arguments.get("training_options") or {}
+    folder = str(arguments.get("log_directory") or training.get("log_directory") or "")
     jobs = (result.parameters.get("train-on-cluster") or {}).get("job_ids") or []
     if not folder:
         return []

@@ -2,9 +2,9 @@
 
 ``vsp submit`` and ``vsp schedule`` (dry run or not) read from the compiled template what that
 task receives, each input either a pipeline parameter (the value given, else the template's
-default) or a constant, and run the same check the step runs
-(``registry.run_check.check_component_params``). A run the step would refuse is refused here,
-before anything is sent.
+default), a constant, or, when the task does not set it, the component's own default; then
+they run the same check the step runs (``steps.check_run_parameters.check_component_params``).
+A run the step would refuse is refused here, before anything is sent.
 """
 
 from __future__ import annotations
@@ -48,7 +48,13 @@ def check_task_inputs(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dic
         if "defaultValue" in definition
     }
     given = {**defaults, **values}
-    params: dict[str, Any] = {}
+    component = (spec.get("components") or {}).get(CHECK_COMPONENT) or {}
+    own = ((component.get("inputDefinitions") or {}).get("parameters")) or {}
+    params: dict[str, Any] = {
+        name: _typed(definition["defaultValue"], definition.get("parameterType"))
+        for name, definition in own.items()
+        if "defaultValue" in definition
+    }
     for name, source in ((task.get("inputs") or {}).get("parameters") or {}).items():
         if "componentInputParameter" in source:
             root_name = source["componentInputParameter"].removeprefix(_CHANNEL)

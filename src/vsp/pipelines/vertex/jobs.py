@@ -174,7 +174,8 @@ class PipelineJobRequest:
                 )  # fmt: skip
         if spec is not None:
             definitions = templates.root_parameters(spec)
-            templates.check_parameters(problems, self.parameter_values, definitions)
+            groups = templates.option_groups(spec)
+            templates.check_parameters(problems, self.parameter_values, definitions, groups=groups)
 
     @property
     def pipeline_parameters(self) -> dict[str, dict[str, Any]] | None:

@@ -211,6 +211,25 @@ def root_parameters(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {})
 
 
+def option_groups(spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The pipeline's option groups: parameter -> the names it may hold.
+
+    Read from the ``option_names`` constant a pipeline with a short form passes to its first
+    step (``slurm-spot-training``); empty for a pipeline without groups.
+    """
+    dags = [(spec.get("root") or {}).get("dag") or {}]
+    dags += [c.get("dag") or {} for c in (spec.get("components") or {}).values()]
+    for dag in dags:
+        for task in (dag.get("tasks") or {}).values():
+            inputs = (task.get("inputs") or {}).get("parameters") or {}
+            constant = ((inputs.get("option_names") or {}).get("runtimeValue") or {}).get(
+                "constant"
+            )
+            if isinstance(constant, dict):
+                return {str(k): list(v) for k, v in constant.items()}
+    return {}
+
+
 def is_required(definition: Mapping[str, Any]) -> bool:
     """Whether a parameter must be given (no default value and not optional)."""
     return "defaultValue" not in definition and not definition.get("isOptional")
@@ -247,11 +266,28 @@ def check_parameters(
     values: Mapping[str, Any],
     definitions: Mapping[str, Mapping[str, Any]],
     field: str = "parameter_values",
+    groups: Mapping[str, list[str]] | None = None,
 ) -> None:
-    """Records unknown, missing required and wrongly typed parameters."""
+    """Records unknown, missing required and wrongly typed parameters.
+
+    Args:
+        problems: Where the problems go.
+        values: The parameters given.
+        definitions: The pipeline's parameters (``root_parameters``).
+        field: How the values were given, for the messages.
+        groups: The pipeline's option groups (``option_groups``): an unknown parameter that
+            belongs in one is named with that group.
+    """
     known = ", ".join(sorted(definitions)) or "(none)"
     for name, value in values.items():
         definition = definitions.get(name)
+        group = next((g for g, names in (groups or {}).items() if name in names), None)
+        if definition is None and group is not None:
+            problems.add(
+                f"{field}.{name}", value, f"Is not a parameter of the pipeline but of {group}.",
+                f"Put it in that group: --param '{group}={{\"{name}\": ...}}'.",
+            )  # fmt: skip
+            continue
         if definition is None:
             problems.add(
                 f"{field}.{name}", value, "The pipeline has no such parameter.",

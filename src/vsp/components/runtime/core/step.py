@@ -7,16 +7,93 @@ trace for user errors so the cause is the last thing a user reads.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
 
 from vsp.components.runtime.core import errors
 
 T = TypeVar("T")
 log = logging.getLogger("vsp.step")
+
+# Parameters an ``options`` group may not set: the step's outputs and the run's identity.
+NOT_OPTIONS = frozenset(
+    {"gcp_resources", "metrics", "report", "model", "status", "pipeline_run", "task_name"}
+)
+
+
+def option_names(parameters: Collection[str]) -> list[str]:
+    """The names an ``options`` group of a component with ``parameters`` may hold, sorted."""
+    return sorted(set(parameters) - NOT_OPTIONS - {"options"})
+
+
+def like(value: Any, current: Any) -> Any:
+    """``value`` as the type of the parameter it replaces, where JSON blurred it.
+
+    An option group travels as JSON (a protobuf Struct in the pipeline), whose numbers are all
+    floats: a whole float given for an integer parameter becomes an int. Anything else is kept
+    as given, for the step's own checks to judge.
+    """
+    whole = isinstance(value, float) and value.is_integer()
+    if isinstance(current, int) and not isinstance(current, bool) and whole:
+        return int(value)
+    return value
+
+
+def apply_options(params: Mapping[str, Any], field: str = "options") -> dict[str, Any]:
+    """A step's parameters with its ``options`` group applied over the named ones.
+
+    A pipeline that shows a short form passes rarely set parameters of a component as one
+    dict parameter (``training_options`` ...) to the component's ``options``: a value there
+    wins over the parameter of that name.
+
+    Args:
+        params: The component's parameters, ``options`` among them.
+        field: The group's name in messages (the pipeline parameter it came from).
+
+    Returns:
+        The parameters without ``options``, its values applied.
+
+    Raises:
+        errors.SpecValidationError: ``options`` is not a dict, or names a parameter the
+            component does not have (or one it may not take from there).
+    """
+    merged = dict(params)
+    options = merged.pop("options", None) or {}
+    if not isinstance(options, Mapping):
+        raise errors.SpecValidationError(
+            field,
+            [errors.SpecProblem(field, options, "is not a dict.", 'give {"NAME": VALUE, ...}.')],
+        )
+    allowed = option_names(merged)
+    problems = [
+        errors.SpecProblem(
+            f"{field}.{name}",
+            options[name],
+            "is not a parameter of this step.",
+            f"use one of {', '.join(allowed)}.",
+        )
+        for name in sorted(set(options) - set(allowed))
+    ]
+    if problems:
+        raise errors.SpecValidationError(field, problems)
+    return {**merged, **{name: like(value, merged[name]) for name, value in options.items()}}
+
+
+def accepts_options(entry: Callable[..., T]) -> Callable[..., T]:
+    """Makes a step's ``main`` take an ``options`` group too (see ``apply_options``)."""
+
+    name = entry.__module__.rsplit(".", 1)[-1]
+
+    @functools.wraps(entry)
+    def main(**params: Any) -> T:
+        return entry(**run_step(name, lambda: apply_options(params)))
+
+    return main
+
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 

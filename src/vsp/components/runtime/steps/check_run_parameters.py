@@ -33,63 +33,103 @@ TRAINING_NAMES = (
 )  # fmt: skip
 
 
+# The option groups a pipeline may pass, and the names their components give what this step
+# checks under another name.
+GROUPS = ("cluster_options", "training_options", "model_options", "teardown_options")
+RENAMED = {
+    "model_options": {"labels": "model_labels"},
+    "teardown_options": {"policy": "teardown_policy"},
+}
+
+
 def main(**params: Any) -> bool:
     """The component's entry: every parameter it received (see the component)."""
     return step.run_step("check_run_parameters", lambda: check_component_params(params))
+
+
+def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters with each option group's values applied (names checked first).
+
+    Raises:
+        errors.SpecValidationError: A group is not a dict or names what its component does
+            not take (every such name listed, with the names it does take).
+    """
+    merged = {k: v for k, v in params.items() if k not in (*GROUPS, "option_names")}
+    allowed_by_group = params.get("option_names") or {}
+    problems = []
+    for group in GROUPS:
+        options = params.get(group) or {}
+        if not isinstance(options, Mapping):
+            fix = 'give {"NAME": VALUE, ...}.'
+            problems.append(errors.SpecProblem(group, options, "is not a dict.", fix))
+            continue
+        allowed = allowed_by_group.get(group)
+        for name in sorted(options):
+            if allowed is not None and name not in allowed:
+                fix = f"use one of {', '.join(allowed)}."
+                problems.append(
+                    errors.SpecProblem(f"{group}.{name}", options[name], "is not known.", fix)
+                )
+                continue
+            checked = RENAMED.get(group, {}).get(name, name)
+            if checked in merged:  # what this step checks; the rest is its component's to check
+                merged[checked] = step.like(options[name], merged[checked])
+    if problems:
+        raise errors.SpecValidationError("an option group", problems)
+    return merged
 
 
 def check_component_params(params: Mapping[str, Any]) -> bool:
     """Raises ``errors.SpecValidationError`` listing every problem; returns True otherwise.
 
     Args:
-        params: The ``check_run_parameters`` component's parameters by name (see its
-            docstring); missing ones take the component's defaults' meaning (not checked).
+        params: Every parameter of the ``check_run_parameters`` component by name (see its
+            docstring), as the step receives them.
     """
-    p = dict(params)
+    p = with_groups(params)
     inputs = None
-    if p.get("check_teardown"):
+    if p["check_teardown"]:
         inputs = teardown_inputs.component_inputs(
-            policy=p.get("teardown_policy", "auto"),
-            schedule_cron=p.get("schedule_cron", ""),
-            interval_hours=p.get("interval_hours", 0.0),
-            idle_price_per_hour=p.get("idle_price_per_hour", 0.0),
-            provisioning_minutes=p.get("provisioning_minutes", 20.0),
-            provisioning_price_per_hour=p.get("provisioning_price_per_hour", 0.0),
-            delay_penalty_per_hour=p.get("delay_penalty_per_hour", 10.0),
-            shrunk_price_per_hour=p.get("shrunk_price_per_hour", 0.0),
-            scale_up_minutes=p.get("scale_up_minutes", teardown_inputs.DEFAULT_SCALE_UP_MINUTES),
+            policy=p["teardown_policy"],
+            schedule_cron=p["schedule_cron"],
+            interval_hours=p["interval_hours"],
+            idle_price_per_hour=p["idle_price_per_hour"],
+            provisioning_minutes=p["provisioning_minutes"],
+            provisioning_price_per_hour=p["provisioning_price_per_hour"],
+            delay_penalty_per_hour=p["delay_penalty_per_hour"],
+            shrunk_price_per_hour=p["shrunk_price_per_hour"],
+            scale_up_minutes=p["scale_up_minutes"],
         )
     cluster = None
-    prices = (p.get("idle_price_per_hour", 0.0), p.get("provisioning_price_per_hour", 0.0))
-    if p.get("check_teardown") and 0 in prices:
-        cluster = dict(p.get("cluster_spec") or {}) or (
+    if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
+        cluster = dict(p["cluster_spec"] or {}) or (
             builder.build_cluster_spec(
-                machine_type=p.get("machine_type", "a3-highgpu-8g"),
-                spot_max_nodes=p.get("spot_max_nodes", 2),
-                ondemand_max_nodes=p.get("ondemand_max_nodes", 0),
+                machine_type=p["machine_type"],
+                spot_max_nodes=p["spot_max_nodes"],
+                ondemand_max_nodes=p["ondemand_max_nodes"],
                 validate=False,  # create_cluster validates the spec itself
             ).to_request_body()
         )
     training = {}
-    if p.get("check_training"):
-        training = options_check.component_params({k: p[k] for k in TRAINING_NAMES if k in p})
+    if p["check_training"]:
+        training = options_check.component_params({k: p[k] for k in TRAINING_NAMES})
         _check_gpus(p)
     extra: dict[str, Any] = {}
-    if p.get("check_checkpoint_dir"):
-        extra["checkpoint_dir"] = p.get("checkpoint_dir", "")
+    if p["check_checkpoint_dir"]:
+        extra["checkpoint_dir"] = p["checkpoint_dir"]
     check_run(
         {
-            "model_id": p.get("model_id"),
-            "serving_image": p.get("serving_image"),
-            "model_dir": p.get("model_dir"),
-            "version_aliases": list(p.get("version_aliases") or []),
-            "labels": dict(p.get("model_labels") or {}),
+            "model_id": p["model_id"],
+            "serving_image": p["serving_image"],
+            "model_dir": p["model_dir"],
+            "version_aliases": list(p["version_aliases"] or []),
+            "labels": dict(p["model_labels"] or {}),
         },
         inputs,
-        failure_keep_minutes=p.get("failure_keep_minutes", 60.0),
-        price_file=p.get("price_file", ""),
+        failure_keep_minutes=p["failure_keep_minutes"],
+        price_file=p["price_file"],
         cluster=cluster,
-        location=p.get("location", "us-central1"),
+        location=p["location"],
         training=training,
         **extra,
     )
@@ -99,8 +139,8 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
 def _check_gpus(p: Mapping[str, Any]) -> None:
     """A job asking for more GPUs per node than the flat parameters' nodes have would wait
     in the queue forever; refused before the cluster is created."""
-    gpus, count = p.get("gpus_per_node", 0), p.get("accelerator_count", -1)
-    if p.get("cluster_spec") or not isinstance(count, int) or count < 0:
+    gpus, count = p["gpus_per_node"], p["accelerator_count"]
+    if p["cluster_spec"] or not isinstance(count, int) or count < 0:
         return
     if isinstance(gpus, int) and gpus > count:
         raise errors.UserError(

@@ -27,6 +27,7 @@ SPEC_PARAMETERS = (
 )  # fmt: skip
 
 
+@step.accepts_options
 def main(
     *,
     project: str,

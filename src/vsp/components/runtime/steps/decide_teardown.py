@@ -25,6 +25,7 @@ from vsp.components.runtime.teardown import report as teardown_report
 log = logging.getLogger(__name__)
 
 
+@step.accepts_options
 def main(
     *,
     project: str,
@@ -146,13 +147,13 @@ def read_cluster(client: rest.VertexRestClient | None, ref: resource.ClusterRef)
     if client is None or not ref.cluster_id:
         raise errors.UserError(
             "idle_price_per_hour or provisioning_price_per_hour is 0 (price the cluster), but no "
-            "cluster is given. Fix: pass the cluster id, or both prices > 0 (currency/hour)."
+            "cluster is given. Fix: pass the cluster id, or both prices > 0 (USD/hour)."
         )
     cluster = resource.ClusterResource(client, ref).get()
     if cluster is None:
         raise errors.UserError(
             f"cluster {ref.name} does not exist, so its prices cannot be read. Fix: pass "
-            "idle_price_per_hour > 0 and provisioning_price_per_hour > 0 (currency/hour)."
+            "idle_price_per_hour > 0 and provisioning_price_per_hour > 0 (USD/hour)."
         )
     return cluster
 

@@ -26,6 +26,7 @@ from vsp.components.runtime.trainer import manifests
 log = logging.getLogger(__name__)
 
 
+@step.accepts_options
 def main(
     *,
     project: str,

@@ -21,6 +21,7 @@ from vsp.components.runtime.training.backends import slurm
 log = logging.getLogger(__name__)
 
 
+@step.accepts_options
 def main(
     *,
     project: str,

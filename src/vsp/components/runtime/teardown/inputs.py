@@ -55,11 +55,11 @@ class TeardownInputs:
     """Everything the keep / shrink / delete decision depends on.
 
     Attributes:
-        idle_price_per_hour: What the kept cluster costs per hour while idle (currency/hour);
+        idle_price_per_hour: What the kept cluster costs per hour while idle (USD/hour);
             0 is free here, and "price the cluster" for ``teardown_pricing.decide``.
         provisioning_minutes: How long re-creating the cluster takes, minutes.
         provisioning_price_per_hour: What the cluster costs per hour while it is provisioning
-            (currency/hour; 0 as for the idle price).
+            (USD/hour; 0 as for the idle price).
         delay_penalty_per_hour: The cost of making the next run wait, per hour of waiting.
         policy: ``auto`` (ski-rental rule), ``delete``, ``keep`` or ``shrink`` (overrides).
         schedule_cron: The schedule's 5-field cron, optionally prefixed ``TZ=Zone `` (or
@@ -75,7 +75,7 @@ class TeardownInputs:
         idle_cost: The cluster's priced node pools when ``idle_price_per_hour`` was derived
             from them (``teardown_pricing.decide``); None when it was given as a parameter.
         shrunk_price_per_hour: What the cluster costs per hour with its GPU pools scaled to no
-            nodes (login nodes and storage), currency/hour; None = shrinking is not weighed.
+            nodes (login nodes and storage), USD/hour; None = shrinking is not weighed.
         scale_up_minutes: How long scaling the GPU pools of a shrunk cluster back up takes,
             minutes.
     """
@@ -112,13 +112,13 @@ class TeardownInputs:
 
     @property
     def recreation_cost(self) -> float:
-        """``C_d``: cost of deleting now and re-creating for the next run (currency)."""
+        """``C_d``: cost of deleting now and re-creating for the next run (USD)."""
         hours = self.provisioning_minutes / 60.0
         return hours * (self.provisioning_price_per_hour + self.delay_penalty_per_hour)
 
     @property
     def scale_up_cost(self) -> float:
-        """``C_s``: cost of scaling a shrunk cluster back up for the next run (currency)."""
+        """``C_s``: cost of scaling a shrunk cluster back up for the next run (USD)."""
         hours = self.scale_up_minutes / 60.0
         return hours * (self.provisioning_price_per_hour + self.delay_penalty_per_hour)
 
@@ -138,7 +138,7 @@ class TeardownInputs:
         return max(0.0, self.recreation_cost - self.scale_up_cost) / shrunk * 3600.0
 
     def choice_costs(self, idle_seconds: float) -> dict[str, float]:
-        """What each weighed choice costs for an idle gap of ``idle_seconds`` (currency)."""
+        """What each weighed choice costs for an idle gap of ``idle_seconds`` (USD)."""
         hours = idle_seconds / 3600.0
         costs = {KEEP: self.idle_price_per_hour * hours}
         if self.can_shrink:

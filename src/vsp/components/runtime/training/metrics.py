@@ -22,7 +22,7 @@ INTERRUPTIONS = {"requeued", "preempted", "cancelled"}
 
 @dataclasses.dataclass(frozen=True)
 class Prices:
-    """Prices per node-hour, in the user's currency.
+    """Prices per node-hour, in USD.
 
     Attributes:
         spot_node_hour: Price of one Spot node for one hour.
