@@ -6,10 +6,12 @@ import json
 import pathlib
 import time
 
+import croniter
 import pytest
 
 from tests.pipelines.local import run_arguments
 from vsp import vertex_emulator
+from vsp.components.runtime.core import readable_time
 from vsp.pipelines.definitions import catalog
 from vsp.pipelines.local import run, summary
 
@@ -34,6 +36,11 @@ def _run(tmp_path, monkeypatch, pipeline="slurm-spot-training", preemptions=0, *
         settings=run.local_settings(0.3, preemptions=preemptions, preempt_after=0.6),
         in_process=True,
     )
+
+
+def _gap(cron, at):
+    """Seconds from ``at`` to the next time ``cron`` fires (UTC)."""
+    return croniter.croniter(cron, at).get_next(float) - at
 
 
 def _writes(result):
@@ -71,7 +78,10 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     assert train["preemptions"] == 1
 
     # Scaling back up as long as re-creating: shrinking never beats deleting, whatever the day.
-    second = _run(tmp_path, monkeypatch, schedule_cron="0 3 * * 1", scale_up_minutes=20.0)
+    weekly = "0 3 * * 1"
+    started = time.time()
+    second = _run(tmp_path, monkeypatch, schedule_cron=weekly, scale_up_minutes=20.0)
+    ended = time.time()
     assert second.succeeded, second.error
     # No create: the warm cluster is reused, its expiry cleared, then deleted by the decision.
     assert _writes(second) == [
@@ -91,7 +101,14 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     facts = dict(summary.facts(second))
     assert facts["cluster"].startswith("reused (warm)")
     assert facts["model version"].endswith("slurm-spot-example@2")
-    assert facts["teardown"] == "delete: deleting is cheaper (next run in 2 d)"
+    # The gap to next Monday 03:00 depends on when the test runs: it is measured from the
+    # decision's own clock, somewhere between the run's start and end.
+    decided = json.loads(pathlib.Path(second.outputs["decide-teardown/metrics"]).read_text())
+    idle = decided["teardown_idle_seconds"]
+    assert _gap(weekly, ended) <= idle <= _gap(weekly, started)
+    assert facts["teardown"] == (
+        f"delete: deleting is cheaper (next run in {readable_time.duration(idle)})"
+    )
     assert facts["teardown costs"].endswith("; idle 159.67 USD/h")
     # No price given: the cluster's pools priced from the table (login n2-standard-8, 2 Spot
     # and 1 on-demand a3-highgpu-8g, fixed-size pools).
