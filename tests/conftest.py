@@ -271,3 +271,22 @@ def slurm_cluster(slurm_emulator_factory):
         return emulator
 
     return make
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """0 for scenarios on a real Slurm, 1 for other slow tests, 2 for the rest."""
+    if item.get_closest_marker("slow") is None:
+        return 2
+    real = "[real" in item.nodeid or "real_slurm_pipeline" in item.nodeid
+    return 0 if real else 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Starts the long tests first, so that no worker ends the run alone on one of them.
+
+    Longest first is the classic rule for spreading jobs over workers; the ``slow`` marker
+    (real-Slurm scenarios first) stands in for the durations. pytest-xdist hands the tests out
+    in this order, one at a time (``--maxschedchunk=1`` in pyproject.toml); the order within
+    each rank is the collection order.
+    """
+    items.sort(key=_start_rank)

@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import os
 import pathlib
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -108,27 +109,95 @@ def real_slurmrestd() -> str:
     return address
 
 
-@contextlib.contextmanager
-def exclusive_real_slurm(address: str) -> Iterator[None]:
-    """Holds the one real Slurm for a scenario, against the other test workers.
+# Several real Slurms can serve the suite: their start.sh folders, separated by ``:``. Each
+# test worker then takes a free one instead of waiting for the other worker's scenario.
+POOL_ENV = "VSP_REAL_SLURM_POOL"
+# What a real Slurm's env.sh sets and a scenario needs: the REST addresses and its token, and
+# ``SLURM_CONF``/``PATH`` for ``scontrol requeue``.
+_INSTANCE_VARIABLES = (
+    "SLURM_CONF",
+    "PATH",
+    real_slurm.ADDRESS_ENV,
+    "VSP_REAL_SLURMRESTD_URL",
+    real_slurm.USER_ENV,
+    real_slurm.TOKEN_ENV,
+)
 
-    The scenarios share its node and queue (a partition preemption takes the whole node, and
-    each scenario cancels what it leaves behind), so they run one at a time, whichever worker
-    runs them: an exclusive ``flock`` on a file named for the address, kept from before the
-    scenario's first request until after its clean-up.
+
+def _instances(address: str) -> list[dict[str, str]]:
+    """The environments of the real Slurms in the pool (``$VSP_REAL_SLURM_POOL``).
+
+    Without a pool, the one real Slurm of this environment (``address``), as it is.
     """
-    digest = hashlib.sha256(address.encode()).hexdigest()[:16]
-    path = pathlib.Path(tempfile.gettempdir()) / f"vsp-real-slurm-{digest}.lock"
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    folders = [f for f in os.environ.get(POOL_ENV, "").split(os.pathsep) if f]
+    if not folders:
+        return [{real_slurm.ADDRESS_ENV: address}]
+    instances = []
+    for folder in folders:
+        env_file = pathlib.Path(folder) / "env.sh"
+        done = subprocess.run(
+            ["bash", "-c", '. "$1" && env -0', "env", str(env_file)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"${POOL_ENV}: cannot source {env_file}: {done.stderr.strip()}")
+        values = dict(item.split("=", 1) for item in done.stdout.split("\0") if "=" in item)
+        instances.append({k: values[k] for k in _INSTANCE_VARIABLES if k in values})
+    return instances
+
+
+@contextlib.contextmanager
+def exclusive_real_slurm(address: str) -> Iterator[str]:
+    """Holds one real Slurm of the pool for a scenario, against the other test workers.
+
+    A scenario owns its Slurm's node and queue (a partition preemption takes the whole node,
+    and each scenario cancels what it leaves behind), so no two scenarios share one: an
+    exclusive ``flock`` on a file named for the instance's address, kept from before the
+    scenario's first request until after its clean-up. With a pool (``$VSP_REAL_SLURM_POOL``)
+    a worker takes the first free instance, starting from its own, and waits only when every
+    instance is busy; the scenario's environment then names that instance.
+
+    Yields:
+        The held instance's slurmrestd address.
+    """
+    instances = _instances(address)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = int(worker) % len(instances) if worker.isdigit() else 0
+    order = instances[start:] + instances[:start]
+    with contextlib.ExitStack() as stack:
+        held = None
+        for blocking in (False, True):
+            for instance in order if not blocking else order[:1]:
+                name = hashlib.sha256(instance[real_slurm.ADDRESS_ENV].encode()).hexdigest()
+                path = pathlib.Path(tempfile.gettempdir()) / f"vsp-real-slurm-{name[:16]}.lock"
+                lock = stack.enter_context(open(path, "w"))
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    continue
+                held = instance
+                break
+            if held is not None:
+                break
+        saved = {key: os.environ.get(key) for key in held}
+        os.environ.update(held)
+        try:
+            yield held[real_slurm.ADDRESS_ENV]
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 @pytest.fixture
 def held_real_slurm(real_slurmrestd) -> Iterator[str]:
-    """The real slurmrestd's address, held for this test alone (``exclusive_real_slurm``)."""
-    with exclusive_real_slurm(real_slurmrestd):
-        yield real_slurmrestd
+    """A real slurmrestd's address, held for this test alone (``exclusive_real_slurm``)."""
+    with exclusive_real_slurm(real_slurmrestd) as address:
+        yield address
 
 
 @pytest.fixture(params=["emulated", "real"])
@@ -138,7 +207,7 @@ def slurm_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
     with contextlib.ExitStack() as held:
         if kind == "real":
             address = request.getfixturevalue("real_slurmrestd")
-            held.enter_context(exclusive_real_slurm(address))
+            address = held.enter_context(exclusive_real_slurm(address))
             server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
             mechanisms, timeout = ("partition", "requeue"), 240.0
         else:
