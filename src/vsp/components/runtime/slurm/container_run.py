@@ -12,8 +12,6 @@ before starting anything (``guard``).
 
 from __future__ import annotations
 
-import shlex
-
 PYXIS_LABEL = "slurm-pyxis"  # a user label of the cluster: "yes" = its nodes have pyxis
 NO_PYXIS = 96  # the job's exit code when the node's srun has no --container-image
 _FORBIDDEN = (",", ":", "\0", "\n")
@@ -56,8 +54,3 @@ def srun_prefix(image: str, working_directory: str, mounts: list[str]) -> list[s
     if working_directory:
         argv.append(f"--container-workdir={working_directory}")
     return argv
-
-
-def describe(argv: list[str]) -> str:
-    """``argv`` as one shell-quoted line, for logs."""
-    return " ".join(shlex.quote(a) for a in argv)
