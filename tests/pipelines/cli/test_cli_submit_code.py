@@ -9,6 +9,7 @@ import os
 import shutil
 import tarfile
 
+import google.api_core.exceptions
 import pytest
 from click.testing import CliRunner
 
@@ -162,3 +163,60 @@ def test_submit_code_needs_the_emulated_storage_folder(
     assert result.exit_code == errors.EXIT_USER_ERROR
     assert "Fix: export VSP_GCS_FUSE_ROOT" in result.output
     assert emulator.journal() == []
+
+
+class FakeBlob:
+    """Stands in for a google-cloud-storage blob; the bucket's objects are a dict."""
+
+    def __init__(self, objects, name, error):
+        self.objects, self.name, self.error = objects, name, error
+
+    def upload_from_string(self, data, content_type, if_generation_match):
+        if self.error is not None:
+            raise self.error
+        assert (content_type, if_generation_match) == ("application/gzip", 0)
+        if self.name in self.objects:
+            raise google.api_core.exceptions.PreconditionFailed("exists")
+        self.objects[self.name] = data
+
+
+class FakeStorage:
+    """Stands in for ``google.cloud.storage.Client``: records the bucket and object names."""
+
+    objects: dict = {}
+    buckets: list = []
+    error: Exception | None = None
+
+    def bucket(self, name):
+        self.buckets.append(name)
+        return type(
+            "Bucket", (), {"blob": lambda _, blob: FakeBlob(self.objects, blob, self.error)}
+        )()
+
+
+@pytest.fixture
+def storage(monkeypatch):
+    from google.cloud import storage as gcs_storage
+
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    FakeStorage.objects, FakeStorage.buckets, FakeStorage.error = {}, [], None
+    monkeypatch.setattr(gcs_storage, "Client", FakeStorage)
+    return FakeStorage
+
+
+def test_upload_to_cloud_storage_is_create_only_and_maps_errors(storage, tmp_path):
+    package = code_pack.pack_folder(tree(tmp_path / "code"))
+    uri = package.uri("gs://my-bucket/pipeline-root/")
+    assert uri == f"gs://my-bucket/pipeline-root/vsp-code/{package.sha256}.tar.gz"
+    assert code_pack.upload(package, uri) is True
+    assert storage.buckets == ["my-bucket"]
+    assert storage.objects == {f"pipeline-root/vsp-code/{package.sha256}.tar.gz": package.data}
+    assert code_pack.upload(package, uri) is False  # already there: left as it is
+    storage.error = google.api_core.exceptions.Forbidden("no")
+    with pytest.raises(errors.UserError, match="roles/storage.objectCreator"):
+        code_pack.upload(package, uri)
+    storage.error = google.api_core.exceptions.ServiceUnavailable("busy")
+    with pytest.raises(errors.TransientError):
+        code_pack.upload(package, uri)
+    with pytest.raises(errors.UserError, match="not on Cloud Storage"):
+        package.uri("/local/root")
