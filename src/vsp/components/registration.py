@@ -33,6 +33,7 @@ def register_model(
     data_version: str = "",
     code_version: str = "",
     pipeline_run: str = "",
+    code_sha256: str = "",
     options: dict = {},  # noqa: B006
 ) -> NamedTuple("Outputs", [("model_resource_name", str), ("version_id", str), ("reused", bool)]):
     """Registers a trained model directory in the Vertex AI Model Registry, once per run.
@@ -66,6 +67,9 @@ def register_model(
         code_version: Version (e.g. commit) of the training code, recorded as provenance.
         pipeline_run: Pipeline run name (pass the job name placeholder); identifies the version
             of this run.
+        code_sha256: sha256 of the staged code the model was trained with (pass
+            train_on_cluster's ``code_sha256`` output; '' = none): its first 63 hex digits are
+            the label ``vsp-code-sha256`` and the whole digest ends the version's description.
         options: More of this component's parameters by name, for example
             ``{"data_version": "2026-12"}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer

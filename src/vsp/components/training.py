@@ -45,6 +45,10 @@ def train_on_cluster(
     run_key: str = "",
     pipeline_run: str = "",
     task_name: str = "",
+    code_uri: str = "",
+    code_sha256: str = "",
+    code_cache_dir: str = "",
+    container_image: str = "",
     options: dict = {},  # noqa: B006
 ) -> NamedTuple(
     "Outputs",
@@ -53,6 +57,7 @@ def train_on_cluster(
         ("checkpoint_dir", str),
         ("model_dir", str),
         ("preemptions", int),
+        ("code_sha256", str),
     ],
 ):
     """Trains on the cluster's Spot partition through the Slurm Job API, resuming after preemption.
@@ -117,6 +122,21 @@ def train_on_cluster(
         task_name: This task's name in the pipeline (the pipelines pass the task-name
             placeholder); part of the derived run key, so two training tasks of one run never
             share jobs.
+        code_uri: The trainer's code as a package on Cloud Storage: ``gs://BUCKET/PATH.tar.gz``
+            (a source tarball; its top-level ``requirements.txt`` lists its dependencies) or
+            ``gs://BUCKET/PATH.whl`` (a wheel, installed with its dependencies). Each job
+            unpacks it once per digest on the cluster's shared storage, builds a virtual
+            environment for it once, and runs ``command`` in the unpacked folder with that
+            environment first on ``PATH``. '' = run ``command`` in working_directory as it is.
+            ``vsp submit --code DIR`` packs, uploads and pins a folder.
+        code_sha256: The package's sha256 (64 hex digits, ``sha256sum FILE``); required with
+            code_uri unless code_uri ends in ``#sha256=HEX``. Checked before anything is
+            submitted, and again by each job before it unpacks the package.
+        code_cache_dir: Absolute folder on the cluster's shared storage holding one unpacked
+            package and venv per digest ('' = ``$HOME/.vsp/code``).
+        container_image: Run the trainer as ``srun --container-image=IMAGE`` (pyxis and enroot
+            on the nodes; the cluster must carry the label ``slurm-pyxis: yes``, else the step
+            refuses before submitting). '' = on the node itself. Not with code_uri.
         options: More of this component's parameters by name, for example
             ``{"max_preemptions": 20}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer
@@ -127,6 +147,7 @@ def train_on_cluster(
         checkpoint_dir: The checkpoint directory (the default's resolved path when '' was given).
         model_dir: The model directory.
         preemptions: Preemptions survived.
+        code_sha256: The sha256 of the staged code ('' without code_uri).
     """
     params = dict(locals())  # the parameters, before the import below binds a name
     from vsp.components.runtime.steps import train_on_cluster

@@ -142,3 +142,34 @@ def test_a_gpu_request_beyond_the_nodes_is_refused_first(gpus, count, spec, refu
         f"(accelerator_count = {count}): the job would never start. Fix: set gpus_per_node to "
         "accelerator_count (every GPU of a node) or fewer; 0 for nodes without GPUs."
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        ({"code_uri": "gs://b/code.tar.gz", "code_sha256": "ab" * 32}, None),
+        ({"code_uri": "gs://b/code.tar.gz#sha256=" + "ab" * 32}, None),
+        ({"code_uri": "gs://b/code.tar.gz"}, "has no sha256"),
+        ({"code_uri": "/home/me/code.tar.gz", "code_sha256": "ab" * 32}, "not a package"),
+        ({"code_sha256": "ab" * 32}, "code_uri is empty"),
+        (
+            {"code_uri": "gs://b/c.whl", "code_sha256": "ab" * 32, "code_cache_dir": "rel"},
+            "is not absolute",
+        ),
+    ],
+)
+def test_staged_code_options_are_checked_by_the_first_step(options, refusal):
+    params = component_defaults() | {
+        "model_id": "m1",
+        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+        "model_dir": "gs://bucket/run/model",
+        "check_training": True,
+        "command": ["python", "train.py"],
+        "working_directory": "/home/run",
+        "training_options": options,
+    }
+    if refusal is None:
+        assert check_run_parameters.check_component_params(params) is True
+        return
+    with pytest.raises(errors.UserError, match=refusal):
+        check_run_parameters.check_component_params(params)

@@ -19,7 +19,7 @@ import requests
 
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.teardown import reaper
-from vsp.pipelines.cli import common
+from vsp.pipelines.cli import code_pack, common
 from vsp.pipelines.vertex import first_step_check, jobs, schedules, templates
 
 
@@ -121,14 +121,57 @@ def _job_options(func):
     return func
 
 
+CODE_GROUP = "training_options"  # where a pipeline with option groups takes code_uri
+
+
+def with_code(
+    values: dict[str, Any], definitions: dict[str, Any] | None, uri: str, sha256: str
+) -> dict[str, Any]:
+    """The parameter values with ``code_uri`` and ``code_sha256`` set for the staged code.
+
+    They go into ``training_options`` when the template has that group (or its parameters are
+    unknown, as for a registry template), else into its own ``code_uri``/``code_sha256``.
+
+    Raises:
+        errors.UserError: The template takes neither, or code_uri is also set by --param.
+    """
+    code = {"code_uri": uri, "code_sha256": sha256}
+    out = dict(values)
+    if definitions is None or CODE_GROUP in definitions:
+        group = out.get(CODE_GROUP) or {}
+        if not isinstance(group, dict) or set(code) & set(group):
+            raise errors.UserError(
+                f"--code and --param {CODE_GROUP}=... both set the code. Fix: drop code_uri "
+                f"and code_sha256 from {CODE_GROUP}, or drop --code."
+            )
+        out[CODE_GROUP] = {**group, **code}
+    elif "code_uri" in definitions and "code_sha256" in definitions:
+        if set(code) & set(values):
+            raise errors.UserError(
+                "--code and --param code_uri=... both set the code. Fix: drop one of them."
+            )
+        out.update(code)
+    else:
+        raise errors.UserError(
+            "--code: the template takes neither training_options nor code_uri and "
+            "code_sha256, so it cannot run staged code. Fix: use slurm-spot-training or a "
+            "pipeline passing code_uri to train_on_cluster."
+        )
+    return out
+
+
 def _job_request(
-    options: dict[str, Any], cron: str | None = None, **extra: Any
+    options: dict[str, Any],
+    cron: str | None = None,
+    code: tuple[str, str] | None = None,
+    **extra: Any,
 ) -> jobs.PipelineJobRequest:
     """The validated run request from the shared options, its registry tag resolved.
 
     Args:
         options: The ``_job_options`` values.
         cron: The schedule's cron (``schedule`` only): fills ``schedule_cron`` when declared.
+        code: ``(code_uri, code_sha256)`` of code staged by ``--code`` (None = none).
         **extra: More ``PipelineJobRequest`` fields (``job_id``).
     """
     template = templates.template_path(options["template"])
@@ -147,6 +190,8 @@ def _job_request(
             err=True,
         )
     values = templates.typed_parameters(raw, definitions)
+    if code is not None:
+        values = with_code(values, definitions, *code)
     if cron is not None:
         values = schedules.with_schedule_cron(values, definitions, cron)
     request = jobs.PipelineJobRequest(
@@ -186,15 +231,37 @@ def _dry_run(method: str, path: str, body: dict[str, Any]) -> None:
 @click.command("submit")
 @_job_options
 @click.option("--job-id", default=None, help="pipelineJobId; default: <pipeline>-<UTC time>.")
+@click.option(
+    "--code",
+    "code_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Folder of the trainer's code: packed reproducibly, uploaded to PIPELINE_ROOT/"
+    "vsp-code/SHA256.tar.gz and passed as code_uri and code_sha256 (in training_options).",
+)
 @common.handle_errors
-def submit(job_id: str | None, **options: Any) -> None:
+def submit(job_id: str | None, code_dir: str | None, **options: Any) -> None:
     """Submit one run of a pipeline template to Vertex AI Pipelines."""
-    request = _job_request(options, job_id=job_id)
+    package = code_pack.pack_folder(code_dir) if code_dir else None
+    code = None
+    if package is not None:
+        code = (package.uri(options["pipeline_root"]), package.sha256)
+    request = _job_request(options, code=code, job_id=job_id)
     _warn_caching(request.enable_caching)
     path = f"{jobs.API_VERSION}/{request.parent}/pipelineJobs"
     if options["dry_run"]:
+        if package is not None:
+            click.echo(
+                f"dry run: would upload {code_dir} ({package.files} files, "
+                f"{len(package.data)} bytes, sha256 {package.sha256}) to {code[0]} (not sent)",
+                err=True,
+            )
         _dry_run("POST", f"{path}?pipelineJobId={request.job_id}", request.body())
         return
+    if package is not None:
+        written = code_pack.upload(package, code[0])
+        state = "uploaded" if written else "already there"
+        click.echo(f"code: {code[0]} ({state}; sha256 {package.sha256})", err=True)
     client = jobs.PipelineJobsClient(common.client(request.location))
     job = client.create(request)
     click.echo(f"created: {job.get('name', request.name)}")

@@ -130,7 +130,9 @@ def build(components: dict):
                 component's reference).
             training_options: More train_on_cluster parameters by name, e.g.
                 ``{"max_preemptions": 20, "checkpoint_dir": "/gcs/BUCKET/ckpt",
-                "time_limit_minutes": 240}``. With an on-demand pool
+                "time_limit_minutes": 240}``; staged code goes here too:
+                ``{"code_uri": "gs://BUCKET/code.tar.gz", "code_sha256": "..."}`` (``vsp
+                submit --code DIR`` fills both). With an on-demand pool
                 (``cluster_options.ondemand_max_nodes``), training falls back to it after 5
                 preemptions or an hour without Spot capacity unless set here.
             model_options: More register_model parameters by name, e.g.
@@ -218,6 +220,7 @@ def build(components: dict):
                 job_ids=train.outputs["job_ids"],
                 preemptions=train.outputs["preemptions"],
                 pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                code_sha256=train.outputs["code_sha256"],
                 options=model_options,
             )
             task_policy.apply(register, "register-model")

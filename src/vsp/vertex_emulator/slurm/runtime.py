@@ -16,6 +16,7 @@ Clusters are named by id (``"c1"``) or full resource name.
 from __future__ import annotations
 
 import atexit
+import shutil
 import weakref
 from typing import Any
 
@@ -121,7 +122,12 @@ class SlurmRuntime:
             ctx.save()
 
     def _forget(self, name: str) -> None:
-        """Kills the processes of a cluster's jobs and drops its Slurm state."""
+        """Kills the processes of a cluster's jobs and drops its Slurm state and its home.
+
+        A deleted cluster's home goes with it, so a re-created cluster starts with an empty
+        home: with its own filesystem (``cluster_filesystem``), the folder backing the home
+        is removed.
+        """
         store = self.app.store
         for key in self.procs.keys():
             if key[0] == name:
@@ -133,6 +139,9 @@ class SlurmRuntime:
                 slurm_process.kill_stale_group(doc.get("pgid"), doc.get("marker"))
             store.delete(slurm_context.JOB_COLLECTION, key)
         store.delete(slurm_context.STATE_COLLECTION, name)
+        if self.isolated_filesystems:
+            directory = slurm_context.cluster_dir(self.app.state_dir, name.rsplit("/", 1)[-1])
+            shutil.rmtree(directory / "disk", ignore_errors=True)
 
     def shutdown(self) -> int:
         """SIGKILLs every job process group this emulator started; returns how many ran."""

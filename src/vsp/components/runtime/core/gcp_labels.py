@@ -34,6 +34,7 @@ ATTEMPT = "vsp-attempt"
 # On model versions.
 DATA_VERSION = "vsp-data-version"
 CODE_VERSION = "vsp-code-version"
+CODE_SHA256 = "vsp-code-sha256"  # the staged code's sha256, cut to a label value's 63 chars
 CHECKPOINT_STEP = "vsp-checkpoint-step"
 JOB_COUNT = "vsp-job-count"
 JOBS = "vsp-jobs"

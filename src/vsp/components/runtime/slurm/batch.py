@@ -115,7 +115,7 @@ _vsp_forward() {{
   fi
 }}
 {traps}
-( trap - INT QUIT; exec -- {payload} ) &
+{prelude}( trap - INT QUIT; exec -- {payload} ) &
 _vsp_child=$!
 _vsp_beacon running
 if [ -n "$_vsp_pending" ]; then
@@ -154,6 +154,7 @@ def render(
     forward: Sequence[str] = FORWARDED_SIGNALS,
     run_key: str = "",
     working_directory: str = "",
+    prelude: str = "",
 ) -> str:
     """The batch script text for an argv ``command`` or a bash ``script`` (exactly one).
 
@@ -164,6 +165,9 @@ def render(
         run_key: Shown in a comment line only (must be free of newlines).
         working_directory: The job's working directory, created and entered first ('' = stay
             where Slurm started the script).
+        prelude: Bash run in the batch shell after the signal traps and before the payload
+            starts (code staging, checks of the node); it may ``exit`` to end the job. Built
+            by the caller from quoted values only.
 
     Returns:
         The script, starting with ``#!/bin/bash``.
@@ -196,5 +200,6 @@ def render(
         beacon=_BEACON,
         about=f" for run {run_key}" if run_key else "",
         traps=traps,
+        prelude=prelude if not prelude or prelude.endswith("\n") else prelude + "\n",
         payload=" ".join(shlex.quote(str(arg)) for arg in argv),
     )

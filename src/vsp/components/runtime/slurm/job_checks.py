@@ -91,6 +91,7 @@ def problems(desc: Any) -> list[errors.SpecProblem]:
                 "pass a path such as /home/USER/runs/%j.out, or None.",
             )
     _payload(desc, bad)
+    _container(desc, bad)
     _numbers(desc, bad)
     env_names.check_environment(desc.environment, bad)
     clash = sorted(set(desc.extra_fields) & MANAGED_KEYS)
@@ -158,6 +159,32 @@ def _payload(desc: Any, bad) -> None:
             script,
             "must be non-empty bash text without NUL.",
             "pass the script text, or use command.",
+        )
+
+
+def _container(desc: Any, bad) -> None:
+    image = desc.container_image
+    if not isinstance(image, str) or (image and not is_clean_text(image)):
+        bad(
+            "container_image",
+            image,
+            "must be an image reference without newlines.",
+            "pass e.g. nvcr.io#nvidia/pytorch:24.08-py3, or '' to run on the node itself.",
+        )
+    elif image and any(c in desc.working_directory for c in ",:"):
+        bad(
+            "working_directory",
+            desc.working_directory,
+            "contains , or : and cannot be mounted into the container (pyxis' separators).",
+            "use a working directory without , and :.",
+        )
+    if image and desc.code is not None:
+        bad(
+            "container_image",
+            image,
+            "is given with staged code: the code's venv is built on the node, outside the image.",
+            "put the code and its packages in the image, or drop container_image to run the "
+            "staged code in its own venv.",
         )
 
 

@@ -26,8 +26,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vsp.components.runtime.core import errors
-from vsp.components.runtime.slurm import batch, job_checks
+from vsp.components.runtime.core import errors, gcs_paths
+from vsp.components.runtime.slurm import batch, code_stage, container_run, job_checks
 from vsp.components.runtime.trainer import contract
 
 DEFAULT_VERSION = "v0.0.42"
@@ -100,6 +100,10 @@ class JobDescription:
         pipeline_run: The pipeline run submitting the job, as a label value
             (``vsp-pipeline-run=`` in the comment), so a teardown can tell its own jobs from
             another run's ('' = none).
+        code: Staged code the payload runs from (``slurm.code_stage``; None = the working
+            directory as it is on the cluster).
+        container_image: Run the payload as ``srun --container-image=IMAGE ...`` (pyxis,
+            ``slurm.container_run``); '' = on the node itself.
     """
 
     run_key: str
@@ -123,6 +127,8 @@ class JobDescription:
     extra_fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     spec_digest: str = ""
     pipeline_run: str = ""
+    code: code_stage.CodeStage | None = None
+    container_image: str = ""
 
     def __post_init__(self) -> None:
         if self.command is not None and not isinstance(self.command, str | bytes):
@@ -161,12 +167,23 @@ class JobDescription:
         forward = list(batch.FORWARDED_SIGNALS)
         if self.warning_signal and self.warning_signal not in forward:
             forward.append(self.warning_signal)
+        prelude = self.code.shell() if self.code else ""
+        command = self.command
+        if self.container_image:
+            prelude = container_run.guard() + prelude
+            fuse = self.environment.get(gcs_paths.GCS_FUSE_ROOT_ENV, gcs_paths.DEFAULT_FUSE_ROOT)
+            prefix = container_run.srun_prefix(self.container_image, self.working_directory, [fuse])
+            inner = ["/bin/bash", "-c", self.script, batch.SCRIPT_ARGV0]
+            if command is not None:
+                inner = list(command)
+            command = [*prefix, *inner]
         return batch.render(
-            self.command,
-            script=self.script,
+            command,
+            script=self.script if command is None else None,
             forward=forward,
             run_key=self.run_key,
             working_directory=self.working_directory,
+            prelude=prelude,
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:

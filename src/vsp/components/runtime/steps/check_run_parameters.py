@@ -23,7 +23,7 @@ from vsp.components.runtime.steps import register_model
 from vsp.components.runtime.teardown import cost, price_book
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.trainer import manifests
-from vsp.components.runtime.training import options_check
+from vsp.components.runtime.training import code_check, options_check
 
 TRAINING_NAMES = (
     "command", "working_directory", "environment", "nodes", "gpus_per_node",
@@ -114,6 +114,7 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
     if p["check_training"]:
         training = options_check.component_params({k: p[k] for k in TRAINING_NAMES})
         _check_gpus(p)
+        _check_code(params.get("training_options") or {})
     extra: dict[str, Any] = {}
     if p["check_checkpoint_dir"]:
         extra["checkpoint_dir"] = p["checkpoint_dir"]
@@ -134,6 +135,19 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         **extra,
     )
     return True
+
+
+def _check_code(options: Any) -> None:
+    """Staged code named in ``training_options`` must be a gs:// package with a valid sha256
+    (the object's digest itself is checked by the training step, before it submits)."""
+    if not isinstance(options, Mapping):
+        return  # reported by with_groups
+    if options.get("code_uri") or options.get("code_sha256"):
+        code_check.resolve(
+            str(options.get("code_uri") or ""),
+            str(options.get("code_sha256") or ""),
+            str(options.get("code_cache_dir") or ""),
+        )
 
 
 def _check_gpus(p: Mapping[str, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,6 +46,7 @@ def main(
     data_version: str,
     code_version: str,
     pipeline_run: str,
+    code_sha256: str = "",
 ) -> tuple[str, str, bool]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -68,6 +70,7 @@ def main(
             preemptions=preemptions,
             data_version=data_version,
             code_version=code_version,
+            code_sha256=code_sha256,
             pipeline_run=pipeline_run,
             gcp_resources_path=gcp_resources,
         ),
@@ -125,6 +128,7 @@ def provenance_labels(
     checkpoint_step: int | None,
     data_version: str,
     code_version: str,
+    code_sha256: str = "",
 ) -> dict[str, str]:
     """The provenance labels of a version; empty values are left out.
 
@@ -139,8 +143,25 @@ def provenance_labels(
         gcp_labels.CHECKPOINT_STEP: "" if checkpoint_step is None else str(checkpoint_step),
         gcp_labels.DATA_VERSION: data_version,
         gcp_labels.CODE_VERSION: code_version,
+        gcp_labels.CODE_SHA256: code_sha256,
     }
     return {key: gcp_labels.value(value) for key, value in labels.items() if value}
+
+
+def with_code_digest(description: str, code_sha256: str) -> str:
+    """The version's description ending with the staged code's whole digest.
+
+    Raises:
+        errors.UserError: ``code_sha256`` is not 64 hex digits.
+    """
+    digest = code_sha256.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise errors.UserError(
+            f"code_sha256 {code_sha256!r} is not 64 hex digits. Fix: pass train_on_cluster's "
+            "code_sha256 output (or '' when no code was staged)."
+        )
+    line = f"Trained with code sha256:{digest}."
+    return f"{description.rstrip()}\n{line}" if description.strip() else line
 
 
 def register(
@@ -158,6 +179,7 @@ def register(
     preemptions: int = 0,
     data_version: str = "",
     code_version: str = "",
+    code_sha256: str = "",
     pipeline_run: str = "",
     gcp_resources_path: str = "",
     client: rest.VertexRestClient | None = None,
@@ -190,7 +212,10 @@ def register(
         checkpoint_step=manifest_step,
         data_version=data_version,
         code_version=code_version,
+        code_sha256=code_sha256,
     )
+    if code_sha256:
+        description = with_code_digest(description, code_sha256)
     user_labels = {str(k): str(v) for k, v in (labels or {}).items()}
     reserved = sorted(k for k in user_labels if k.startswith("vsp-"))
     if reserved:

@@ -15,7 +15,7 @@ from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest, step
 from vsp.components.runtime.slurm import api
 from vsp.components.runtime.trainer import manifests
-from vsp.components.runtime.training import beacon, driver, options_check
+from vsp.components.runtime.training import beacon, code_check, driver, options_check
 from vsp.components.runtime.training.backends import slurm
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,15 @@ def main(
     run_key: str,
     pipeline_run: str,
     task_name: str,
-) -> tuple[list, str, str, int]:
+    code_uri: str = "",
+    code_sha256: str = "",
+    code_cache_dir: str = "",
+    container_image: str = "",
+) -> tuple[list, str, str, int, str]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
     Returns:
-        ``(job_ids, checkpoint_dir, model_dir, preemptions)``.
+        ``(job_ids, checkpoint_dir, model_dir, preemptions, code_sha256)``.
     """
     report.metadata["title"] = "Spot training report"
     chosen = {}
@@ -76,6 +80,8 @@ def main(
             timeout_seconds=timeout_seconds, spot_price_per_node_hour=spot_price_per_node_hour,
             ondemand_price_per_node_hour=ondemand_price_per_node_hour,
         )  # fmt: skip
+        code = code_check.resolve(code_uri, code_sha256, code_cache_dir)
+        chosen["code_sha256"] = code.sha256 if code else ""
         cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
         key = driver.run_key_for(pipeline_run, cluster, run_key, task_name)
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
@@ -95,6 +101,8 @@ def main(
             account=account or None,
             standard_output=output,
             warning_seconds=warning_seconds,
+            code=code,
+            container_image=container_image,
         )
         return train_on_cluster(
             project=project,
@@ -123,7 +131,13 @@ def main(
     outcome = step.run_step("train_on_cluster", run)
     driver.publish_metrics(outcome, metrics)
     result = outcome.result
-    return (result.job_ids, chosen["checkpoint_dir"], model_dir, result.preemptions)
+    return (
+        result.job_ids,
+        chosen["checkpoint_dir"],
+        model_dir,
+        result.preemptions,
+        chosen["code_sha256"],
+    )
 
 
 def fallback_if_present(cluster: dict[str, Any] | None, fallback_partition: str) -> str:
@@ -166,7 +180,11 @@ def train_on_cluster(
     task_name: str = "",
     **supervise_options: Any,
 ) -> driver.TrainOutcome:
-    """Spot training as Slurm jobs on a training cluster; see ``driver.supervise``."""
+    """Spot training as Slurm jobs on a training cluster; see ``driver.supervise``.
+
+    Staged code is read back and its sha256 checked, and a container image checked against
+    the cluster, before any job is submitted (``code_check``).
+    """
     if not training.command:
         raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
     if not (training.checkpoint_dir or "").strip():
@@ -178,6 +196,15 @@ def train_on_cluster(
     ref = resource.ClusterRef(project, location, cluster_id)
     vertex = rest.VertexRestClient(location)
     client = api.SlurmClient(vertex, ref)
+    notes = []
+    if training.code is not None:
+        code_check.verify(training.code)
+        log.info("code %s: sha256 %s checked", training.code.uri, training.code.sha256)
+        notes.append(("Code", f"{training.code.uri} (sha256 {training.code.sha256})"))
+    if training.container_image:
+        cluster = resource.ClusterResource(vertex, ref).get()
+        code_check.check_container(training.container_image, cluster, cluster_id)
+        notes.append(("Container image", training.container_image))
     if fallback_partition:
         fallback_partition = fallback_if_present(
             resource.ClusterResource(vertex, ref).get(), fallback_partition
@@ -205,5 +232,6 @@ def train_on_cluster(
         driver.run_key_for(pipeline_run, cluster_id, run_key, task_name),
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
+        report_notes=notes,
         **supervise_options,
     )

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from vsp.components.runtime.core import (
@@ -128,8 +128,12 @@ def supervise(
     poll_backoff: polling.Backoff = supervisor.DEFAULT_BACKOFF,
     poll_settings: poll_plan.PlanSettings | None = None,
     write_report: Callable[[str], None] | None = None,
+    report_notes: Sequence[tuple[str, str]] = (),
 ) -> TrainOutcome:
     """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
+
+    ``report_notes`` are (heading, plain text) sections the report shows first among its notes
+    (the staged code's digest, ...).
 
     The metrics include ``vertex_calls`` and ``vertex_calls_per_job_hour`` (per hour the step
     supervised the run); ``poll_settings`` lets a backend that writes beacons call Vertex only
@@ -173,7 +177,7 @@ def supervise(
     losses = _losses(model_dir)
     if losses:
         metrics["final_loss"] = losses[-1]
-    notes = []
+    notes = [(heading, html.escape(text)) for heading, text in report_notes]
     if "goodput" not in metrics:
         note = unknown_goodput_note(checkpoint_dir, visible)
         log.warning("%s", note)

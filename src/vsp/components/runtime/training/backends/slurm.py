@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from vsp.components.runtime.core import errors, gcp_labels, gcs_paths, polling, rest
 from vsp.components.runtime.core.outcome import Outcome
-from vsp.components.runtime.slurm import api, error_codes, script
+from vsp.components.runtime.slurm import api, code_stage, error_codes, script
 from vsp.components.runtime.trainer import contract
 from vsp.components.runtime.training import beacon as beacon_lib
 from vsp.components.runtime.training import job_logs
@@ -50,6 +50,9 @@ class SlurmTraining:
         standard_output: Job stdout path pattern (``%j`` = job id); default in the working dir.
         requeue: Let Slurm requeue a preempted job in place (False: the job ends and the
             supervisor resubmits it).
+        code: Staged code every attempt unpacks and runs from (None: the working directory as
+            it is on the cluster).
+        container_image: pyxis image the trainer runs in ('' = on the node itself).
     """
 
     command: Sequence[str]
@@ -65,13 +68,17 @@ class SlurmTraining:
     warning_seconds: int = 60
     standard_output: str | None = None
     requeue: bool = True
+    code: code_stage.CodeStage | None = None
+    container_image: str = ""
 
     def stdout_path(self) -> str:
         return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
 
     def digest(self) -> str:
-        """A digest of what the run trains and where: command and directories."""
+        """A digest of what the run trains and where: command, directories, code and image."""
         identity = [list(self.command), self.working_directory, self.checkpoint_dir, self.model_dir]
+        if self.code or self.container_image:  # runs without either keep their old digest
+            identity += [self.code.sha256 if self.code else "", self.container_image]
         return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
 
 
@@ -177,6 +184,8 @@ class SlurmBackend(TrainingBackend):
             warning_seconds=training.warning_seconds,
             spec_digest=training.digest(),
             pipeline_run=gcp_labels.value(self.pipeline_run),
+            code=training.code,
+            container_image=training.container_image,
         )
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
