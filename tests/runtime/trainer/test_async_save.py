@@ -7,12 +7,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from vsp.components.runtime.trainer import async_save, checkpoint, manifests
+from vsp.components.runtime.trainer import async_save, checkpoint, history, manifests
 
 
 def _arrays(value: float) -> dict[str, np.ndarray]:
@@ -49,6 +50,28 @@ def test_save_returns_after_the_snapshot_and_persists_in_the_background(tmp_path
     assert loaded.metadata == {"step": 5, "rng": {"state": 2**100}}
     assert [(t.step, t.total_s is not None) for t in persisted] == [(5, True)]
     assert persisted[0].total_s >= persisted[0].block_s
+
+
+def test_a_late_persist_is_dated_from_its_snapshot(tmp_path: Path) -> None:
+    # A persist that starts late (a queue, a wrapper that waits) must not move the save's
+    # recorded start: the steps after the snapshot are not in this checkpoint.
+    def late_persist(directory, step, arrays, metadata, keep=None, **history):
+        time.sleep(0.5)
+        return checkpoint.save(directory, step, arrays, metadata, keep=keep, **history)
+
+    saver = async_save.AsyncCheckpointer(tmp_path, persist=late_persist)
+    before = time.time()
+    timing = saver.save(7, _arrays(1.0), {"step": 7})
+    after = time.time()
+    saver.wait()
+    saves = [r for r in history.read(tmp_path) if r.event == "save"]
+    assert [(r.step, r.reason) for r in saves] == [(7, "periodic")]
+    assert after - before < 0.5  # save() returned at the snapshot, before the persist began
+    assert before - 0.01 <= saves[0].time <= after + 0.01  # not 0.5 s later
+    assert saves[0].seconds == pytest.approx(timing.block_s, abs=1e-5)
+    # A blocking save (in the caller's thread) is dated from its call, as before.
+    checkpoint.save(tmp_path, 8, _arrays(2.0), {"step": 8})
+    assert [r.step for r in history.read(tmp_path) if r.event == "save"] == [7, 8]
 
 
 def test_next_save_waits_for_the_persist_in_flight(tmp_path: Path) -> None:
@@ -124,7 +147,7 @@ CRASH_SCRIPT = textwrap.dedent(
     import sys, time
     import numpy as np
     from vsp.components.runtime.core import file_primitives
-    from vsp.components.runtime.trainer import async_save, checkpoint, manifests
+    from vsp.components.runtime.trainer import async_save, checkpoint, history, manifests
 
     root = sys.argv[1]
     checkpoint.save(root, 1, {"w": np.full(3, 1.0)}, {"step": 1})

@@ -139,9 +139,10 @@ class AsyncCheckpointer:
         }
         meta = json.loads(model_files.encode_json(dict(metadata)))
         timing = SaveTiming(step=step, block_s=self._clock() - started, wait_s=waited)
+        taken_at = time.time()  # wall time, as the checkpoint history records it
         self._thread = threading.Thread(
             target=self._run,
-            args=(step, snapshot, meta, started, timing, reason),
+            args=(step, snapshot, meta, started, timing, reason, taken_at),
             name=f"checkpoint-persist-{step}",
             daemon=True,
         )
@@ -156,7 +157,9 @@ class AsyncCheckpointer:
         started: float,
         timing: SaveTiming,
         reason: str,
+        taken_at: float,
     ) -> None:
+        snapshot = checkpoint.SNAPSHOT_TAKEN_AT.set(taken_at)
         try:
             ref = self._persist(
                 self.directory,
@@ -175,6 +178,8 @@ class AsyncCheckpointer:
         except BaseException as exc:  # surfaced by the next wait() or save()
             log.error("checkpoint persist of step %d failed: %s", step, exc)
             self._error = exc
+        finally:
+            checkpoint.SNAPSHOT_TAKEN_AT.reset(snapshot)
 
     def close(self) -> manifests.CheckpointRef | None:
         """Waits for the persist in flight (re-raising its error); same as ``wait()``."""

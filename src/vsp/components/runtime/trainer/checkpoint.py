@@ -35,6 +35,7 @@ Assumes a single writer per checkpoint root (e.g. rank 0): temp leftovers found 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
@@ -53,6 +54,14 @@ from vsp.components.runtime.core import errors, file_primitives, gcs_paths
 from vsp.components.runtime.trainer import history, history_writer, manifests, model_files
 
 log = logging.getLogger(__name__)
+
+# When the state a background persist writes was snapshotted (``time.time()`` seconds), set by
+# ``async_save.AsyncCheckpointer`` in its persist thread around the persist call. ``save`` takes
+# its recorded start from it, so a persist that starts late (a queue, a wrapper that waits) does
+# not count the time between the snapshot and the call as training kept by this checkpoint.
+SNAPSHOT_TAKEN_AT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "vsp_checkpoint_snapshot_taken_at", default=None
+)
 
 
 # The numpy-free readers live in ``manifests`` (the pipeline steps use them); they are named here
@@ -110,12 +119,16 @@ def save(
             calling (serialising, snapshotting); the recorded start moves back by as much,
             and the recorded blocking time includes it.
         in_background: The call runs beside training (an asynchronous save's persist): the
-            history records only ``blocked_before`` as time training was held.
+            history records only ``blocked_before`` as time training was held, and the save's
+            start counts back from when the state was snapshotted (``SNAPSHOT_TAKEN_AT``, set
+            by ``async_save``), not from this call.
 
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
     """
-    started, clock = time.time() - blocked_before, time.monotonic() - blocked_before
+    snapshot_at = SNAPSHOT_TAKEN_AT.get() if in_background else None
+    started = (time.time() if snapshot_at is None else snapshot_at) - blocked_before
+    clock = time.monotonic() - blocked_before
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise errors.UserError(f"step must be a non-negative int, got {step!r}")
     if reason not in history.SAVE_REASONS:
