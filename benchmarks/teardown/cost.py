@@ -26,7 +26,7 @@ import numpy as np
 from benchmarks import results_files
 from benchmarks.teardown import goals as goals_module
 from benchmarks.teardown import law, ours, policies, report, traces
-from vsp.components.runtime.teardown import inputs, reaper, run_history
+from vsp.components.runtime.teardown import cadence, inputs, run_history
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "results"
 DEFAULT_SEEDS = 10
@@ -39,7 +39,7 @@ families = goals_module.families
 # the expiry, and the hourly reaper once suggested: what the reaper's cadence costs.
 HOURLY_REAPER_CRON = "30 * * * *"
 REAPERS = {
-    "ours-auto": reaper.REAPER_CRON,
+    "ours-auto": cadence.REAPER_CRON,
     "ours-auto-instant-reaper": None,
     "ours-auto-hourly-reaper": HOURLY_REAPER_CRON,
 }

@@ -3,7 +3,7 @@
 At the end of run ``i`` of a trace the decision gets what the component would have: the start
 times ``teardown_step.run_history`` lists (the newest ``HISTORY_MAX_JOBS`` runs, the running
 one included) and, when a schedule started the run, its cron. A kept or shrunk cluster is
-labelled ``vsp-expires-at``; the reaper, scheduled on ``reaper.REAPER_CRON``, deletes it at its
+labelled ``vsp-expires-at``; the reaper, scheduled on ``cadence.REAPER_CRON``, deletes it at its
 first tick after that label (``gcp_labels.expired`` is ``now > expires_at``), so a run that starts
 before that tick still reuses it. The keep time of a decision is that tick minus the run end.
 """
@@ -22,7 +22,7 @@ from benchmarks.teardown import traces
 from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import decision as teardown_decision
 from vsp.components.runtime.teardown import inputs as teardown_inputs
-from vsp.components.runtime.teardown import reaper, run_history
+from vsp.components.runtime.teardown import run_history
 
 
 def label_expiry(expires_at: float) -> float:
@@ -54,7 +54,7 @@ def fixed_period(cron: str) -> tuple[float, float] | None:
     return minutes[0] * 60.0, step * 60.0
 
 
-def reaped_at(expires_at: float, reaper_cron: str | None = reaper.REAPER_CRON) -> float:
+def reaped_at(expires_at: float, reaper_cron: str | None = teardown_cadence.REAPER_CRON) -> float:
     """When the reaper deletes a cluster labelled to expire at ``expires_at``.
 
     ``reaper_cron=None`` is a reaper that deletes at the very second of the expiry.
@@ -102,7 +102,7 @@ def decisions(
 def ttls(
     trace: traces.Trace,
     expiries: np.ndarray,
-    reaper_cron: str | None = reaper.REAPER_CRON,
+    reaper_cron: str | None = teardown_cadence.REAPER_CRON,
 ) -> np.ndarray:
     """Keep seconds after each run end: 0 when deleted, else the reaper's deletion minus the end."""
     ends = trace.ends[:-1]

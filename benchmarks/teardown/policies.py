@@ -6,7 +6,7 @@ gap ``g`` costs ``r * min(g, T) + C * [g > T]``; the offline optimum pays ``min(
 A run that starts after its cluster was deleted waits the provisioning time (added delay).
 
 The expiry of ours is enforced as the reaper does: the reaper runs on
-``reaper.REAPER_CRON``, so a cluster whose ``vsp-expires-at`` label is ``t`` is deleted at the
+``cadence.REAPER_CRON``, so a cluster whose ``vsp-expires-at`` label is ``t`` is deleted at the
 first reaper tick after ``t`` (a run starting before then still reuses it), and the keep time
 ``T`` is that tick minus the run end. The textbook references (break-even and randomized TTLs)
 are priced with their exact ``T``.
@@ -24,8 +24,8 @@ import math
 import numpy as np
 
 from benchmarks.teardown import ours, traces
+from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import inputs as teardown_inputs
-from vsp.components.runtime.teardown import reaper
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +154,7 @@ def ours_ttls(
     trace: traces.Trace,
     prices: Prices,
     policy: str = "auto",
-    reaper_cron: str | None = reaper.REAPER_CRON,
+    reaper_cron: str | None = teardown_cadence.REAPER_CRON,
 ) -> np.ndarray:
     """TTLs of ``teardown.decide`` at each run end, enforced by the reaper (``teardown_ours``)."""
     _actions, expiries = ours.decisions(trace, prices.inputs(policy=policy), policy)

@@ -17,7 +17,7 @@ scale-up cost ``C_s`` and re-creation cost ``C_d`` (``teardown_inputs``), a deci
 The offline optimum pays ``min(r_k g, r_s g + C_s, C_d)`` per gap (``opt-3``); ``opt-2`` is
 the same without shrinking. *ours-auto* is ``teardown.decide`` at every run end with the run's
 cron, if any, and the start times ``run_history`` would list, its expiry enforced by the reaper
-on ``reaper.REAPER_CRON`` (``teardown_ours``); *ours-auto-2* is the same without a shrunk
+on ``cadence.REAPER_CRON`` (``teardown_ours``); *ours-auto-2* is the same without a shrunk
 price (the rule before shrinking existed).
 
 Usage::

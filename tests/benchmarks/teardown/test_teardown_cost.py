@@ -97,7 +97,7 @@ def test_ours_keep_without_cadence_is_the_break_even_ttl():
 
 def test_the_reaper_deletes_at_its_first_tick_after_the_label():
     trace = traces.poisson_trace(1.0, BETA_1H.beta_s, seed=3)
-    ttls = policies.ours_ttls(trace, BETA_1H, "keep")  # reaper.REAPER_CRON
+    ttls = policies.ours_ttls(trace, BETA_1H, "keep")  # cadence.REAPER_CRON
     ends = trace.ends[:-1]
     label = np.floor(ends + BETA_1H.beta_s)
     assert ttls == pytest.approx((np.floor(label / 600) + 1) * 600 - ends, abs=1e-6)
@@ -193,6 +193,7 @@ def test_goals_mark_met_and_not_met_from_the_numbers():
             "ratio": ratio,
             "ratio_max": ratio,
             "worst_gap_ratio": worst,
+            "cost": ratio * 10.0,  # one OPT per trace: costs in the ratios' proportions
         }
 
     rows = [
@@ -202,6 +203,8 @@ def test_goals_mark_met_and_not_met_from_the_numbers():
         row("poisson-1b", "poisson", "ours-auto", 1.6),
         row("poisson-1b", "poisson", "break-even-ttl", 2.0 + 1e-12, worst=2.0),
         row("poisson-1b", "poisson", "randomized-ttl", 1.61),
+        row("poisson-1b", "poisson", "always-delete", 1.62),
+        row("poisson-1b", "poisson", "best-fixed-ttl", 1.5),
         {**row("hourly", "cron", "knows-the-law", 1.0), "bound": 0.99},
         row("hourly-missed-10%", "cron-missed", "ours-auto", 1.09),
         {**row("hourly-missed-10%", "cron-missed", "knows-the-law", 1.08), "bound": 1.07},
@@ -214,6 +217,9 @@ def test_goals_mark_met_and_not_met_from_the_numbers():
     assert goals["2"]["met"] and goals["2'"]["met"]
     assert not goals["3"]["met"] and goals["3"]["where"] == "poisson-1b at beta 1h"
     assert not goals["5"]["met"] and goals["5"]["measured"] == 1.6
+    assert goals["8"]["met"] and goals["8"]["measured"] == pytest.approx(1.6 / 1.62)
+    assert not goals["9"]["met"] and goals["9"]["measured"] == pytest.approx(1.6 / 1.5)
+    assert goals["9"]["where"] == "poisson-1b at beta 1h"
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 20, 99, 100, 999])

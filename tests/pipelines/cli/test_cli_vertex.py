@@ -269,7 +269,7 @@ def test_schedule_sends_the_exact_body_with_schedule_cron(emulator, cron_templat
     list_entry, create_entry, reaper_lookup = emulator.journal()
     assert (reaper_lookup["method"], reaper_lookup["query"]) == ("GET", {})
     assert "no schedule of it exists in us-central1" in result.stderr
-    assert "--cron '*/10 * * * *'" in result.stderr  # reaper.REAPER_CRON
+    assert "--cron '*/10 * * * *'" in result.stderr  # cadence.REAPER_CRON
     assert (list_entry["method"], list_entry["query"]) == (
         "GET",
         {"filter": 'display_name="nightly"'},

@@ -60,5 +60,33 @@ def test_decide_with_history_keeps_for_the_learned_time():
     )
     decision = teardown_decision.decide(inputs)
     assert decision.action == "keep"
-    assert decision.expires_at == pytest.approx(now + 3300)
-    assert "over the last 4 idle gaps, keeping 55 min costs least" in decision.reason
+    # The reaper (every 10 minutes, from now) deletes at its first tick after the expiry: the
+    # tick an hour on is the first to cover a 55 min gap; the label expires 30 s before it.
+    assert decision.expires_at == pytest.approx(now + 3570)
+    assert "over the last 4 idle gaps, keeping 59 min 30 s costs least" in decision.reason
+
+
+def test_a_keep_the_reaper_would_stretch_past_its_worth_is_a_delete():
+    # Idle gaps alternate 6 min and 2 h; re-creating costs 0.25 USD, idle 1 USD/h. Kept for
+    # 6 min, the average would be 0.05 + (0.1 + 0.25) / 2 = 0.225 USD a gap, under 0.25; but
+    # the reaper runs every 10 minutes, so a 6 min keep lasts 10 min: 0.05 + (0.167 + 0.25) / 2
+    # = 0.258 USD, and deleting at once is cheaper.
+    now = 1_800_000_000.0  # a reaper tick
+    gaps = [360.0, 7200.0, 360.0, 7200.0]
+    starts = [now - 300.0]
+    for gap in reversed(gaps):
+        starts.insert(0, starts[0] - gap - 300.0)
+    inputs = teardown_inputs.TeardownInputs(
+        idle_price_per_hour=1.0,
+        provisioning_minutes=10.0,
+        provisioning_price_per_hour=1.5,
+        delay_penalty_per_hour=0.0,
+        run_start_times=starts,
+        now=now,
+    )
+    assert inputs.recreation_cost == pytest.approx(0.25)
+    assert history.idle_gaps(starts, now) == pytest.approx(gaps)
+    decision = teardown_decision.decide(inputs)
+    assert decision.action == "delete", decision.reason
+    kept_6_min, kept_10_min = history.average_costs(gaps, [360.0, 600.0], 1.0, 0.25)
+    assert (kept_6_min, kept_10_min) == pytest.approx((0.225, 0.05 + (600 / 3600 + 0.25) / 2))

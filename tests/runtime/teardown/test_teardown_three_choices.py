@@ -114,9 +114,11 @@ def test_history_picks_shrinking_for_the_learned_time():
     starts = [NOW - 30 * 60 - offset for offset in (0, 7200, 18000, 21600, 32400)]
     decision = teardown_decision.decide(inputs(run_start_times=starts))
     assert decision.action == "shrink"
-    learned = "over the last 4 idle gaps, shrinking 2 h 30 min costs least on average"
+    # Until the reaper's first tick (every 10 minutes) past the longest gap (2 h 30 min from
+    # 10:00:30): 12:40, the label 30 s before it.
+    learned = "over the last 4 idle gaps, shrinking 2 h 39 min costs least on average"
     assert learned in decision.reason
-    assert decision.expires_at == pytest.approx(NOW + 2.5 * 3600)
+    assert decision.expires_at == pytest.approx(NOW + 9570 - 30)
 
 
 def test_validation_names_the_new_fields():

@@ -18,7 +18,7 @@ import click
 import requests
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.teardown import reaper
+from vsp.components.runtime.teardown import cadence
 from vsp.pipelines.cli import code_pack, common
 from vsp.pipelines.vertex import first_step_check, jobs, schedules, templates
 
@@ -319,7 +319,7 @@ def schedule(
             f"schedule of it exists in {job.location}. Create one: vsp schedule --project "
             f"{job.project} --location {job.location} --pipeline-root {job.pipeline_root} "
             f"--template {schedules.REAPER_PIPELINE} "
-            f"--cron '{reaper.REAPER_CRON}' "
+            f"--cron '{cadence.REAPER_CRON}' "
             f"--param project={job.project} --param location={job.location}",
             err=True,
         )

@@ -26,6 +26,12 @@ from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
 
 _TZ_PREFIXES = ("TZ=", "CRON_TZ=")
 
+# The cron the reaper (``teardown.reaper``) is scheduled on: ``vsp schedule`` prints it,
+# ``benchmarks.teardown.cost`` replays it, and a decision from run history picks its keep time
+# among the reaper's ticks (``reaper_keep_times``). A cluster expired at ``t`` is deleted at the
+# first reaper tick after ``t``: every 10 minutes, for 144 reaper runs a day.
+REAPER_CRON = "*/10 * * * *"
+
 
 def _problem(field: str, value: object, problem: str, fix: str) -> SpecValidationError:
     return SpecValidationError("the teardown inputs", [SpecProblem(field, value, problem, fix)])
@@ -142,6 +148,25 @@ def ticks_between(schedule_cron: str, after: float, until: float, limit: int) ->
             return out
         day += 1
     return out
+
+
+def reaper_keep_times(
+    now: float, gaps: Sequence[float], reaper_cron: str = REAPER_CRON
+) -> list[float]:
+    """The keep times worth weighing for a cluster kept at ``now``, given the idle ``gaps``.
+
+    A kept cluster lives until the first reaper tick after its expiry, so the keep times there
+    are are 0 and the reaper's ticks. Between two gaps, a longer keep only costs more (the same
+    runs reuse the cluster, the others find it later), so of the ticks only the first at or
+    after each gap is worth weighing: 0 and those, in increasing order.
+
+    Args:
+        now: When the cluster goes idle (epoch seconds).
+        gaps: The idle gaps weighed (seconds).
+        reaper_cron: The reaper's schedule.
+    """
+    ticks = {ticks_between(reaper_cron, now + g - 1e-6, math.inf, 1)[0] - now for g in gaps}
+    return sorted({0.0, *ticks})
 
 
 def tick_at_or_before(schedule_cron: str, moment: float) -> float:

@@ -17,8 +17,9 @@ Rule (deterministic ski rental with a prediction):
   delete: the one the next run waits least for). With no cadence known, delete (the one-shot
   rule with an unknown gap cannot bound the idle cost).
 * With only run history (at least three gaps), the keep time that would have cost least over
-  the observed idle gaps (``teardown_history``), whole or shrunk: keep or shrink for it, or
-  delete when that is zero; irregular arrivals make a single predicted time a poor guide.
+  the observed idle gaps among the reaper's ticks (``teardown_history``), whole or shrunk: keep
+  or shrink for it, or delete when that is zero; irregular arrivals make a single predicted time
+  a poor guide.
 * ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
 A kept or shrunk cluster is labelled with ``vsp-expires-at`` (keep-with-TTL, which is what
@@ -124,26 +125,42 @@ class TeardownDecision:
         return labels
 
 
+# How long before the reaper's tick a kept cluster expires (at most; half the keep when shorter),
+# so that the tick finds it expired: the reaper deletes what expired before it runs.
+_EXPIRY_BEFORE_TICK_SECONDS = 30.0
+
+
 def _history_choice(
-    inputs: teardown_inputs.TeardownInputs, gaps: list[float]
+    inputs: teardown_inputs.TeardownInputs, gaps: list[float], now: float
 ) -> tuple[str, float, dict[str, float]]:
     """The cheapest of keeping or shrinking for the best time over ``gaps``, or deleting.
 
+    The keep times weighed are the reaper's: a kept cluster lives until the first reaper tick
+    after its expiry, so a keep time between two ticks costs as much as the later tick, and
+    pricing it as shorter would keep clusters that deleting would have beaten.
+
     Returns:
-        (action, keep seconds, average cost per gap of each weighed choice).
+        (action, seconds from now to the expiry, average cost per gap of each weighed choice).
     """
     deleted = inputs.recreation_cost
-    options = {KEEP: teardown_history.best_ttl(gaps, inputs.idle_price_per_hour, deleted)}
+    ticks = teardown_cadence.reaper_keep_times(now, gaps)
+    options = {
+        KEEP: teardown_history.best_ttl(
+            gaps, inputs.idle_price_per_hour, deleted, keep_times=ticks
+        )
+    }
     if inputs.can_shrink:
         options[SHRINK] = teardown_history.best_ttl(
-            gaps, inputs.shrunk_price_per_hour or 0.0, deleted, inputs.scale_up_cost
+            gaps, inputs.shrunk_price_per_hour or 0.0, deleted, inputs.scale_up_cost, ticks
         )
     candidates = {a: (ttl, cost) for a, (ttl, cost) in options.items() if ttl > 0}
     candidates[DELETE] = (0.0, deleted)
     best = _cheapest({a: round(cost, 12) for a, (_ttl, cost) in candidates.items()})
     averages = {a: cost for a, (_ttl, cost) in options.items()}
     averages[DELETE] = deleted
-    return best, candidates[best][0], averages
+    keep = candidates[best][0]
+    expiry = keep - min(_EXPIRY_BEFORE_TICK_SECONDS, keep / 2.0) if keep > 0 else 0.0
+    return best, expiry, averages
 
 
 _GERUND = {KEEP: "keeping", SHRINK: "shrinking", DELETE: "deleting"}
@@ -190,7 +207,7 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
     if inputs.schedule_cron is None and inputs.interval_seconds is None:
         gaps = teardown_history.idle_gaps(inputs.run_start_times, now)
         if len(gaps) >= teardown_history.MIN_GAPS:
-            history = _history_choice(inputs, gaps)
+            history = _history_choice(inputs, gaps, now)
     costs: dict[str, float] = {}
     planned = None
     expiry_text = ""

@@ -46,6 +46,7 @@ def best_ttl(
     idle_price_per_hour: float,
     recreation_cost: float,
     reuse_cost: float = 0.0,
+    keep_times: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """The keep time with the least average cost over ``gaps``, and that cost.
 
@@ -55,13 +56,16 @@ def best_ttl(
         recreation_cost: What deleting and re-creating costs.
         reuse_cost: What the next run pays to reuse the cluster within the keep time (0 for a
             kept cluster; the scale-up cost for a shrunk one).
+        keep_times: The keep times there are to choose from, seconds (for example 0 and the
+            reaper's ticks); by default any, i.e. 0 and each gap.
 
     Returns:
         (keep seconds, average cost per gap); ``(0, recreation_cost)`` without gaps.
     """
     if not gaps:
         return 0.0, float(recreation_cost)
-    candidates = sorted({0.0, *(float(g) for g in gaps)})
+    chosen = (float(g) for g in gaps) if keep_times is None else keep_times
+    candidates = sorted({0.0, *(float(t) for t in chosen)})
     averages = average_costs(gaps, candidates, idle_price_per_hour, recreation_cost, reuse_cost)
     best = cheapest_index(averages, longest=False)
     return candidates[best], averages[best]

@@ -28,12 +28,6 @@ from vsp.components.runtime.teardown import in_use
 
 log = logging.getLogger(__name__)
 
-# The cron the reaper is scheduled on (``vsp schedule`` prints it; ``benchmarks.teardown.cost``
-# replays it). A cluster expired at ``t`` is deleted at the first reaper tick after ``t``, so an
-# expired keep costs up to one reaper interval more idle time: every 10 minutes bounds that
-# at 10 minutes of the cluster's idle price (in ``benchmarks.teardown.cost`` an hourly reaper
-# adds up to 15% to the cost, one every 10 minutes up to 4%), for 144 reaper runs a day.
-REAPER_CRON = "*/10 * * * *"
 DELETED, WOULD_DELETE, KEPT, FAILED = "deleted", "would delete", "kept", "failed"
 DELETABLE_STATES = (cluster_resource.RUNNING, cluster_resource.ERROR)
 
