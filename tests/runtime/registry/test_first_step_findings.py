@@ -33,7 +33,7 @@ RUN = {
     "accelerator_count": 8,
 }
 OPTION_NAMES = {
-    "cluster_options": ["labels", "slurm_config"],
+    "cluster_options": ["boot_disk_size_gb", "labels", "ondemand_max_nodes", "slurm_config"],
     "training_options": ["checkpoint_dir", "environment", "log_directory"],
     "model_options": ["labels"],
     "teardown_options": ["interval_hours"],
@@ -105,6 +105,21 @@ def test_a_slurm_config_that_is_not_a_dict_is_refused_first():
     error = refused(cluster_options={"slurm_config": "x"})
     assert error.fields == ["cluster_options.slurm_config"]
     assert "is not a dict" in str(error)
+
+
+def test_pool_sizes_the_service_refuses_are_refused_first():
+    # The emulator once created a cluster of 10**12 nodes with 10**15 GB boot disks.
+    error = refused(
+        spot_max_nodes=10**12,
+        cluster_options={"boot_disk_size_gb": 10**15, "ondemand_max_nodes": 1.5},
+    )
+    assert error.fields == [
+        "cluster_options.boot_disk_size_gb",
+        "cluster_options.ondemand_max_nodes",
+        "spot_max_nodes",
+    ]
+    assert "must be a whole number of GB from 0 to 65536" in str(error)
+    assert check(cluster_options={"boot_disk_size_gb": 65536.0}) is True
 
 
 @pytest.mark.parametrize(

@@ -126,6 +126,23 @@ def interval_hours(value: Any) -> tuple[str, str] | None:
     return None
 
 
+def whole_number(low: int, high: int, unit: str) -> Rule:
+    """A whole number from ``low`` to ``high`` (a whole float, as JSON gives it, counts)."""
+
+    def rule(value: Any) -> tuple[str, str] | None:
+        whole = isinstance(value, float) and value.is_integer()
+        number = (isinstance(value, int) and not isinstance(value, bool)) or whole
+        if not number or not low <= value <= high:
+            return f"must be a whole number of {unit} from {low} to {high}.", f"use {low}-{high}."
+        return None
+
+    return rule
+
+
+# Compute Engine's largest disk, 64 TiB (``cluster.rules_pools.MAX_BOOT_DISK_GB``).
+MAX_BOOT_DISK_GB = 65536
+# Node counts are int32 in the cluster request (``cluster.rules_pools.MAX_NODE_COUNT``).
+MAX_NODE_COUNT = 2**31 - 1
 STORAGE = path_rule(gcs=True, optional=False)
 RULES: dict[str, dict[str, Rule]] = {
     "create_cluster": {
@@ -133,6 +150,10 @@ RULES: dict[str, dict[str, Rule]] = {
         "slurm_config": mapping,
         "labels": labels_rule(gcp_labels.MAX_LABELS),
         "display_name": one_line,
+        "boot_disk_size_gb": whole_number(0, MAX_BOOT_DISK_GB, "GB"),
+        "spot_max_nodes": whole_number(0, MAX_NODE_COUNT, "nodes"),
+        "ondemand_max_nodes": whole_number(0, MAX_NODE_COUNT, "nodes"),
+        "login_node_count": whole_number(1, MAX_NODE_COUNT, "nodes"),
     },
     "train_on_cluster": {
         "model_dir": STORAGE,

@@ -56,6 +56,8 @@ FLAT_RULES = {
     "working_directory": ("train_on_cluster", "working_directory"),
     "environment": ("train_on_cluster", "environment"),
     "cluster_spec": ("create_cluster", "cluster_spec"),
+    "spot_max_nodes": ("create_cluster", "spot_max_nodes"),
+    "ondemand_max_nodes": ("create_cluster", "ondemand_max_nodes"),
     "schedule_cron": ("decide_teardown", "schedule_cron"),
     "interval_hours": ("decide_teardown", "interval_hours"),
     "price_file": ("decide_teardown", "price_file"),
