@@ -35,7 +35,7 @@ RUN = {
 OPTION_NAMES = {
     "cluster_options": ["boot_disk_size_gb", "labels", "ondemand_max_nodes", "slurm_config"],
     "training_options": ["checkpoint_dir", "environment", "log_directory"],
-    "model_options": ["labels"],
+    "model_options": ["display_name", "labels"],
     "teardown_options": ["interval_hours"],
 }
 
@@ -105,6 +105,18 @@ def test_a_slurm_config_that_is_not_a_dict_is_refused_first():
     error = refused(cluster_options={"slurm_config": "x"})
     assert error.fields == ["cluster_options.slurm_config"]
     assert "is not a dict" in str(error)
+
+
+def test_a_display_name_or_image_vertex_refuses_is_refused_first():
+    # Both were refused only by the Model Registry upload, after training.
+    error = refused(
+        serving_image="us-docker.pkg.dev/p/r/serve:1\nx",
+        model_options={"display_name": "m" * 5000},
+    )
+    assert error.fields == ["model_options.display_name", "serving_image"]
+    assert "has 5000 characters; Vertex AI allows 128." in str(error)
+    assert "is not a container image reference" in str(error)
+    assert check(model_options={"display_name": "Digits model (nightly)"}) is True
 
 
 def test_pool_sizes_the_service_refuses_are_refused_first():

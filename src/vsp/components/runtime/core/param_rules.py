@@ -22,6 +22,8 @@ from vsp.components.runtime.core import errors, gcp_labels
 Rule = Callable[[Any], "tuple[str, str] | None"]
 
 BREAKS = ("\n", "\r", "\0")
+# "can be up to 128 characters long" (Vertex AI REST reference, Model.displayName).
+MAX_DISPLAY_NAME = 128
 # Provenance labels ``register_model`` adds to every version (run, jobs, job count,
 # preemptions, checkpoint step, data and code version): the user's share of the 64.
 MODEL_PROVENANCE_LABELS = 7
@@ -70,6 +72,25 @@ def path_rule(*, gcs: bool, optional: bool) -> Rule:
         return None
 
     return rule
+
+
+def display_name(value: Any) -> tuple[str, str] | None:
+    """One line of at most 128 characters (Vertex AI display names; '' = the default)."""
+    if bad := one_line(value):
+        return bad
+    if len(value) > MAX_DISPLAY_NAME:
+        return f"has {len(value)} characters; Vertex AI allows {MAX_DISPLAY_NAME}.", "shorten it."
+    return None
+
+
+def image_uri(value: Any) -> tuple[str, str] | None:
+    """A container image reference: no whitespace or control characters."""
+    if not isinstance(value, str) or any(c.isspace() or ord(c) < 32 for c in value):
+        return (
+            "is not a container image reference (it holds whitespace or control characters).",
+            "give the image as REGISTRY/PATH:TAG or REGISTRY/PATH@sha256:DIGEST.",
+        )
+    return None
 
 
 def mapping(value: Any) -> tuple[str, str] | None:
@@ -166,7 +187,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "model_dir": STORAGE,
         "labels": labels_rule(MAX_MODEL_LABELS),
         "version_aliases": string_list,
-        "display_name": one_line,
+        "display_name": display_name,
+        "serving_image": image_uri,
     },
     "decide_teardown": {
         "schedule_cron": one_line,

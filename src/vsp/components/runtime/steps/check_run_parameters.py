@@ -50,6 +50,7 @@ RENAMED = {
 # (``param_rules.RULES``).
 FLAT_RULES = {
     "model_dir": ("register_model", "model_dir"),
+    "serving_image": ("register_model", "serving_image"),
     "model_labels": ("register_model", "labels"),
     "version_aliases": ("register_model", "version_aliases"),
     "checkpoint_dir": ("train_on_cluster", "checkpoint_dir"),
