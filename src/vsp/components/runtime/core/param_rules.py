@@ -93,6 +93,17 @@ def image_uri(value: Any) -> tuple[str, str] | None:
     return None
 
 
+def gcs_uri(value: Any) -> tuple[str, str] | None:
+    """A ``gs://BUCKET/PATH`` URI on one line, without ``.`` or ``..`` segments."""
+    if bad := one_line(value):
+        return bad
+    if not value.startswith("gs://") or not value[len("gs://") :].strip("/"):
+        return "is not a gs://BUCKET/PATH URI.", "give gs://BUCKET/PATH."
+    if _dot_segments(value[len("gs://") :]):
+        return "has a '.' or '..' segment.", "give gs://BUCKET/PATH without '.' or '..'."
+    return None
+
+
 def mapping(value: Any) -> tuple[str, str] | None:
     """A dict (JSON object)."""
     if not isinstance(value, Mapping):
@@ -182,6 +193,15 @@ RULES: dict[str, dict[str, Rule]] = {
         "log_directory": path_rule(gcs=False, optional=True),
         "working_directory": path_rule(gcs=False, optional=False),
         "environment": environment,
+    },
+    "train_custom_job": {
+        "base_output_directory": gcs_uri,
+        "env": environment,
+        "labels": mapping,
+        "command": string_list,
+        "args": string_list,
+        "package_uris": string_list,
+        "display_name": display_name,
     },
     "register_model": {
         "model_dir": STORAGE,
