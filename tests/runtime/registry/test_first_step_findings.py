@@ -224,3 +224,18 @@ def test_register_model_refuses_a_dot_segment_at_its_start_with_exit_2(
         caplog.text
     )
     assert not (tmp_path / "gcp_resources").exists()
+
+
+def test_the_rules_constants_match_what_the_steps_add():
+    from vsp.components.runtime.core import gcp_labels
+    from vsp.components.runtime.steps import register_model
+    from vsp.components.runtime.trainer import contract
+    from vsp.components.runtime.training import beacon
+
+    most = register_model.provenance_labels(
+        job_ids=["1", "2"], preemptions=3, checkpoint_step=4, data_version="d", code_version="c"
+    )
+    added = {*most, gcp_labels.PIPELINE_RUN}
+    assert len(added) == param_rules.MODEL_PROVENANCE_LABELS
+    names = {contract.CHECKPOINT_DIR_ENV, contract.MODEL_DIR_ENV, contract.ATTEMPT_ENV}
+    assert param_rules.STEP_ENV == names | {contract.RUN_KEY_ENV, beacon.DIR_ENV}

@@ -34,6 +34,10 @@ MAX_MODEL_LABELS = gcp_labels.MAX_LABELS - MODEL_PROVENANCE_LABELS
 STEP_ENV = frozenset(
     {"VSP_CHECKPOINT_DIR", "VSP_MODEL_DIR", "VSP_ATTEMPT", "VSP_RUN_KEY", "VSP_BEACON_DIR"}
 )
+# Compute Engine's largest disk, 64 TiB (``cluster.rules_pools.MAX_BOOT_DISK_GB``).
+MAX_BOOT_DISK_GB = 65536
+# Node counts are int32 in the cluster request (``cluster.rules_pools.MAX_NODE_COUNT``).
+MAX_NODE_COUNT = 2**31 - 1
 # Ten years: the longest expected gap between scheduled runs (a time past it overflows).
 MAX_INTERVAL_HOURS = 10 * 365 * 24.0
 
@@ -171,10 +175,6 @@ def whole_number(low: int, high: int, unit: str) -> Rule:
     return rule
 
 
-# Compute Engine's largest disk, 64 TiB (``cluster.rules_pools.MAX_BOOT_DISK_GB``).
-MAX_BOOT_DISK_GB = 65536
-# Node counts are int32 in the cluster request (``cluster.rules_pools.MAX_NODE_COUNT``).
-MAX_NODE_COUNT = 2**31 - 1
 STORAGE = path_rule(gcs=True, optional=False)
 RULES: dict[str, dict[str, Rule]] = {
     "create_cluster": {
