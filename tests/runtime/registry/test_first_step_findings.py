@@ -34,9 +34,15 @@ RUN = {
 }
 OPTION_NAMES = {
     "cluster_options": ["boot_disk_size_gb", "labels", "ondemand_max_nodes", "slurm_config"],
-    "training_options": ["checkpoint_dir", "environment", "log_directory"],
+    "training_options": [
+        "checkpoint_dir",
+        "environment",
+        "log_directory",
+        "timeout_seconds",
+        "warning_seconds",
+    ],
     "model_options": ["display_name", "labels"],
-    "teardown_options": ["interval_hours"],
+    "teardown_options": ["interval_hours", "storage_price_per_hour"],
 }
 
 
@@ -158,6 +164,14 @@ def test_the_checkpoint_dir_the_step_sets_cannot_come_from_environment():
     assert "sets VSP_CHECKPOINT_DIR, which the training step sets" in str(error)
     assert refused(environment={"VSP_MODEL_DIR": "/x"}).fields == ["environment"]
     assert check(environment={"VSP_GCS_FUSE_ROOT": "/mnt", "FOO": "bar"}) is True
+
+
+def test_group_values_the_first_step_has_no_parameter_for_are_checked_too():
+    error = refused(training_options={"timeout_seconds": 0}, teardown_options={})
+    assert error.fields == ["timeout_seconds"]
+    error = refused(teardown_options={"storage_price_per_hour": float("nan")})
+    assert error.fields == ["teardown_options.storage_price_per_hour"]
+    assert check(training_options={"timeout_seconds": 3600.0}) is True
 
 
 def test_every_problem_of_every_group_is_listed_at_once():

@@ -162,6 +162,14 @@ def interval_hours(value: Any) -> tuple[str, str] | None:
     return None
 
 
+def non_negative(value: Any) -> tuple[str, str] | None:
+    """A finite number >= 0."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
+        return "must be a finite number >= 0.", "give a non-negative number."
+    return None
+
+
 def whole_number(low: int, high: int, unit: str) -> Rule:
     """A whole number from ``low`` to ``high`` (a whole float, as JSON gives it, counts)."""
 
@@ -214,6 +222,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "schedule_cron": one_line,
         "interval_hours": interval_hours,
         "price_file": one_line,
+        "expiry_slack_fraction": non_negative,
+        "storage_price_per_hour": non_negative,
     },
 }
 

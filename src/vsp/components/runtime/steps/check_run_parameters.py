@@ -149,7 +149,9 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         )
     training = {}
     if p["check_training"]:
-        training = options_check.component_params({k: p[k] for k in TRAINING_NAMES})
+        # The group's bounded names this step has no parameter for (timeout_seconds, ...).
+        grouped = dict(params.get("training_options") or {})
+        training = options_check.component_params({**grouped, **{k: p[k] for k in TRAINING_NAMES}})
         _check_gpus(p)
     extra: dict[str, Any] = {}
     if p["check_checkpoint_dir"]:
