@@ -240,6 +240,42 @@ def test_register_model_refuses_a_dot_segment_at_its_start_with_exit_2(
     assert not (tmp_path / "gcp_resources").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "text"),
+    [
+        ({"slurm_config": "x"}, "slurm_config = 'x': is not a dict."),
+        ({"labels": ["a"]}, "labels = ['a']: is not a dict."),
+        ({"boot_disk_size_gb": 10**15}, "must be a whole number of GB from 0 to 65536"),
+    ],
+)
+def test_create_cluster_refuses_them_at_its_start_with_exit_2(
+    tmp_path, monkeypatch, caplog, options, text
+):
+    # slurm_config='x' and labels=['a'] once failed inside the step (exit 70).
+    from vsp.components.runtime.steps import create_cluster
+
+    declaration = catalog.declarations()["create_cluster"]
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(declaration).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")  # nothing listens: no request
+    step.configure_logging()
+    monkeypatch.setattr(logging.getLogger("vsp"), "propagate", True)  # to caplog
+    with pytest.raises(SystemExit) as caught:
+        create_cluster.main(
+            **{**defaults, "options": options},
+            project="p",
+            location="us-central1",
+            cluster_id="c1",
+            gcp_resources=str(tmp_path / "gcp_resources"),
+        )
+    assert caught.value.code == errors.EXIT_USER_ERROR
+    assert text in caplog.text
+    assert not (tmp_path / "gcp_resources").exists()
+
+
 def test_the_rules_constants_match_what_the_steps_add():
     from vsp.components.runtime.core import gcp_labels
     from vsp.components.runtime.steps import register_model
