@@ -22,6 +22,14 @@ from typing import Any
 from vsp.vertex_emulator import errors
 
 INT32_MAX = 2**31 - 1
+# Display names: "can be up to 128 characters long and can consist of any UTF-8 characters"
+# (Vertex AI REST reference, Model.displayName and the other resources' displayName fields;
+# a cluster's is inferred to follow the same rule).
+MAX_DISPLAY_NAME = 128
+# A container image reference has no whitespace or control characters (the reference
+# grammar, https://github.com/distribution/reference/blob/main/reference.go); its length is
+# inferred from Docker's 255-character repository name limit plus tag or digest.
+MAX_IMAGE_URI = 1024
 INT64_MAX = 2**63 - 1
 TYPE_NAMES = {INT32_MAX: "TYPE_INT32", INT64_MAX: "TYPE_INT64"}
 MAX_LABELS = 64
@@ -63,7 +71,7 @@ def integer_violation(
     """A violation naming ``field`` when ``value`` (if set) is not a valid integer, else None."""
     if value is None or integer(value, minimum=minimum, maximum=maximum) is not None:
         return None
-    kind = TYPE_NAMES.get(maximum, "TYPE_INT64")
+    kind = TYPE_NAMES.get(maximum, "TYPE_INT32" if maximum <= INT32_MAX else "TYPE_INT64")
     return errors.FieldViolation(
         field,
         f"Invalid value ({kind}), {shown(value)}: expected a whole number from {minimum} "
@@ -77,6 +85,36 @@ def integer_violations(
     """``integer_violation`` for each ``(value, field)`` pair, the problems only."""
     found = (integer_violation(v, f, minimum=minimum, maximum=maximum) for v, f in fields)
     return [violation for violation in found if violation is not None]
+
+
+def display_name_violation(value: Any, field: str) -> errors.FieldViolation | None:
+    """A violation when a set display name is not a string of at most 128 characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return errors.FieldViolation(
+            field, f"Invalid value {shown(value)}: display_name must be a string."
+        )
+    if len(value) > MAX_DISPLAY_NAME:
+        return errors.FieldViolation(
+            field,
+            f"display_name has {len(value)} characters; at most {MAX_DISPLAY_NAME} are allowed.",
+        )
+    return None
+
+
+def image_uri_violation(value: Any, field: str) -> errors.FieldViolation | None:
+    """A violation when a set image URI holds whitespace or control characters, or is long."""
+    if value is None:
+        return None
+    bad = not isinstance(value, str) or len(value) > MAX_IMAGE_URI
+    if bad or any(c.isspace() or unicodedata.category(c) == "Cc" for c in value):
+        return errors.FieldViolation(
+            field,
+            f"Invalid image URI {shown(value)}: use a container image reference without "
+            f"whitespace or control characters, at most {MAX_IMAGE_URI} characters.",
+        )
+    return None
 
 
 def valid_label_key(key: Any) -> bool:

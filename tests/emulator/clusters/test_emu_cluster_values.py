@@ -12,7 +12,7 @@ import pytest
 import requests
 
 SLURM = "orchestrator_spec.slurm_spec"
-INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
 
 
 def violations(response: requests.Response) -> list[dict]:
@@ -38,13 +38,14 @@ def set_pool(body: dict, pool: int, section: str, name: str, value) -> dict:
 
 @pytest.mark.parametrize(
     "value",
-    ["two", "", " 2", "2.5", "1e3", "0x10", 2.5, -1, "-1", True, 2**63, str(2**63), 1e19, [2], {}],
+    ["two", "", " 2", "2.5", "1e3", "0x10", 2.5, -1, "-1", True, 2**31, str(2**63), 1e12, [2], {}],
 )
-def test_a_node_count_that_is_not_an_int64_count_is_refused(emulator_api, cluster_body, value):
+def test_a_node_count_that_is_not_an_int32_count_is_refused(emulator_api, cluster_body, value):
+    # 10**12 nodes once created a cluster.
     set_pool(cluster_body, 1, "scaling_spec", "max_node_count", value)
     response = emulator_api.create_cluster("c1", cluster_body)
     field = "node_pools[1].scaling_spec.max_node_count"
-    assert_refused(emulator_api, response, field, "Invalid value (TYPE_INT64)")
+    assert_refused(emulator_api, response, field, "Invalid value (TYPE_INT32)")
 
 
 @pytest.mark.parametrize("literal", [b"Infinity", b"-Infinity", b"NaN", b"1e999"])
@@ -79,23 +80,51 @@ def test_other_pool_numbers_are_int64_too(emulator_api, cluster_body, section, n
     assert_refused(emulator_api, response, field, "expected a whole number from 0")
 
 
-def test_counts_as_decimal_strings_whole_floats_and_the_int64_maximum_are_accepted(
+def test_counts_as_decimal_strings_whole_floats_and_the_int32_maximum_are_accepted(
     emulator_api, cluster_body
 ):
     set_pool(cluster_body, 1, "scaling_spec", "min_node_count", "0")
-    set_pool(cluster_body, 1, "scaling_spec", "max_node_count", str(INT64_MAX))
+    set_pool(cluster_body, 1, "scaling_spec", "max_node_count", str(INT32_MAX))
     set_pool(cluster_body, 1, "machine_spec", "accelerator_count", 8.0)
-    set_pool(cluster_body, 1, "boot_disk", "boot_disk_size_gb", "200")
+    set_pool(cluster_body, 1, "boot_disk", "boot_disk_size_gb", "65536")
     response = emulator_api.create_cluster("c1", cluster_body)
     assert response.status_code == 200, response.text
-    # A count beyond int64 on a node_pools PATCH is refused like on create.
+    # A count beyond int32 on a node_pools PATCH is refused like on create.
     emulator_api.wait_operation(response.json()["name"])
-    set_pool(cluster_body, 1, "scaling_spec", "max_node_count", str(INT64_MAX + 1))
+    set_pool(cluster_body, 1, "scaling_spec", "max_node_count", str(INT32_MAX + 1))
     patch = requests.patch(
         emulator_api.clusters_url("c1"), params={"updateMask": "node_pools"}, json=cluster_body
     )
     assert patch.status_code == 400
     assert [v["field"] for v in violations(patch)] == ["node_pools[1].scaling_spec.max_node_count"]
+
+
+@pytest.mark.parametrize("size", [65537, 10**15, "1000000000000000"])
+def test_a_boot_disk_beyond_64_tib_is_refused(emulator_api, cluster_body, size):
+    # A boot disk of 10**15 GB once created a cluster.
+    set_pool(cluster_body, 1, "boot_disk", "boot_disk_size_gb", size)
+    response = emulator_api.create_cluster("c1", cluster_body)
+    field = "node_pools[1].boot_disk.boot_disk_size_gb"
+    assert_refused(emulator_api, response, field, "expected a whole number from 0 to 65536")
+
+
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        (12345, "Invalid value 12345: display_name must be a string."),
+        (["c"], "display_name must be a string."),
+        ("d" * 129, "display_name has 129 characters; at most 128 are allowed."),
+    ],
+)
+def test_a_cluster_display_name_must_be_a_string_of_at_most_128(
+    emulator_api, cluster_body, name, phrase
+):
+    # A numeric display name once created a cluster.
+    cluster_body["display_name"] = name
+    response = emulator_api.create_cluster("c1", cluster_body)
+    assert_refused(emulator_api, response, "display_name", phrase)
+    cluster_body["display_name"] = "d" * 128
+    assert emulator_api.create_cluster("c1", cluster_body).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -230,7 +259,7 @@ def test_a_config_patch_with_a_refused_key_is_refused(emulator_api, cluster_body
 
 
 def test_a_huge_valid_pool_is_emulated_with_a_bounded_number_of_nodes(emulator_api, cluster_body):
-    set_pool(cluster_body, 1, "scaling_spec", "max_node_count", str(INT64_MAX))
+    set_pool(cluster_body, 1, "scaling_spec", "max_node_count", str(INT32_MAX))
     emulator_api.create_running("c1", cluster_body)
     call = {"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/nodes"}
     url = f"{emulator_api.clusters_url('c1')}:callSlurmRestApi"

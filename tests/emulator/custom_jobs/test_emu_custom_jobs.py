@@ -190,6 +190,27 @@ def test_validation_error_shape(emulator_factory):
     assert missing.status_code == 404
 
 
+def test_a_long_display_name_and_an_image_uri_with_a_line_break_are_refused(emulator_factory):
+    server = emulator_factory(**FAST)
+    payload = body(["true"])
+    payload["displayName"] = "j" * 129
+    payload["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] = "gcr.io/x/y:1\nz"
+    resp = requests.post(f"{server.base_url}/v1/{PARENT}/customJobs", json=payload, timeout=5)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
+    found = {v["field"]: v["description"] for v in error["details"][0]["fieldViolations"]}
+    assert found == {
+        "display_name": "display_name has 129 characters; at most 128 are allowed.",
+        "job_spec.worker_pool_specs[0].container_spec.image_uri": (
+            "Invalid image URI 'gcr.io/x/y:1\\nz': use a container image reference without "
+            "whitespace or control characters, at most 1024 characters."
+        ),
+    }
+    listed = requests.get(f"{server.base_url}/v1/{PARENT}/customJobs", timeout=5).json()
+    assert listed.get("customJobs", []) == []
+
+
 def test_restart_fails_running_job_and_keeps_finished(emulator_factory, tmp_path):
     state = tmp_path / "state"
     server = emulator_factory(state, **FAST)

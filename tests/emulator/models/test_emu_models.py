@@ -140,6 +140,39 @@ def test_upload_validation(api, body, field):
     assert field in fields
 
 
+@pytest.mark.parametrize(
+    ("model", "field", "phrase"),
+    [
+        (  # a 5,000-character display name was once registered
+            _model(displayName="m" * 5000),
+            "model.display_name",
+            "display_name has 5000 characters; at most 128 are allowed.",
+        ),
+        (_model(displayName=7), "model.display_name", "display_name is required."),
+        (  # an image URI with a newline was once registered
+            _model(containerSpec={"imageUri": "us-docker.pkg.dev/p/r/serve:1\nx"}),
+            "model.container_spec.image_uri",
+            "Invalid image URI 'us-docker.pkg.dev/p/r/serve:1\\nx'",
+        ),
+        (
+            _model(containerSpec={"imageUri": "us-docker.pkg.dev/p/r/serve :1"}),
+            "model.container_spec.image_uri",
+            "without whitespace or control characters",
+        ),
+    ],
+)
+def test_upload_refuses_what_vertex_refuses(api, model, field, phrase):
+    response = api.upload(modelId="ok", model=model)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
+    violations = error["details"][0]["fieldViolations"]
+    assert [v["field"] for v in violations] == [field]
+    assert phrase in violations[0]["description"] and phrase in error["message"]
+    assert api.get(f"{PARENT}/models/ok").status_code == 404  # nothing stored
+    assert api.upload(modelId="ok", model=_model(displayName="m" * 128)).status_code == 200
+
+
 def test_upload_conflicts_and_missing(api):
     assert api.upload(modelId="mnist", model=_model()).status_code == 200
     again = api.upload(modelId="mnist", model=_model())

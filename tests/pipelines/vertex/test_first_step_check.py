@@ -63,3 +63,27 @@ def test_a_good_dry_run_says_it_was_checked():
     assert result.exit_code == 0, result.output
     assert "checked: the parameters pass the pipeline's first step" in result.stderr
     assert json.loads(result.stdout)["runtimeConfig"]["parameterValues"]["model_id"] == "m"
+
+
+def test_a_dry_run_refuses_each_group_value_its_component_would():
+    result = submit(
+        'cluster_options={"slurm_config": "x"}',
+        'training_options={"log_directory": "/home/r/logs\\nx"}',
+        'model_options={"labels": ["a"]}',
+        'teardown_options={"interval_hours": 1000000000000000.0}',
+        "model_dir=gs://b/run/../../other/model",
+        "schedule_cron=0 0 30 2 *",
+    )
+    assert result.exit_code == 2, result.output
+    for text in (
+        "cluster_options.slurm_config = 'x': is not a dict.",
+        "training_options.log_directory = '/home/r/logs\\nx': holds a line break or NUL.",
+        "model_options.labels = ['a']: is not a dict.",
+        "teardown_options.interval_hours = 1000000000000000.0: must be a number of hours from 0",
+        "model_dir = 'gs://b/run/../../other/model': has a '.' or '..' segment.",
+    ):
+        assert text in result.output
+    assert "dry run" not in result.output
+    # The cron is checked after the values' shapes: alone, it is refused too.
+    alone = submit("schedule_cron=0 0 30 2 *")
+    assert alone.exit_code == 2 and "names a date that never comes" in alone.output

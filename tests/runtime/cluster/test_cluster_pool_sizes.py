@@ -129,3 +129,34 @@ def test_a_spec_scaling_from_zero_is_warned_then_accepted_or_refused_by_reading(
     assert 'Node pool "spot": min_node_count (0) must equal max_node_count (4)' in (
         info.value.message
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        (
+            {"boot_disk_size_gb": 10**15},
+            "node_pools[1].boot_disk.boot_disk_size_gb",
+            "Boot disk is larger than 65536 GB (64 TiB, the largest disk).",
+        ),
+        (
+            {"spot_max_nodes": 10**12},
+            "node_pools[1].scaling_spec.min_node_count",
+            "Node count is above 2147483647 (int32).",
+        ),
+    ],
+)
+def test_sizes_the_service_refuses_are_refused_before_any_request(change, field, problem):
+    # The emulator created such a cluster once; the service refuses them.
+    with pytest.raises(errors.SpecValidationError) as caught:
+        builder.build_cluster_spec(**{**FLAT, **change})
+    assert field in caught.value.fields
+    assert problem in str(caught.value)
+
+
+def test_the_first_step_uses_the_cluster_rules_limits():
+    from vsp.components.runtime.cluster import rules_pools
+    from vsp.components.runtime.core import param_rules
+
+    assert param_rules.MAX_BOOT_DISK_GB == rules_pools.MAX_BOOT_DISK_GB
+    assert param_rules.MAX_NODE_COUNT == rules_pools.MAX_NODE_COUNT

@@ -1,9 +1,10 @@
 """Service-side checks on the values inside a ModelDevelopmentCluster: numbers, labels, slurm.conf.
 
-* Counts and sizes (``scaling_spec.{min,max}_node_count``, ``machine_spec.accelerator_count``,
-  ``boot_disk.boot_disk_size_gb``) are whole numbers from 0 to 2^63-1, as a JSON number or a
-  decimal string (proto3 JSON for int64; the fields' proto types are not published, so the
-  widest integer type is assumed).
+* Counts (``scaling_spec.{min,max}_node_count``, ``machine_spec.accelerator_count``) are
+  whole numbers from 0 to 2^31-1 and ``boot_disk.boot_disk_size_gb`` from 0 to 65,536, as a
+  JSON number or a decimal string (proto3 JSON; the sources and what is inferred are given at
+  ``_POOL_NUMBERS``).
+* ``display_name`` is a string of at most 128 characters (``field_rules``).
 * ``labels`` and ``node_pools[].labels`` follow Google Cloud's label rules (``field_rules``).
 * The slurm.conf maps (``orchestrator_spec.slurm_spec.config``, ``partitions[].config`` and
   ``node_sets[].config``) map parameter names to string values. Refused, as the create-cluster
@@ -24,11 +25,18 @@ from vsp.vertex_emulator import errors, field_rules
 from vsp.vertex_emulator.clusters import schema as cluster_schema
 
 _SLURM = "orchestrator_spec.slurm_spec"
+# (section, field, snake_case path, largest value). Vertex AI's discovery document gives
+# ``MachineSpec.acceleratorCount`` and ``DiskSpec.bootDiskSizeGb`` the format int32; the
+# training cluster's node counts are inferred to be int32 as well (their proto types are not
+# published). A boot disk is at most 65,536 GB, Compute Engine's largest persistent disk
+# (64 TiB, https://cloud.google.com/compute/docs/disks/persistent-disks); that the cluster's
+# boot disks follow it is inferred.
+MAX_BOOT_DISK_GB = 65536
 _POOL_NUMBERS = (
-    ("scalingSpec", "minNodeCount", "scaling_spec.min_node_count"),
-    ("scalingSpec", "maxNodeCount", "scaling_spec.max_node_count"),
-    ("machineSpec", "acceleratorCount", "machine_spec.accelerator_count"),
-    ("bootDisk", "bootDiskSizeGb", "boot_disk.boot_disk_size_gb"),
+    ("scalingSpec", "minNodeCount", "scaling_spec.min_node_count", field_rules.INT32_MAX),
+    ("scalingSpec", "maxNodeCount", "scaling_spec.max_node_count", field_rules.INT32_MAX),
+    ("machineSpec", "acceleratorCount", "machine_spec.accelerator_count", field_rules.INT32_MAX),
+    ("bootDisk", "bootDiskSizeGb", "boot_disk.boot_disk_size_gb", MAX_BOOT_DISK_GB),
 )
 PARAMETER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Parameters of slurmdbd.conf only (the names it shares with slurm.conf are not refused).
@@ -42,14 +50,18 @@ SLURMDBD_NAMES = frozenset(
 def check(spec: dict[str, Any]) -> list[errors.FieldViolation]:
     """The violations of the numbers, labels and slurm.conf maps of a (camelCase) cluster."""
     out = field_rules.label_violations(spec.get("labels"), "labels")
+    display_name = field_rules.display_name_violation(spec.get("displayName"), "display_name")
+    out += [display_name] if display_name else []
     for index, pool in enumerate(spec.get("nodePools") or []):
         if not isinstance(pool, dict):
             continue
         where = f"node_pools[{index}]"
-        for parent, name, field in _POOL_NUMBERS:
+        for parent, name, field, largest in _POOL_NUMBERS:
             holder = pool.get(parent)
             if isinstance(holder, dict):
-                violation = field_rules.integer_violation(holder.get(name), f"{where}.{field}")
+                violation = field_rules.integer_violation(
+                    holder.get(name), f"{where}.{field}", maximum=largest
+                )
                 out += [violation] if violation else []
         out += field_rules.label_violations(pool.get("labels"), f"{where}.labels")
     slurm = cluster_schema.get_path(spec, "orchestratorSpec", "slurmSpec")

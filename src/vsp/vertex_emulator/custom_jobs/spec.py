@@ -81,6 +81,8 @@ def _check_pool(pool: Any, where: str, first: bool, out: list[errors.FieldViolat
         if not isinstance(spec, dict) or not spec.get("imageUri"):
             out.append(_v(f"{where}.{name}.image_uri", "Image URI must be specified."))
             return
+        uri = field_rules.image_uri_violation(spec["imageUri"], f"{where}.{name}.image_uri")
+        out += [uri] if uri else []
     else:
         spec, name = package, "python_package_spec"
         if not isinstance(spec, dict):
@@ -141,6 +143,8 @@ def validate(body: dict[str, Any], *, reject_unknown: bool) -> dict[str, Any]:
         raise errors.invalid_argument(message, [_v(casing.camel_to_snake(unknown[0]), message)])
     if not isinstance(body.get("displayName"), str) or not body["displayName"].strip():
         out.append(_v("display_name", "Display name must be specified."))
+    elif name := field_rules.display_name_violation(body["displayName"], "display_name"):
+        out.append(name)
     labels = body.get("labels") or {}
     out += field_rules.label_violations(labels, "labels")
     if not isinstance(spec, dict):

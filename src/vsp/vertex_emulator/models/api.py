@@ -259,11 +259,22 @@ def _check_model(model: dict[str, Any]) -> list[errors.FieldViolation]:
         if not isinstance(model.get(key, ""), str):
             field = f"model.{casing.camel_to_snake(key)}"
             violations.append(errors.FieldViolation(field, "Must be a string."))
+    name = model.get("displayName")
+    if isinstance(name, str) and (
+        name_violation := field_rules.display_name_violation(name, "model.display_name")
+    ):
+        violations.append(name_violation)
     spec = model.get("containerSpec")
     if spec is not None and (not isinstance(spec, dict) or not spec.get("imageUri")):
         violations.append(
             errors.FieldViolation("model.container_spec.image_uri", "image_uri is required.")
         )
+    elif spec is not None and (
+        uri_violation := field_rules.image_uri_violation(
+            spec["imageUri"], "model.container_spec.image_uri"
+        )
+    ):
+        violations.append(uri_violation)
     aliases = model.get("versionAliases") or []
     if not isinstance(aliases, list):
         aliases = [aliases]

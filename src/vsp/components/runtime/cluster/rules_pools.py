@@ -18,6 +18,11 @@ RESERVATION_AFFINITY_TYPE = "SPECIFIC_RESERVATION"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 MIN_BOOT_DISK_GB = 50
+# Compute Engine's largest persistent disk, 64 TiB
+# (https://cloud.google.com/compute/docs/disks/persistent-disks); the service refuses more.
+MAX_BOOT_DISK_GB = 65536
+# Node counts are int32 in the request [I]: a larger count is refused by the service.
+MAX_NODE_COUNT = 2**31 - 1
 FLEX_MIN_SECONDS = 30
 FLEX_MAX_SECONDS = 604800
 CONFIDENTIAL_TYPES = ("SEV", "SEV_SNP", "TDX")
@@ -265,6 +270,12 @@ def _check_scaling(
         problems.add(
             f"{field}.min_node_count", low, "Node count cannot be negative.", "Use 0 or more."
         )
+    for name, count in (("min_node_count", low), ("max_node_count", high)):
+        if count is not None and count > MAX_NODE_COUNT:
+            problems.add(
+                f"{field}.{name}", count, f"Node count is above {MAX_NODE_COUNT} (int32).",
+                "Use the number of nodes the pool really needs.",
+            )  # fmt: skip
     if high is not None and high < 1:
         problems.add(
             f"{field}.max_node_count",
@@ -291,6 +302,12 @@ def _check_boot_disk(
         problems.add(
             f"{field}.boot_disk_size_gb", size, f"Boot disk is smaller than {MIN_BOOT_DISK_GB} GB.",
             f"Use at least {MIN_BOOT_DISK_GB} (the service default is 100).",
+        )  # fmt: skip
+    if size is not None and size > MAX_BOOT_DISK_GB:
+        problems.add(
+            f"{field}.boot_disk_size_gb", size,
+            f"Boot disk is larger than {MAX_BOOT_DISK_GB} GB (64 TiB, the largest disk).",
+            f"Use at most {MAX_BOOT_DISK_GB}.",
         )  # fmt: skip
     if kind is not None and kind not in BOOT_DISK_TYPES:
         problems.add(

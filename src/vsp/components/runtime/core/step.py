@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, param_rules
 
 T = TypeVar("T")
 log = logging.getLogger("vsp.step")
@@ -84,13 +84,22 @@ def apply_options(params: Mapping[str, Any], field: str = "options") -> dict[str
 
 
 def accepts_options(entry: Callable[..., T]) -> Callable[..., T]:
-    """Makes a step's ``main`` take an ``options`` group too (see ``apply_options``)."""
+    """Makes a step's ``main`` take an ``options`` group too (see ``apply_options``).
+
+    The merged parameters then meet the component's rules in ``param_rules.RULES``, the
+    same rules the pipeline's first step applied.
+    """
 
     name = entry.__module__.rsplit(".", 1)[-1]
 
+    def merged(params: Mapping[str, Any]) -> dict[str, Any]:
+        values = apply_options(params)
+        param_rules.check(name, values)
+        return values
+
     @functools.wraps(entry)
     def main(**params: Any) -> T:
-        return entry(**run_step(name, lambda: apply_options(params)))
+        return entry(**run_step(name, lambda: merged(params)))
 
     return main
 

@@ -13,11 +13,12 @@ steps apply, and reports every problem at once (``errors.SpecValidationError``, 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vsp.components.runtime.cluster import builder
-from vsp.components.runtime.core import errors, gcp_labels, step
+from vsp.components.runtime.core import errors, gcp_labels, param_rules, step
 from vsp.components.runtime.registry import client
 from vsp.components.runtime.steps import register_model
 from vsp.components.runtime.teardown import cost, price_book
@@ -33,12 +34,34 @@ TRAINING_NAMES = (
 )  # fmt: skip
 
 
-# The option groups a pipeline may pass, and the names their components give what this step
-# checks under another name.
-GROUPS = ("cluster_options", "training_options", "model_options", "teardown_options")
+# The option groups a pipeline may pass and the component each fills, and the names their
+# components give what this step checks under another name.
+GROUPS = {
+    "cluster_options": "create_cluster",
+    "training_options": "train_on_cluster",
+    "model_options": "register_model",
+    "teardown_options": "decide_teardown",
+}
 RENAMED = {
     "model_options": {"labels": "model_labels"},
     "teardown_options": {"policy": "teardown_policy"},
+}
+# This step's own parameters under the component and name whose rule they follow
+# (``param_rules.RULES``).
+FLAT_RULES = {
+    "model_dir": ("register_model", "model_dir"),
+    "serving_image": ("register_model", "serving_image"),
+    "model_labels": ("register_model", "labels"),
+    "version_aliases": ("register_model", "version_aliases"),
+    "checkpoint_dir": ("train_on_cluster", "checkpoint_dir"),
+    "working_directory": ("train_on_cluster", "working_directory"),
+    "environment": ("train_on_cluster", "environment"),
+    "cluster_spec": ("create_cluster", "cluster_spec"),
+    "spot_max_nodes": ("create_cluster", "spot_max_nodes"),
+    "ondemand_max_nodes": ("create_cluster", "ondemand_max_nodes"),
+    "schedule_cron": ("decide_teardown", "schedule_cron"),
+    "interval_hours": ("decide_teardown", "interval_hours"),
+    "price_file": ("decide_teardown", "price_file"),
 }
 
 
@@ -48,16 +71,23 @@ def main(**params: Any) -> bool:
 
 
 def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters with each option group's values applied (names checked first).
+    """The parameters with each option group's values applied, every value checked first.
+
+    Each group's names are checked against ``option_names`` and its values against its
+    component's rules (``param_rules.RULES``), as the component will check them when it
+    starts; this step's own parameters meet the rule of the parameter they feed
+    (``FLAT_RULES``). A value that breaks a rule is not applied.
 
     Raises:
-        errors.SpecValidationError: A group is not a dict or names what its component does
-            not take (every such name listed, with the names it does take).
+        errors.SpecValidationError: A group is not a dict, names what its component does
+            not take (every such name listed, with the names it does take), or a value
+            breaks its rule.
     """
     merged = {k: v for k, v in params.items() if k not in (*GROUPS, "option_names")}
     allowed_by_group = params.get("option_names") or {}
     problems = []
-    for group in GROUPS:
+    overridden = set()
+    for group, component in GROUPS.items():
         options = params.get(group) or {}
         if not isinstance(options, Mapping):
             fix = 'give {"NAME": VALUE, ...}.'
@@ -71,11 +101,18 @@ def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
                     errors.SpecProblem(f"{group}.{name}", options[name], "is not known.", fix)
                 )
                 continue
+            broken = param_rules.problems(component, {name: options[name]}, f"{group}.")
+            problems += broken
             checked = RENAMED.get(group, {}).get(name, name)
-            if checked in merged:  # what this step checks; the rest is its component's to check
+            if checked in merged and not broken:  # the rest is its component's to check
                 merged[checked] = step.like(options[name], merged[checked])
+                overridden.add(checked)
+    for name, (component, rule_name) in FLAT_RULES.items():
+        if name in merged and name not in overridden:
+            found = param_rules.problems(component, {rule_name: merged[name]})
+            problems += [dataclasses.replace(p, field=name) for p in found]
     if problems:
-        raise errors.SpecValidationError("an option group", problems)
+        raise errors.SpecValidationError("the run's parameters", problems)
     return merged
 
 
@@ -112,7 +149,9 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         )
     training = {}
     if p["check_training"]:
-        training = options_check.component_params({k: p[k] for k in TRAINING_NAMES})
+        # The group's bounded names this step has no parameter for (timeout_seconds, ...).
+        grouped = dict(params.get("training_options") or {})
+        training = options_check.component_params({**grouped, **{k: p[k] for k in TRAINING_NAMES}})
         _check_gpus(p)
         _check_code(params.get("training_options") or {})
     extra: dict[str, Any] = {}

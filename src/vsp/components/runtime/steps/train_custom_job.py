@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.core import errors, param_rules, rest, step
 from vsp.components.runtime.training import driver
 from vsp.components.runtime.training.backends import custom_job
 from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
@@ -58,6 +58,9 @@ def main(
     unknown = sorted(set(job) - set(JOB_PARAMETERS))
     if unknown:
         raise TypeError(f"train_custom_job has no parameters {unknown}")
+    given = {"command": command, "args": args, "env": env, "package_uris": package_uris}
+    given |= {"labels": labels, **job}
+    step.run_step("train_custom_job", lambda: param_rules.check("train_custom_job", given))
     training = CustomJobTraining(
         **job,
         command=[str(c) for c in command],

@@ -20,11 +20,13 @@ import statistics
 import zoneinfo
 from collections.abc import Sequence
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
 
 _TZ_PREFIXES = ("TZ=", "CRON_TZ=")
+# Where the check that a cron ever fires starts looking (croniter looks ahead 50 years).
+_CALENDAR_START = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 
 # The cron the reaper (``teardown.reaper``) is scheduled on: ``vsp schedule`` prints it,
 # ``benchmarks.teardown.cost`` replays it, and a decision from run history picks its keep time
@@ -70,6 +72,15 @@ def parse_cron(schedule_cron: str) -> tuple[str, datetime.tzinfo]:
             "use 'minute hour day-of-month month day-of-week', e.g. '0 * * * *', "
             "optionally prefixed 'TZ=Zone '.",
         )
+    try:  # a valid cron may name no date at all ('0 0 30 2 *'): no run would ever come
+        croniter(text, _CALENDAR_START).get_next(float)
+    except CroniterBadDateError as exc:
+        raise _problem(
+            "schedule_cron",
+            schedule_cron,
+            "names a date that never comes (e.g. February 30 or April 31).",
+            "use a day of month that the month has, e.g. '0 0 28 2 *' or '0 0 30 4 *'.",
+        ) from exc
     return text, zone
 
 

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from vsp.components.runtime.core import errors, money
+from vsp.components.runtime.core import errors, money, param_rules
 from vsp.components.runtime.core.errors import SpecProblem, SpecValidationError
 from vsp.components.runtime.teardown import cadence
 
@@ -35,6 +35,8 @@ DEFAULT_MIN_SLACK_SECONDS = 600.0
 DEFAULT_SCALE_UP_MINUTES = 10.0
 # A week: the longest a failed run's cluster may wait for a retry (then it is reaped).
 MAX_FAILURE_KEEP_MINUTES = 7 * 24 * 60.0
+# The longest expected gap between runs: ten years (param_rules.MAX_INTERVAL_HOURS).
+MAX_INTERVAL_SECONDS = param_rules.MAX_INTERVAL_HOURS * 3600.0
 # How long a cluster kept with an unknown next run and free idle time stays before it expires.
 UNKNOWN_CADENCE_TTL_SECONDS = 24 * 3600.0
 
@@ -179,10 +181,12 @@ class TeardownInputs:
         if self.interval_seconds is not None and not (
             isinstance(self.interval_seconds, (int, float))
             and math.isfinite(self.interval_seconds)
-            and self.interval_seconds > 0
+            and 0 < self.interval_seconds <= MAX_INTERVAL_SECONDS
         ):
             raise problem(
-                "interval_seconds", self.interval_seconds, "must be > 0.",
+                "interval_seconds", self.interval_seconds,
+                f"must be > 0 and at most {MAX_INTERVAL_SECONDS:g} (ten years; a later time "
+                "does not fit a date).",
                 "give the expected seconds between runs, or leave it unset.",
             )  # fmt: skip
         if self.schedule_cron is not None:
