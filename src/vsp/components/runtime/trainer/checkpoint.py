@@ -50,7 +50,13 @@ from typing import Any
 import numpy as np
 
 from vsp.components.runtime.core import errors, file_primitives, gcs_paths
-from vsp.components.runtime.trainer import history, history_writer, manifests, model_files
+from vsp.components.runtime.trainer import (
+    history,
+    history_writer,
+    manifests,
+    model_files,
+    progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +121,22 @@ def save(
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
     """
+    if in_background:
+        return _save(directory, step, arrays, metadata, keep, reason, blocked_before, True)
+    with progress.saving():  # a blocking save is not a stalled step (``progress``)
+        return _save(directory, step, arrays, metadata, keep, reason, blocked_before, False)
+
+
+def _save(
+    directory: file_primitives.PathLike,
+    step: int,
+    arrays: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    keep: int | None,
+    reason: str,
+    blocked_before: float,
+    in_background: bool,
+) -> manifests.CheckpointRef:
     started, clock = time.time() - blocked_before, time.monotonic() - blocked_before
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise errors.UserError(f"step must be a non-negative int, got {step!r}")
