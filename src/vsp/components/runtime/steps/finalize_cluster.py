@@ -6,6 +6,7 @@ The rule is ``teardown.exit_task.finalize``; this is the component's entry.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from vsp.components.runtime.cluster import resource
@@ -34,18 +35,26 @@ def main(
     ref = resource.ClusterRef(project, location, cluster_id)
 
     def run() -> tuple[str, str]:
-        result = exit_task.finalize(
-            rest.VertexRestClient(location),
-            ref,
-            state=status.state,
-            failure_keep_minutes=failure_keep_minutes,
-            delete=lambda: delete_cluster.delete_cluster(
+        client = rest.VertexRestClient(location)
+
+        def delete() -> bool:
+            # The delete's wait and requests share the exit task's deadline (client.deadline_at).
+            left = (client.deadline_at or time.monotonic()) - time.monotonic()
+            return delete_cluster.delete_cluster(
                 project=project,
                 location=location,
                 cluster_id=cluster_id,
-                timeout_seconds=timeout_seconds,
+                timeout_seconds=max(left, 0.001),
                 pipeline_run=pipeline_run,
-            ),
+                client=client,
+            )
+
+        result = exit_task.finalize(
+            client,
+            ref,
+            state=status.state,
+            failure_keep_minutes=failure_keep_minutes,
+            delete=delete,
             deadline_seconds=timeout_seconds,
         )
         log.info("finalize: %s (%s)", result.action, result.reason)
