@@ -72,6 +72,9 @@ def emulator_host() -> str | None:
     return value.removeprefix("http://")
 
 
+PUBSUB_ROOT = "https://pubsub.googleapis.com"
+
+
 def service_root(location: str, emulator: str | None) -> str:
     """Base URL (scheme and host) for a Vertex location.
 
@@ -100,6 +103,8 @@ class VertexRestClient:
         timeout: Seconds to wait for one HTTP response.
         deadline_at: Monotonic time (``time.monotonic()``) after which no request is sent: each
             request waits at most what is left and retries stop there (None: no such bound).
+        root: Base URL of another Google API served the same way (e.g. ``PUBSUB_ROOT``); the
+            emulator serves it too when ``VERTEX_EMULATOR_HOST`` is set. None: Vertex AI.
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class VertexRestClient:
         retry: RetryPolicy = RetryPolicy(),
         timeout: float = 60.0,
         deadline_at: float | None = None,
+        root: str | None = None,
     ):
         if not location:
             raise errors.UserError(
@@ -118,6 +124,8 @@ class VertexRestClient:
         self.location = resource_ids.check_location(location)
         self.emulator = emulator_host()
         self.root = service_root(location, self.emulator)
+        if root and not self.emulator:
+            self.root = root
         self.timeout = timeout
         self._policy = retry
         self._retry = retry.build()

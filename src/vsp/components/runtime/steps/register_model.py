@@ -229,6 +229,7 @@ def register(
         name = f"projects/{project}/locations/{location}/models/{model_id}"
         baseline = evaluation.baseline(client, name) if judge.threshold is None else None
         verdict = judge.judge(metrics, baseline)
+        provenance[gcp_labels.GATE] = "passed" if verdict.passed else "failed"
         if verdict.passed:
             log.info("gate passed: %s", verdict.reason)
         else:
