@@ -96,6 +96,9 @@ def test_a_frozen_trainer_is_found_hung_resubmitted_once_and_resumes_bit_identic
     assert "rank 0 on " in first.hung_because
     assert outcome.metrics["hangs"] == 1 and outcome.metrics["preemptions"] == 0
     assert outcome.metrics["hang_node_hours_saved"] > 0
+    # The report shows the hang on the attempt and both metrics.
+    assert f"hang: {first.hung_because}" in outcome.report_html
+    assert "hang_node_hours_saved" in outcome.report_html and ">hangs<" in outcome.report_html
     assert len(deletes(cluster)) == 1
     freezes = [e for e in cluster.app.slurm.preemptions(CLUSTER) if e["kind"] == "fault"]
     assert [(e["outcome"], e["jobId"]) for e in freezes] == [("FREEZE", int(first.job_id))]
