@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -34,12 +35,13 @@ FLOOR, INTERVAL = 4.0, 0.2
 
 
 def freeze_at(checkpoint_dir: str, step: int, stop: threading.Event, frozen: list) -> None:
-    """SIGSTOPs the first process whose progress file reports ``step`` or later."""
+    """SIGSTOPs the first process whose progress file reports ``step`` or later outside a save
+    (a deadlock in a training step; a save stuck on I/O has its own, wider bound)."""
     root = progress.folder(checkpoint_dir)
     while not stop.is_set():
         for path in sorted(root.glob("*.json")) if root.is_dir() else []:
             found = progress.Progress.parse(path.read_text())
-            if found is not None and found.step >= step:
+            if found is not None and found.step >= step and found.phase == "step":
                 os.kill(found.pid, signal.SIGSTOP)
                 frozen.append((found, time.time()))
                 return
@@ -70,7 +72,7 @@ def test_a_frozen_trainer_on_real_slurm_is_cancelled_resubmitted_and_resumes_bit
             cluster_id=CLUSTER,
             training=training,
             spot_partition="spot",
-            run_key="run-hang-real",
+            run_key=f"run-hang-real-{uuid.uuid4().hex[:8]}",  # the Slurm keeps earlier runs' jobs
             poll_backoff=polling.Backoff(initial=0.2, maximum=0.5, jitter=0),
             timeout_seconds=300,
             hang_rule=hang.HangRule(floor_seconds=FLOOR, step_factor=1.0),

@@ -42,14 +42,20 @@ def test_the_bound_follows_the_observed_step_time():
     assert watch.observe("7", 0, [record(2, 105.0)], now=106).bound == 100
 
 
-def test_a_save_and_the_start_up_are_not_counted():
-    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+def test_the_start_up_is_not_counted_and_a_save_has_a_wider_bound():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=2))
     assert watch.observe("7", 0, [], now=0) is None  # starting: no file yet
     assert watch.observe("7", 0, [], now=500) is None
     watch.observe("7", 0, [record(5, 10.0, phase="saving")], now=500)
-    assert watch.observe("7", 0, [record(5, 10.0, phase="saving")], now=900) is None
-    watch.observe("7", 0, [record(5, 400.0)], now=901)
-    assert watch.observe("7", 0, [record(5, 400.0)], now=912).step == 5
+    assert watch.observe("7", 0, [record(5, 10.0, phase="saving")], now=530) is None  # 3 x 10 s
+    watch.observe("7", 0, [record(5, 30.0)], now=530)  # a save of 20 s finished
+    assert watch.observe("7", 0, [record(5, 30.0)], now=541).step == 5
+    watch.observe("7", 0, [record(6, 31.0, phase="saving")], now=541)
+    # The bound of the next save is 2 x the longest save seen: 40 s.
+    assert watch.observe("7", 0, [record(6, 31.0, phase="saving")], now=581) is None
+    stall = watch.observe("7", 0, [record(6, 31.0, phase="saving")], now=582)
+    assert (stall.step, stall.bound, stall.saving) == (6, 40, True)
+    assert "rank 0 on node-0 (in a blocking save) stopped" in stall.describe()
 
 
 def test_a_file_of_the_run_before_a_requeue_is_start_up_of_the_next():

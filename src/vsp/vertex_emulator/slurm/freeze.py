@@ -2,11 +2,11 @@
 
 A fault rule with action ``slurm_freeze`` and ``step`` S on a submit request marks that job:
 once one of its ranks writes step S or later to its progress file (``trainer.progress``, under
-the job's ``VSP_CHECKPOINT_DIR``), the emulator sends SIGSTOP to that rank's process (the pid in
-the file), as a deadlock or a stalled collective would leave it: the process stays alive, the
-batch shell and its beacon go on, no training step finishes. The job stays RUNNING until it is
-cancelled (a cancel's SIGKILL ends a stopped process). The timeline records a ``freeze`` event
-with the step and the pid.
+the job's ``VSP_CHECKPOINT_DIR``) outside a save, the emulator sends SIGSTOP to that rank's
+process (the pid in the file), as a deadlock or a stalled collective would leave it: the process
+stays alive, the batch shell and its beacon go on, no training step finishes. The job stays
+RUNNING until it is cancelled (a cancel's SIGKILL ends a stopped process). The timeline records
+a ``fault`` event ``FREEZE`` with the step, the rank and the pid.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def fire_due(ctx: slurm_context.ClusterContext) -> None:
         if not root:
             continue
         local = gcs_paths.to_local_path(root, gcs_root=env.get(gcs_paths.GCS_FUSE_ROOT_ENV))
-        reached = [r for r in progress.read_job(local, str(job["job_id"])) if r.step >= at]
+        found = progress.read_job(local, str(job["job_id"]))
+        reached = [r for r in found if r.step >= at and r.phase == "step"]
         if not reached:
             continue
         record = reached[0]

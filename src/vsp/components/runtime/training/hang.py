@@ -8,9 +8,11 @@ is stalled when its file has not changed for longer than the bound
 
 where the expected gap is what the rank itself last showed: its smoothed time per step, or the
 time between its last two writes (at least the write interval), whichever is longer, so the rule
-learns a slow step rate instead of assuming one. Not counted: a rank inside a blocking save
-(``phase: saving``), and a process that has not reported its first step yet (start-up and
-resume). A hang is detected within the bound plus one write interval plus one poll.
+learns a slow step rate instead of assuming one. A blocking save (``phase: saving``) has its own,
+wider bound, ``max(SAVE_FLOOR_FACTOR x floor_seconds, step_factor x the longest save the rank
+finished)``, so a long save is not a hang but a save stuck on I/O is. Not counted at all: a
+process that has not reported its first step yet (start-up and resume). A hang is detected
+within its bound plus one write interval plus one poll.
 
 Several ranks: when every rank stalled, the one with the lowest step is named (the others wait
 for it in a collective); otherwise the ranks that stopped while others went on. Hand-rolled: a
@@ -22,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 
 from vsp.components.runtime.trainer.progress import Progress
+
+SAVE_FLOOR_FACTOR = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +48,10 @@ class HangRule:
         """Seconds without progress that count as hung, for an expected ``gap`` between writes."""
         return max(self.floor_seconds, self.step_factor * gap)
 
+    def save_bound(self, longest_save: float) -> float:
+        """Seconds a blocking save may take before it counts as hung."""
+        return max(SAVE_FLOOR_FACTOR * self.floor_seconds, self.step_factor * longest_save)
+
 
 @dataclasses.dataclass
 class _Rank:
@@ -52,6 +60,7 @@ class _Rank:
     record: Progress
     changed_at: float
     gap: float = 0.0
+    longest_save: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +74,12 @@ class Stall:
     host: str
     ranks: int
     all_stalled: bool = True
+    saving: bool = False
 
     def describe(self) -> str:
         where = f"rank {self.rank} on {self.host or 'an unknown host'}"
+        if self.saving:
+            where += " (in a blocking save)"
         if self.ranks > 1 and self.all_stalled:
             where += f" (of {self.ranks} ranks, all stalled: the lowest step; the others wait)"
         elif self.ranks > 1:
@@ -110,15 +122,19 @@ class HangWatch:
             elif record != seen.record:
                 gap = record.time - seen.record.time if record.step > seen.record.step else 0.0
                 seen.gap = gap if gap > 0 else seen.gap
+                if seen.record.phase == "saving" and record.phase != "saving":
+                    seen.longest_save = max(seen.longest_save, record.time - seen.record.time)
                 seen.record, seen.changed_at = record, now
         live = [self._ranks[r.rank] for r in current]
         if not live or not self.rule.enabled:
             return None
         stalled = []
         for rank in live:
-            gap = max(rank.gap, rank.record.step_seconds)
-            bound = self.rule.bound(gap)
-            if rank.record.phase == "step" and now - rank.changed_at > bound:
+            if rank.record.phase == "saving":
+                bound = self.rule.save_bound(rank.longest_save)
+            else:
+                bound = self.rule.bound(max(rank.gap, rank.record.step_seconds))
+            if now - rank.changed_at > bound:
                 stalled.append((rank, bound))
         if not stalled:
             return None
@@ -131,4 +147,5 @@ class HangWatch:
             host=rank.record.host,
             ranks=len(live),
             all_stalled=len(stalled) == len(live),
+            saving=rank.record.phase == "saving",
         )
