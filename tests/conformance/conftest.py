@@ -229,7 +229,7 @@ _TALLY: dict[str, dict[str, float]] = {}
 
 
 def _backend_of(nodeid: str) -> str:
-    if "[real" in nodeid or "-real" in nodeid or "real_slurm_pipeline" in nodeid:
+    if "[real" in nodeid or "-real" in nodeid or "/test_real_slurm_" in nodeid:
         return "real"
     return "emulated"
 

@@ -19,6 +19,7 @@ from vsp.vertex_emulator import (
     store,
 )
 from vsp.vertex_emulator.clusters import api as clusters
+from vsp.vertex_emulator.pubsub import topics as pubsub_topics
 
 
 def test_case_conversion_keeps_map_keys():
@@ -198,7 +199,8 @@ def test_timestamps_round_trip():
 
 def test_every_service_is_in_the_table():
     assert clusters.register in app.services()
-    assert len(app.services()) == 6
+    assert pubsub_topics.register in app.services()
+    assert len(app.services()) == 7
 
 
 def test_an_extension_adds_routes_ticks_and_operation_kinds(tmp_path):

@@ -158,6 +158,8 @@ def finalize_cluster(
     failure_keep_minutes: float = 60.0,
     timeout_seconds: float = 3600.0,
     pipeline_run: str = "",
+    notify_topic: str = "",
+    model_id: str = "",
 ) -> NamedTuple("Outputs", [("action", str), ("summary", str)]):
     """The exit task: makes sure no cluster is left running without an owner.
 
@@ -177,6 +179,11 @@ def finalize_cluster(
             deletion or label update before leaving an expiry for the reaper.
         pipeline_run: This pipeline run (the pipeline passes the job name placeholder); a
             deletion skips a cluster on which another run still has unfinished Slurm jobs.
+        notify_topic: Pub/Sub topic ``projects/P/topics/T`` that gets one message when the
+            run ends: its final state and error, the cluster's fate (kept until when, idle
+            USD/hour, keep cost in USD) and the model version this run registered ('' = none).
+        model_id: Registry model id of the run, to name its model version in the notification
+            ('' = none).
 
     Returns:
         action: What it did: none, deleted, kept or absent.

@@ -35,6 +35,9 @@ def register_model(
     pipeline_run: str = "",
     code_sha256: str = "",
     options: dict = {},  # noqa: B006
+    gate: str = "",
+    metrics_file: str = "",
+    evaluation_problem_type: str = "classification",
 ) -> NamedTuple("Outputs", [("model_resource_name", str), ("version_id", str), ("reused", bool)]):
     """Registers a trained model directory in the Vertex AI Model Registry, once per run.
 
@@ -74,6 +77,15 @@ def register_model(
             ``{"data_version": "2026-12"}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer
             rarely set parameters as one field.
+        gate: Evaluation gate for the ``default`` alias, ``METRIC OP VALUE`` with OP one of
+            ``<``, ``<=``, ``>``, ``>=`` and VALUE a number or ``default`` (the same metric of the
+            current default version), e.g. ``"final_loss <= 0.5"``. The version is registered
+            whatever the verdict; ``default`` (when among version_aliases) moves to it only when
+            the gate passes, and the metrics are imported as its ModelEvaluation. '' = no gate.
+        metrics_file: JSON object of numeric metrics the gate reads, ``gs://BUCKET/PATH`` or a
+            GCS FUSE path ('' = ``metrics.json`` in model_dir, written by the trainer).
+        evaluation_problem_type: Problem type of the imported ModelEvaluation, which picks its
+            metrics schema: ``classification``, ``regression`` or ``forecasting``.
 
     Returns:
         model_resource_name: ``projects/P/locations/L/models/ID@VERSION``.

@@ -50,6 +50,10 @@ def train_on_cluster(
     code_cache_dir: str = "",
     container_image: str = "",
     options: dict = {},  # noqa: B006
+    max_hangs: int = 1,
+    hang_floor_seconds: float = 1800.0,
+    hang_step_factor: float = 20.0,
+    keep_job_on_timeout: bool = False,
 ) -> NamedTuple(
     "Outputs",
     [
@@ -112,7 +116,8 @@ def train_on_cluster(
         spot_price_per_node_hour: Spot price per node-hour, USD/hour, for the cost metrics.
         ondemand_price_per_node_hour: On-demand price per node-hour, USD/hour, for the saving
             estimate.
-        timeout_seconds: Longest time the whole run may take, seconds.
+        timeout_seconds: Longest time the whole run may take, seconds; then the running job is
+            cancelled (unless keep_job_on_timeout) and the step fails.
         poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
             progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
             step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
@@ -141,6 +146,16 @@ def train_on_cluster(
             ``{"max_preemptions": 20}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer
             rarely set parameters as one field.
+        max_hangs: Hung jobs cancelled and resubmitted before the step fails; a hang has its
+            own budget, neither a preemption nor a trainer failure.
+        hang_floor_seconds: Least time without a finished training step before a running job
+            counts as hung, seconds; the bound is the larger of this and hang_step_factor times
+            the trainer's step time. 0 = no hang detection. Needs the trainer's step hook
+            (``progress.step``) and checkpoints on Cloud Storage.
+        hang_step_factor: Multiple of the trainer's observed time per step (or between its
+            progress writes) that counts as hung, when larger than hang_floor_seconds.
+        keep_job_on_timeout: At timeout_seconds, leave the running Slurm job as it is (True)
+            instead of cancelling it (False).
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.

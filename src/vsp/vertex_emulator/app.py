@@ -45,6 +45,7 @@ def services() -> list[Extension]:
     from vsp.vertex_emulator.models import api as models
     from vsp.vertex_emulator.pipelines import jobs as pipeline_jobs
     from vsp.vertex_emulator.pipelines import schedules as pipeline_schedules
+    from vsp.vertex_emulator.pubsub import topics as pubsub_topics
     from vsp.vertex_emulator.slurm import api as slurm_api
 
     return [
@@ -54,6 +55,7 @@ def services() -> list[Extension]:
         pipeline_jobs.register,
         pipeline_schedules.register,
         slurm_api.register,
+        pubsub_topics.register,
     ]
 
 

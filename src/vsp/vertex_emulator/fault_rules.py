@@ -59,6 +59,7 @@ class FaultRule:
         seconds: Delay for ``delay`` (wall clock) and ``provisioning_delay`` (emulated).
         code: google.rpc.Code of an ``lro_error`` (8 = RESOURCE_EXHAUSTED, a stockout).
         cluster_state: State a failed operation leaves the cluster in; empty = the default.
+        step: Training step at which ``slurm_freeze`` stops the trainer (``slurm.freeze``).
         matched: Matches counted so far (output).
         fired: Times fired so far (output).
     """
@@ -79,6 +80,7 @@ class FaultRule:
     seconds: float = 0.0
     code: int = 8
     cluster_state: str = ""
+    step: int = 0
     matched: int = 0
     fired: int = 0
 
@@ -101,6 +103,8 @@ class FaultRule:
             raise ValueError(f"fault http_status must be 4xx or 5xx, not {self.http_status}")
         if self.seconds < 0:
             raise ValueError("fault 'seconds' must not be negative")
+        if self.step < 0:
+            raise ValueError("fault 'step' must not be negative")
         if not 1 <= self.code <= 16:
             raise ValueError(f"lro_error code must be a google.rpc.Code 1-16, not {self.code}")
 

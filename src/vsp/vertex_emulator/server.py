@@ -19,6 +19,7 @@ from typing import Any
 
 from vsp.vertex_emulator import app as app_module
 from vsp.vertex_emulator import config, fault_rules, handler, store
+from vsp.vertex_emulator.pubsub import topics as pubsub_topics
 
 try:
     import fcntl
@@ -208,6 +209,10 @@ class EmulatorServer:
     def journal(self) -> list[dict[str, Any]]:
         """Every journal entry so far, oldest first."""
         return self.app.journal.read()
+
+    def published(self) -> list[dict[str, Any]]:
+        """The Pub/Sub messages that would have been sent, oldest first (``pubsub.topics``)."""
+        return pubsub_topics.published(self.app)
 
     def _tick_loop(self) -> None:
         while not self._stopping.wait(self.app.settings.tick_interval_seconds):

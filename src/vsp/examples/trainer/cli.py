@@ -109,6 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--keep", type=int, default=3, help="checkpoints to keep (default 3)")
     add("--step-seconds", type=float, default=0.0, help="artificial sleep per step (default 0)")
+    add(
+        "--startup-seconds",
+        type=float,
+        default=0.0,
+        help="artificial sleep before the first step, after resuming (default 0)",
+    )
+    add(
+        "--slow-from-step",
+        type=int,
+        default=0,
+        help="from this step on, sleep --slow-step-seconds per step instead (default 0: never)",
+    )
+    add(
+        "--slow-step-seconds",
+        type=float,
+        default=0.0,
+        help="artificial sleep per step from --slow-from-step on (default 0)",
+    )
     add("--log-every", type=int, default=10, help="log every N steps (default 10)")
     add(
         "--step-log",
@@ -165,6 +183,9 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> st
         "--step-seconds": args.step_seconds,
         "--save-block-seconds": args.save_block_seconds,
         "--save-persist-seconds": args.save_persist_seconds,
+        "--startup-seconds": args.startup_seconds,
+        "--slow-step-seconds": args.slow_step_seconds,
+        "--slow-from-step": args.slow_from_step,
     }.items():
         if not value >= 0:
             raise errors.UserError(f"{flag} must be >= 0 seconds, got {value}")
@@ -184,6 +205,9 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> st
         save_mode=args.save_mode,
         save_block_seconds=args.save_block_seconds,
         save_persist_seconds=args.save_persist_seconds,
+        startup_seconds=args.startup_seconds,
+        slow_from_step=args.slow_from_step,
+        slow_step_seconds=args.slow_step_seconds,
     )
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.trainer import checkpoint, history, manifests, model_files
+from vsp.components.runtime.trainer import checkpoint, history, manifests, model_files, progress
 from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import model, saving
@@ -99,7 +99,8 @@ class Trainer:
             "slurm_restart_count": self.slurm_restart_count,
         }
         arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)
-        blocked = self.saver.save(state.step, arrays, metadata, reason=why)
+        with progress.saving():
+            blocked = self.saver.save(state.step, arrays, metadata, reason=why)
         self.last_saved_step = state.step
         interval = self.policy.interval_s
         next_in = f"; next in {interval:.1f} s" if interval is not None else ""
@@ -139,6 +140,8 @@ class Trainer:
         self.policy.start(state.step)
         if state.step > cfg.steps:
             log.warning("checkpoint is at step %d, past --steps %d", state.step, cfg.steps)
+        if cfg.startup_seconds > 0:
+            time.sleep(cfg.startup_seconds)
         with StepLog(cfg.step_log) as step_log:
             while state.step < cfg.steps:
                 began, step_started = time.time(), time.monotonic()
@@ -149,12 +152,13 @@ class Trainer:
                 state.adam.update(state.params, grads)
                 state.losses.append(loss)
                 state.step += 1
-                if cfg.step_seconds > 0:
-                    time.sleep(cfg.step_seconds)
+                if cfg.sleep_for(state.step) > 0:
+                    time.sleep(cfg.sleep_for(state.step))
                 state.train_seconds += time.monotonic() - step_started
                 if state.step % cfg.log_every == 0 or state.step == cfg.steps:
                     log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
                 step_log.write(state.step, began, time.time())
+                progress.step(state.step)  # the step hook: hang detection reads it
                 self._boundary()
         if cfg.checkpoint_dir is not None and self.last_saved_step != state.step:
             self.save("final")

@@ -51,6 +51,14 @@ class TrainConfig:
     save_mode: str = "async"
     save_block_seconds: float = 0.0
     save_persist_seconds: float = 0.0
+    startup_seconds: float = 0.0
+    slow_from_step: int = 0
+    slow_step_seconds: float = 0.0
+
+    def sleep_for(self, step: int) -> float:
+        """The artificial sleep of training step ``step`` (1-based), seconds."""
+        slow = self.slow_from_step and step >= self.slow_from_step
+        return self.slow_step_seconds if slow else self.step_seconds
 
     def identity(self) -> dict[str, Any]:
         """The settings a checkpoint must share with this run to be resumed (not ``steps``)."""

@@ -91,6 +91,7 @@ def build(components: dict):
         teardown_policy: str = teardown["policy"],
         schedule_cron: str = teardown["schedule_cron"],
         failure_keep_minutes: float = exit_task["failure_keep_minutes"],
+        notify_topic: str = exit_task["notify_topic"],
         cluster_options: dict = {},  # noqa: B006 - a KFP default, never mutated
         training_options: dict = {},  # noqa: B006
         model_options: dict = {},  # noqa: B006
@@ -124,6 +125,9 @@ def build(components: dict):
                 schedule`` sets it): predicts the next run for the teardown decision.
             failure_keep_minutes: After a failed run, keep the cluster this many minutes for a
                 retry (0 = delete it at once); a cancelled run always deletes it.
+            notify_topic: Pub/Sub topic ``projects/P/topics/T`` that the exit task sends one
+                message to when the run ends (final state, cluster kept until when and its
+                keep cost, the model version); '' = no notification.
             cluster_options: More create_cluster parameters by name, e.g.
                 ``{"network": "projects/P/global/networks/N", "zone": "us-central1-b",
                 "home_directory_storage": "...", "ondemand_max_nodes": 1}`` (see the
@@ -146,6 +150,8 @@ def build(components: dict):
             cluster_id=cluster_id,
             failure_keep_minutes=failure_keep_minutes,
             pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            notify_topic=notify_topic,
+            model_id=model_id,
         )
         task_policy.apply(finalize, "finalize-cluster")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):

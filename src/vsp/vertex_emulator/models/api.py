@@ -20,6 +20,7 @@ import secrets
 from typing import Any
 
 from vsp.vertex_emulator import casing, clock, errors, field_rules, operations, paging, router
+from vsp.vertex_emulator.models import evaluations as model_evaluations
 from vsp.vertex_emulator.models import records
 
 MODEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
@@ -41,6 +42,14 @@ def register(app: Any) -> None:
         "POST", _VERSION + ":mergeVersionAliases", merge_aliases, name="models.mergeVersionAliases"
     )
     app.router.add_api("GET", _VERSION, get_model, name="models.get")
+    app.router.add_api(
+        "POST", _VERSION + "/evaluations:import", model_evaluations.import_evaluation,
+        name="models.evaluations.import",
+    )  # fmt: skip
+    app.router.add_api(
+        "GET", _VERSION + "/evaluations", model_evaluations.list_evaluations,
+        name="models.evaluations.list",
+    )  # fmt: skip
     app.router.add_api(
         "DELETE", _MODEL + r"@(?P<version>[^/:@]+):deleteVersion", delete_version,
         name="models.deleteVersion",

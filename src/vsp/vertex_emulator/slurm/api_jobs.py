@@ -12,6 +12,7 @@ from typing import Any
 
 from vsp.vertex_emulator.slurm import accounting as slurm_accounting
 from vsp.vertex_emulator.slurm import context as slurm_context
+from vsp.vertex_emulator.slurm import freeze as slurm_freeze
 from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
@@ -70,7 +71,13 @@ def submit(call: Call) -> Reply:
         ctx, user, fields["account"], fields["partition"]
     )
     fault = call.request.take_fault(slurm_preemption.FAULT_ACTION)
-    job = slurm_sim.submit(ctx, fields, None if fault is None else fault.seconds)
+    frozen = call.request.take_fault(slurm_freeze.FAULT_ACTION)
+    job = slurm_sim.submit(
+        ctx,
+        fields,
+        None if fault is None else fault.seconds,
+        None if frozen is None else frozen.step,
+    )
     if job.get("hold"):
         # slurmrestd 24.11 accepts a held job with these two warnings (and no errors).
         warnings = [

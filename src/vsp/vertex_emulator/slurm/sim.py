@@ -17,6 +17,7 @@ from typing import Any
 
 from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import environment as slurm_environment
+from vsp.vertex_emulator.slurm import freeze as slurm_freeze
 from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 
@@ -29,6 +30,7 @@ def step(ctx: slurm_context.ClusterContext) -> None:
     for job in list(ctx.jobs.values()):
         slurm_lifecycle.advance(ctx, job)
     slurm_preemption.fire_due(ctx)
+    slurm_freeze.fire_due(ctx)
     schedule(ctx)
 
 
@@ -39,9 +41,19 @@ def tier(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> int:
 
 
 def submit(
-    ctx: slurm_context.ClusterContext, fields: dict[str, Any], fault_after: float | None
+    ctx: slurm_context.ClusterContext,
+    fields: dict[str, Any],
+    fault_after: float | None,
+    freeze_at_step: int | None = None,
 ) -> dict[str, Any]:
-    """Records a new PENDING job and runs the scheduler; returns the job."""
+    """Records a new PENDING job and runs the scheduler; returns the job.
+
+    Args:
+        ctx: The cluster.
+        fields: The parsed job description.
+        fault_after: Seconds after its first start at which a fault preempts it (None: none).
+        freeze_at_step: The training step at which a fault freezes its trainer (``freeze``).
+    """
     job_id = int(ctx.state["next_job_id"])
     ctx.state["next_job_id"] = job_id + 1
     partition = ctx.topo.partitions[fields["partition"]]
@@ -69,6 +81,7 @@ def submit(
         "kill": None,
         "launch_held": False,
         "fault_preempt_after": fault_after,
+        "freeze_at_step": freeze_at_step,
     }
     slurm_environment.expand_outputs(job)
     ctx.jobs[job_id] = job

@@ -39,6 +39,7 @@ CHECKPOINT_STEP = "vsp-checkpoint-step"
 JOB_COUNT = "vsp-job-count"
 JOBS = "vsp-jobs"
 PREEMPTIONS = "vsp-preemptions"
+GATE = "vsp-gate"  # a model version's evaluation gate: passed or failed
 
 _BAD_VALUE_CHARACTERS = re.compile(r"[^a-z0-9_-]+")
 _TIMESTAMP = "%Y%m%dt%H%M%Sz"

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,6 +72,9 @@ def emulator_host() -> str | None:
     return value.removeprefix("http://")
 
 
+PUBSUB_ROOT = "https://pubsub.googleapis.com"
+
+
 def service_root(location: str, emulator: str | None) -> str:
     """Base URL (scheme and host) for a Vertex location.
 
@@ -97,6 +101,10 @@ class VertexRestClient:
             with Application Default Credentials for the real service).
         retry: Backoff for transient failures.
         timeout: Seconds to wait for one HTTP response.
+        deadline_at: Monotonic time (``time.monotonic()``) after which no request is sent: each
+            request waits at most what is left and retries stop there (None: no such bound).
+        root: Base URL of another Google API served the same way (e.g. ``PUBSUB_ROOT``); the
+            emulator serves it too when ``VERTEX_EMULATOR_HOST`` is set. None: Vertex AI.
     """
 
     def __init__(
@@ -106,6 +114,8 @@ class VertexRestClient:
         session: requests.Session | None = None,
         retry: RetryPolicy = RetryPolicy(),
         timeout: float = 60.0,
+        deadline_at: float | None = None,
+        root: str | None = None,
     ):
         if not location:
             raise errors.UserError(
@@ -114,9 +124,13 @@ class VertexRestClient:
         self.location = resource_ids.check_location(location)
         self.emulator = emulator_host()
         self.root = service_root(location, self.emulator)
+        if root and not self.emulator:
+            self.root = root
         self.timeout = timeout
+        self._policy = retry
         self._retry = retry.build()
         self._deadline = retry.deadline
+        self.deadline_at = deadline_at
         self._session = session or self._default_session()
         self.requests_sent = 0  # each counts against the Vertex quota
 
@@ -213,8 +227,12 @@ class VertexRestClient:
         ``errors.UnavailableError`` (exit code 75 in a step), so callers and the polling
         primitive see one taxonomy and a long poll keeps going past one request's deadline.
         """
+        retry, budget = self._retry, self._deadline
+        if self.deadline_at is not None:
+            budget = max(0.0, min(budget, self.deadline_at - time.monotonic()))
+            retry = dataclasses.replace(self._policy, deadline=budget).build()
         try:
-            return self._retry(self._send)(method, path, params, body)
+            return retry(self._send)(method, path, params, body)
         except api_exceptions.RetryError as exc:
             cause = exc.cause
             http_status = getattr(cause, "http_status", 0)
@@ -223,7 +241,7 @@ class VertexRestClient:
                 where = f"{EMULATOR_ENV}={self.emulator}" if self.emulator else self.root
                 fix = f". Fix: check that {where} is reachable from here, then retry"
             raise errors.UnavailableError(
-                f"still failing after {self._deadline:g} s of retries (last: "
+                f"still failing after {budget:g} s of retries (last: "
                 f"{getattr(cause, 'message', None) or cause}){fix}",
                 http_status=http_status,
                 status=getattr(cause, "status", "") or "UNAVAILABLE",
@@ -235,6 +253,16 @@ class VertexRestClient:
         self, method: str, path: str, params: dict[str, Any] | None, body: dict[str, Any] | None
     ) -> dict[str, Any]:
         url = self.url(path)
+        timeout = self.timeout
+        if self.deadline_at is not None:
+            timeout = min(timeout, self.deadline_at - time.monotonic())
+            if timeout <= 0:
+                raise errors.UnavailableError(
+                    "not sent: the caller's deadline has passed",
+                    status="DEADLINE_EXCEEDED",
+                    method=method,
+                    url=url,
+                )
         log.debug("%s %s", method, url)
         self.requests_sent += 1
         try:
@@ -244,7 +272,7 @@ class VertexRestClient:
                 params=params,
                 data=None if body is None else json.dumps(body),
                 headers={"Content-Type": "application/json"} if body is not None else None,
-                timeout=self.timeout,
+                timeout=timeout,
             )
         except (
             requests.ConnectionError,

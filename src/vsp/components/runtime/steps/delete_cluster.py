@@ -46,11 +46,16 @@ def delete_cluster(
     options: cluster_resource.ClusterOptions | None = None,
     pipeline_run: str = "",
     recheck_minutes: float = in_use.DEFAULT_RECHECK_MINUTES,
+    client: rest.VertexRestClient | None = None,
 ) -> bool:
     """Deletes the cluster and waits until it is gone; a missing cluster is success.
 
     A cluster with unfinished Slurm jobs of another run is not deleted: it is kept with an
     expiry ``recheck_minutes`` ahead, for the reaper (see ``cluster_in_use``).
+
+    Args:
+        client: The REST client to use (None: a new one); the exit task passes its own, whose
+            requests are bounded by its deadline.
 
     Returns:
         True when the cluster existed and was deleted.
@@ -60,7 +65,10 @@ def delete_cluster(
     options.timeout = timeout_seconds
     ref = cluster_resource.ClusterRef(project, location, cluster_id)
     resource = cluster_resource.ClusterResource(
-        rest.VertexRestClient(location), ref, gcp_resources_path=gcp_resources_path, options=options
+        client or rest.VertexRestClient(location),
+        ref,
+        gcp_resources_path=gcp_resources_path,
+        options=options,
     )
     action = in_use.delete_unless_in_use(
         resource.client,

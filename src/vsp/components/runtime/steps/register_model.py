@@ -22,6 +22,7 @@ from vsp.components.runtime.core import (
     step,
 )
 from vsp.components.runtime.registry import client as model_registry
+from vsp.components.runtime.registry import evaluation, gate
 from vsp.components.runtime.trainer import manifests
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ def main(
     code_version: str,
     pipeline_run: str,
     code_sha256: str = "",
+    gate: str = "",
+    metrics_file: str = "",
+    evaluation_problem_type: str = "classification",
 ) -> tuple[str, str, bool]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -73,9 +77,15 @@ def main(
             code_sha256=code_sha256,
             pipeline_run=pipeline_run,
             gcp_resources_path=gcp_resources,
+            gate_text=gate,
+            metrics_file=metrics_file,
+            evaluation_problem_type=evaluation_problem_type,
         ),
     )
     registered = registration.model
+    if registration.verdict is not None:
+        model.metadata["gatePassed"] = registration.verdict.passed
+        model.metadata["gate"] = registration.verdict.reason
     model.uri = registration.vertex_uri
     model.metadata["resourceName"] = registered.resource_name
     model.metadata["artifactUri"] = registration.artifact_uri
@@ -92,12 +102,16 @@ class Registration:
         vertex_uri: ``https://REGION-aiplatform.googleapis.com/v1/<model>@<version>`` (the
             emulator's address in local runs), the URI of the ``google.VertexModel`` artifact.
         step: Training step recorded in the model manifest (None when the trainer gave none).
+        verdict: The evaluation gate's verdict (None without a gate).
+        evaluation: The imported ModelEvaluation's name ('' without a gate).
     """
 
     model: model_registry.RegisteredModel
     artifact_uri: str
     vertex_uri: str
     step: int | None
+    verdict: gate.Verdict | None = None
+    evaluation: str = ""
 
 
 def to_gcs_uri(path: str, *, gcs_root: str | None = None) -> str:
@@ -183,8 +197,15 @@ def register(
     pipeline_run: str = "",
     gcp_resources_path: str = "",
     client: rest.VertexRestClient | None = None,
+    gate_text: str = "",
+    metrics_file: str = "",
+    evaluation_problem_type: str = "classification",
 ) -> Registration:
     """Registers the model directory of a training run; see ``model_registry.register_model``.
+
+    With a gate (``registry.gate``) the version is registered whatever the verdict, but
+    ``default`` is among its aliases only when the gate passes; the metrics it was judged on
+    are imported as a ModelEvaluation of the version (``registry.evaluation``).
 
     Raises:
         errors.UserError: An argument is invalid, the directory is not on Cloud Storage or its
@@ -202,6 +223,9 @@ def register(
             f"version_aliases = {version_aliases!r:.80} is not a list. Fix: pass a list, e.g. "
             '["candidate"].'
         )
+    judge = gate.Gate.parse(gate_text)
+    if judge is not None:
+        evaluation.schema_uri(evaluation_problem_type)  # checked before any request
     artifact_uri = to_gcs_uri(model_dir_path)
     manifest = manifests.verify_model_dir(gcs_paths.to_local_path(artifact_uri))
     manifest_step = manifest.get("step")
@@ -223,6 +247,22 @@ def register(
             f"labels {reserved} use the reserved prefix 'vsp-'. Fix: rename them."
         )
     client = client or rest.VertexRestClient(location)
+    aliases = [str(a) for a in version_aliases]
+    verdict, metrics = None, {}
+    if judge is not None:
+        metrics = gate.read_metrics(metrics_file or f"{artifact_uri}/metrics.json")
+        name = f"projects/{project}/locations/{location}/models/{model_id}"
+        baseline = evaluation.baseline(client, name) if judge.threshold is None else None
+        verdict = judge.judge(metrics, baseline)
+        provenance[gcp_labels.GATE] = "passed" if verdict.passed else "failed"
+        if verdict.passed:
+            log.info("gate passed: %s", verdict.reason)
+        else:
+            aliases = [a for a in aliases if a != "default"]
+            log.warning(
+                "gate failed: %s; the version is registered, 'default' does not move",
+                verdict.reason,
+            )
     model = model_registry.register_model(
         client,
         project=project,
@@ -232,11 +272,22 @@ def register(
         artifact_uri=artifact_uri,
         serving_image=serving_image,
         labels=user_labels,
-        version_aliases=[str(a) for a in version_aliases],
+        version_aliases=aliases,
         description=description,
         run_label=run_label,
         provenance=provenance,
         gcp_resources_path=gcp_resources_path,
     )
     vertex_uri = client.url(f"{model_registry.API_VERSION}/{model.resource_name}")
-    return Registration(model, artifact_uri, vertex_uri, manifest_step)
+    imported = ""
+    if verdict is not None:
+        title = f"vsp-gate {run_label}"
+        imported = evaluation.existing(client, model.resource_name, title) or (
+            evaluation.import_evaluation(
+                client,
+                model.resource_name,
+                evaluation.request_body(metrics, evaluation_problem_type, title, pipeline_run),
+            )
+        )
+        log.info("evaluation %s: %s", imported, verdict.reason)
+    return Registration(model, artifact_uri, vertex_uri, manifest_step, verdict, imported)

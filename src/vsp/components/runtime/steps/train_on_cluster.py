@@ -15,7 +15,7 @@ from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest, step
 from vsp.components.runtime.slurm import api
 from vsp.components.runtime.trainer import manifests
-from vsp.components.runtime.training import beacon, code_check, driver, options_check
+from vsp.components.runtime.training import beacon, code_check, driver, hang, options_check
 from vsp.components.runtime.training.backends import slurm
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,10 @@ def main(
     code_sha256: str = "",
     code_cache_dir: str = "",
     container_image: str = "",
+    max_hangs: int = 1,
+    hang_floor_seconds: float = 1800.0,
+    hang_step_factor: float = 20.0,
+    keep_job_on_timeout: bool = False,
 ) -> tuple[list, str, str, int, str]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -78,7 +82,8 @@ def main(
             fallback_after_preemptions=fallback_after_preemptions,
             capacity_wait_seconds=capacity_wait_seconds, poll_seconds=poll_seconds,
             timeout_seconds=timeout_seconds, spot_price_per_node_hour=spot_price_per_node_hour,
-            ondemand_price_per_node_hour=ondemand_price_per_node_hour,
+            ondemand_price_per_node_hour=ondemand_price_per_node_hour, max_hangs=max_hangs,
+            hang_floor_seconds=hang_floor_seconds, hang_step_factor=hang_step_factor,
         )  # fmt: skip
         code = code_check.resolve(code_uri, code_sha256, code_cache_dir)
         chosen["code_sha256"] = code.sha256 if code else ""
@@ -118,6 +123,9 @@ def main(
             run_key=key,
             pipeline_run=pipeline_run,
             task_name=task_name,
+            max_hangs=max_hangs,
+            hang_rule=hang.HangRule(hang_floor_seconds, hang_step_factor),
+            keep_job_on_timeout=keep_job_on_timeout,
             **driver.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
@@ -178,6 +186,7 @@ def train_on_cluster(
     run_key: str = "",
     pipeline_run: str = "",
     task_name: str = "",
+    max_hangs: int = 1,
     **supervise_options: Any,
 ) -> driver.TrainOutcome:
     """Spot training as Slurm jobs on a training cluster; see ``driver.supervise``.
@@ -216,6 +225,7 @@ def train_on_cluster(
         max_user_failures=max_user_failures,
         fallback_after_preemptions=fallback_after_preemptions,
         capacity_wait_seconds=capacity_wait_seconds,
+        max_hangs=max_hangs,
     )
     settings = supervise_options.get("poll_settings")
     backend = slurm.SlurmBackend(

@@ -15,6 +15,11 @@ error) is retried with backoff until ``deadline_seconds``. If it still fails, th
 labels the cluster to expire at once (the reaper deletes it on its next pass) and the task
 fails with a transient error (exit code 75), which the compiled pipeline's task retry also
 re-runs.
+
+The deadline is hard: every request's own wait and retries are bounded by what is left of it
+(``rest.VertexRestClient.deadline_at``), and the last resort gets ``LAST_RESORT_SECONDS`` more,
+so the task ends within ``deadline_seconds + LAST_RESORT_SECONDS`` even when the API does not
+answer at all. Its message then says that the cluster's state is unknown and how to check it.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ log = logging.getLogger(__name__)
 RETRY_LABEL_VALUE = "retry"
 FAILED_TEARDOWN_LABEL_VALUE = "teardown-failed"
 DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=120.0)
+# Seconds the last resort (one label update) may take after the deadline: one request's wait.
+LAST_RESORT_SECONDS = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +146,20 @@ def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> bool
         return False
 
 
+def _unknown_state(ref: resource.ClusterRef, last: Exception) -> str:
+    """What to say when neither the rule nor the last resort held: state unknown, how to look."""
+    reached = isinstance(last, errors.ApiError) and last.http_status > 0
+    why = "the API kept failing" if reached else "the Vertex AI API could not be reached"
+    where = f"--project {ref.project} --location {ref.location}"
+    return (
+        f"The cluster's state is unknown ({why}; labelling it to expire failed too). Check it "
+        f"with `vsp clusters get {where} {ref.cluster_id}` (or `vsp clusters list {where}`) and "
+        f"delete it with `vsp clusters delete {where} {ref.cluster_id}`. Backstop: the reaper "
+        "schedule (the reap-expired-clusters pipeline, every 10 minutes) deletes it only if it "
+        "carries a past vsp-expires-at label."
+    )
+
+
 def finalize(
     client: rest.VertexRestClient,
     ref: resource.ClusterRef,
@@ -161,7 +182,8 @@ def finalize(
             (0 = delete it), at most a week.
         delete: Deletes the cluster; returns whether it existed.
         now: Epoch seconds; default ``time.time()``.
-        deadline_seconds: How long to keep retrying a failed delete or label update.
+        deadline_seconds: How long to keep retrying a failed delete or label update; a hard
+            bound (``client.deadline_at`` is set from it), plus ``LAST_RESORT_SECONDS``.
         backoff: Delays between those retries.
         clock: Time source of the retries (tests inject ``polling.FakeClock``).
 
@@ -176,6 +198,7 @@ def finalize(
         return FinalizeResult("none", "the run succeeded; the teardown decision already acted")
     clock = clock or polling.RealClock()
     start = clock.now()
+    client.deadline_at = time.monotonic() + deadline_seconds
     delays = backoff.delays()
     attempt = 0
     while True:
@@ -198,6 +221,7 @@ def finalize(
                 delay,
             )
             clock.sleep(delay)
+    client.deadline_at = time.monotonic() + LAST_RESORT_SECONDS
     labelled = _expire_now(client, ref)
     raise errors.TransientError(
         f"the exit task could not {'delete' if state == 'CANCELLED' else 'keep or delete'} "
@@ -206,8 +230,6 @@ def finalize(
         + (
             "It is labelled to expire now, so the next reap deletes it."
             if labelled
-            else "It could not be labelled to expire either. Fix: delete it with "
-            f"`vsp clusters delete --project {ref.project} --location {ref.location} "
-            f"{ref.cluster_id}`."
+            else _unknown_state(ref, last)
         )
     )

@@ -51,7 +51,13 @@ from typing import Any
 import numpy as np
 
 from vsp.components.runtime.core import errors, file_primitives, gcs_paths
-from vsp.components.runtime.trainer import history, history_writer, manifests, model_files
+from vsp.components.runtime.trainer import (
+    history,
+    history_writer,
+    manifests,
+    model_files,
+    progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +132,22 @@ def save(
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
     """
+    if in_background:
+        return _save(directory, step, arrays, metadata, keep, reason, blocked_before, True)
+    with progress.saving():  # a blocking save is not a stalled step (``progress``)
+        return _save(directory, step, arrays, metadata, keep, reason, blocked_before, False)
+
+
+def _save(
+    directory: file_primitives.PathLike,
+    step: int,
+    arrays: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    keep: int | None,
+    reason: str,
+    blocked_before: float,
+    in_background: bool,
+) -> manifests.CheckpointRef:
     snapshot_at = SNAPSHOT_TAKEN_AT.get() if in_background else None
     started = (time.time() if snapshot_at is None else snapshot_at) - blocked_before
     clock = time.monotonic() - blocked_before

@@ -27,8 +27,8 @@ from vsp.components.runtime.core import (
     step,
 )
 from vsp.components.runtime.trainer import history, manifests
+from vsp.components.runtime.training import hang, poll_plan, recovery, report, supervisor
 from vsp.components.runtime.training import metrics as training_metrics
-from vsp.components.runtime.training import poll_plan, recovery, report, supervisor
 from vsp.components.runtime.training.backends import interface
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,8 @@ def supervise(
     poll_settings: poll_plan.PlanSettings | None = None,
     write_report: Callable[[str], None] | None = None,
     report_notes: Sequence[tuple[str, str]] = (),
+    hang_rule: hang.HangRule | None = None,
+    keep_job_on_timeout: bool = False,
 ) -> TrainOutcome:
     """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
 
@@ -137,7 +139,9 @@ def supervise(
 
     The metrics include ``vertex_calls`` and ``vertex_calls_per_job_hour`` (per hour the step
     supervised the run); ``poll_settings`` lets a backend that writes beacons call Vertex only
-    when the beacon asks for it (``poll_plan``).
+    when the beacon asks for it (``poll_plan``). ``hang_rule`` cancels and resubmits an
+    attempt whose trainer stopped making step progress (``hang``); at ``timeout_seconds`` the
+    running attempt is cancelled unless ``keep_job_on_timeout``.
 
     Raises:
         errors.UserError: The trainer failed beyond its restart budget.
@@ -153,6 +157,8 @@ def supervise(
         timeout=timeout_seconds,
         backoff=poll_backoff,
         poll_settings=poll_settings,
+        hang_rule=hang_rule,
+        keep_job_on_timeout=keep_job_on_timeout,
     )
     failure: BaseException | None = None
     began = loop.clock.now()
@@ -211,6 +217,7 @@ def spot_strategy(
     max_user_failures: int,
     fallback_after_preemptions: int,
     capacity_wait_seconds: float,
+    max_hangs: int = 1,
 ) -> recovery.SpotRecovery:
     """The Spot recovery strategy over ``targets`` (Spot first, optional fallback second)."""
     return recovery.SpotRecovery(
@@ -220,6 +227,7 @@ def spot_strategy(
         max_user_failures=max_user_failures,
         fallback_after=fallback_after_preemptions,
         capacity_wait_seconds=capacity_wait_seconds,
+        max_hangs=max_hangs,
     )
 
 

@@ -16,8 +16,8 @@ from vsp.components.runtime.training import goodput
 from vsp.components.runtime.training.backends.interface import RunResult
 from vsp.components.runtime.training.recovery import Attempt
 
-_STOPS = {"requeued", "pending", "preempted", "succeeded", "user_failure", "cancelled"}
-INTERRUPTIONS = {"requeued", "preempted", "cancelled"}
+_STOPS = {"requeued", "pending", "preempted", "succeeded", "user_failure", "cancelled", "hung"}
+INTERRUPTIONS = {"requeued", "preempted", "cancelled", "hung"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +103,10 @@ def compute(
         "spot_node_hours": round(spot_hours, 6),
         "cost": round(cost, 4),
         "estimated_spot_saving": round(all_ondemand - cost, 4),
+        "hangs": float(sum(1 for a in result.attempts if a.hung_because)),
+        "hang_node_hours_saved": round(
+            sum(a.nodes * a.hang_saved_seconds for a in result.attempts) / 3600, 6
+        ),
     }
     if history and goodput.segments(history):
         figures = goodput.totals(goodput.stretch_figures(intervals, history))

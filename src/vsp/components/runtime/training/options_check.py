@@ -31,6 +31,9 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
     "timeout_seconds": (1, 90 * 24 * 3600, False),
     "spot_price_per_node_hour": (0, 10_000, False),
     "ondemand_price_per_node_hour": (0, 10_000, False),
+    "max_hangs": (0, 1_000, True),
+    "hang_floor_seconds": (0, 30 * 24 * 3600, False),
+    "hang_step_factor": (1, 10_000, False),
 }
 
 

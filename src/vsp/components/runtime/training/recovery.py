@@ -58,6 +58,9 @@ class Attempt:
             against ``capacity_wait_seconds``.
         run_started_at: Epoch seconds its latest run started (Slurm's start time, reset by a
             requeue); None when unknown or not running.
+        hung_because: Why the supervisor cancelled it as hung (``hang.Stall``); '' when not.
+        hang_saved_seconds: When cancelled as hung, the seconds the job would still have run
+            until the step's timeout (0 when there is none).
     """
 
     job_id: str
@@ -73,6 +76,8 @@ class Attempt:
     switched_because: str = ""
     begin_time_hold: bool = False
     run_started_at: float | None = None
+    hung_because: str = ""
+    hang_saved_seconds: float = 0.0
 
     @property
     def preemptions(self) -> int:
@@ -124,6 +129,8 @@ class SpotRecovery(RecoveryStrategy):
         fallback_after: Move to ``fallback`` after this many preemptions (0: never).
         capacity_wait_seconds: Longest wait for Spot capacity before moving to ``fallback``
             (or failing without one); 0 waits as long as the step's timeout.
+        max_hangs: Hung attempts cancelled and resubmitted before the run fails; a hang is
+            neither a preemption nor a user failure and has this budget of its own.
     """
 
     primary: Target
@@ -132,6 +139,7 @@ class SpotRecovery(RecoveryStrategy):
     max_user_failures: int = 0
     fallback_after: int = 0
     capacity_wait_seconds: float = 0.0
+    max_hangs: int = 1
 
     def first_target(self) -> Target:
         return self.primary
@@ -170,6 +178,20 @@ class SpotRecovery(RecoveryStrategy):
                 last.target,
                 f"trainer failed: restart {failures} of "
                 f"{self.max_user_failures} on {last.target.name}",
+            )
+        if last.outcome is Outcome.CANCELLED and last.hung_because:
+            hangs = sum(1 for a in attempts if a.hung_because)
+            if hangs > self.max_hangs:
+                return Decision(
+                    None,
+                    f"{last.hung_because}; {hangs} hang(s), budget max_hangs={self.max_hangs}. "
+                    "Fix: find where the trainer blocks (the log's tail below, a stack dump "
+                    "with py-spy), or raise hang_floor_seconds if its steps are that slow.",
+                )
+            return Decision(
+                last.target,
+                f"{last.hung_because}: cancelled; resume {hangs} of {self.max_hangs} on "
+                f"{last.target.name}",
             )
         if last.outcome is Outcome.CANCELLED and last.switched_because:
             return Decision(self.fallback, last.switched_because)

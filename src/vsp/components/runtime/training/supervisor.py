@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from vsp.components.runtime.core import errors, gcp_resources, polling
 from vsp.components.runtime.core.errors import StepCancelled
 from vsp.components.runtime.core.outcome import Outcome
-from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training import hang, poll_plan
 from vsp.components.runtime.training.backends.interface import RunResult, TrainingBackend
 from vsp.components.runtime.training.poll_window import PollWindow
 from vsp.components.runtime.training.recovery import Attempt, RecoveryStrategy, Target
@@ -69,6 +69,10 @@ class TrainingSupervisor:
         wall: Epoch-seconds source for the event timeline.
         poll_settings: When the backend writes beacons, the ``poll_plan`` intervals that
             decide when a poll calls Vertex (None: every poll calls Vertex, with ``backoff``).
+        hang_rule: The stall rule applied to the trainer's progress files (``hang``); None or
+            a floor of 0: no hang detection.
+        keep_job_on_timeout: When ``timeout`` passes, leave the running job as it is (True)
+            instead of cancelling it (False, the default).
     """
 
     def __init__(
@@ -84,6 +88,8 @@ class TrainingSupervisor:
         on_attempt_change: Callable[[Attempt], None] | None = None,
         wall: Callable[[], float] = time.time,
         poll_settings: poll_plan.PlanSettings | None = None,
+        hang_rule: hang.HangRule | None = None,
+        keep_job_on_timeout: bool = False,
     ):
         self.backend = backend
         self.strategy = strategy
@@ -99,6 +105,8 @@ class TrainingSupervisor:
         self.poll_settings = poll_settings
         self.refreshes = 0
         self._seen_requeues: dict[str, int] = {}
+        self.hang_watch = hang.HangWatch(hang_rule) if hang_rule and hang_rule.enabled else None
+        self.keep_job_on_timeout = keep_job_on_timeout
 
     def vertex_calls(self) -> int:
         """Vertex calls so far: requests the backend counted, else state refreshes."""
@@ -170,9 +178,10 @@ class TrainingSupervisor:
             plan = poll_plan.PollPlan(self.poll_settings)
         self._seen_requeues.setdefault(attempt.job_id, attempt.requeues)
         window = PollWindow(self.wall, self.backend.time_resolution, self.wall())
+        stall: hang.Stall | None = None
 
         def probe() -> Attempt:
-            nonlocal pending_since, seen_requeues, switch
+            nonlocal pending_since, seen_requeues, switch, stall
             before = attempt.outcome
             if plan is None or plan.look(self.clock.now(), self.backend.beacon(attempt)):
                 window.open()
@@ -198,6 +207,11 @@ class TrainingSupervisor:
                 pending_since = self.clock.now()  # a requeue hold is not missing capacity
             if not attempt.outcome.terminal:
                 switch = self.strategy.switch_now(self.attempts, self.clock.now() - pending_since)
+            if self.hang_watch is not None and attempt.outcome is Outcome.RUNNING:
+                records = self.backend.progress(attempt)
+                stall = self.hang_watch.observe(
+                    attempt.job_id, attempt.requeues, records, self.clock.now()
+                )
             return attempt
 
         def describe(a: Attempt) -> str:
@@ -209,16 +223,21 @@ class TrainingSupervisor:
             return text
 
         remaining = None if deadline is None else max(0.0, deadline - self.clock.now())
-        polling.poll_until(
-            probe,
-            lambda a: a.outcome.terminal or bool(switch),
-            what=f"job {attempt.job_id}",
-            timeout=remaining,
-            backoff=self.backoff,
-            clock=self.clock,
-            describe=describe,
-            delay_for=None if plan is None else (lambda _: plan.next_look()),
-        )
+        try:
+            polling.poll_until(
+                probe,
+                lambda a: a.outcome.terminal or bool(switch) or stall is not None,
+                what=f"job {attempt.job_id}",
+                timeout=remaining,
+                backoff=self.backoff,
+                clock=self.clock,
+                describe=describe,
+                delay_for=None if plan is None else (lambda _: plan.next_look()),
+            )
+        except errors.TimeoutExceededError as exc:
+            raise self._timed_out(attempt, exc) from exc
+        if stall is not None and not attempt.outcome.terminal:
+            self._cancel_hung(attempt, stall, deadline)
         if switch and not attempt.outcome.terminal:
             log.warning("job %s: %s", attempt.job_id, switch)
             self.backend.cancel(attempt)
@@ -226,6 +245,33 @@ class TrainingSupervisor:
             attempt.switched_because = switch
             attempt.detail = f"switch: {switch}"
             self._event(attempt, "cancelled")
+
+    def _cancel_hung(self, attempt: Attempt, stall: hang.Stall, deadline: float | None) -> None:
+        """Cancels a hung attempt; records why and the node time it would have held."""
+        text = stall.describe()
+        log.warning("job %s: %s: cancelling it", attempt.job_id, text)
+        self.backend.cancel(attempt)
+        attempt.outcome = Outcome.CANCELLED
+        attempt.hung_because = text
+        attempt.detail = f"hang: {text}"
+        if deadline is not None:
+            attempt.hang_saved_seconds = max(0.0, deadline - self.clock.now())
+        self._event(attempt, "hung")
+
+    def _timed_out(self, attempt: Attempt, exc: errors.TimeoutExceededError) -> errors.VspError:
+        """Cancels the attempt at the run's timeout (unless told to keep it); the error."""
+        if self.keep_job_on_timeout:
+            return errors.TransientError(
+                f"{exc} Job {attempt.job_id} was left running (keep_job_on_timeout): it "
+                "holds its nodes until it ends or is cancelled."
+            )
+        log.warning("timeout: cancelling job %s", attempt.job_id)
+        self.backend.cancel(attempt)
+        self._event(attempt, "cancelled")
+        return errors.TransientError(
+            f"{exc} Job {attempt.job_id} was cancelled (set keep_job_on_timeout to leave it "
+            "running)."
+        )
 
     def run(self) -> RunResult:
         """Runs until an attempt succeeds; raises when the strategy gives up.
@@ -299,7 +345,7 @@ class TrainingSupervisor:
             if decision.resubmit:
                 self._submit(decision.target)
                 continue
-            if current.outcome is Outcome.USER_FAILURE:
+            if current.outcome is Outcome.USER_FAILURE or current.hung_because:
                 tail = self.backend.log_tail(current)
                 shown = f"\nlast lines of the job's log:\n{tail}" if tail else ""
                 raise errors.UserError(f"training failed: {decision.reason}{shown}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 
+from vsp.components.runtime.trainer.progress import Progress
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.recovery import Attempt, Target
 
@@ -51,6 +52,10 @@ class TrainingBackend(abc.ABC):
     def beacon(self, attempt: Attempt) -> Beacon | None:
         """The attempt's progress beacon as the step sees it (None: none visible)."""
         return None
+
+    def progress(self, attempt: Attempt) -> list[Progress]:
+        """Every rank's step progress of the attempt's current run ([] when none is seen)."""
+        return []
 
     @property
     def writes_beacons(self) -> bool:

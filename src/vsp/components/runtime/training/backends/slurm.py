@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from vsp.components.runtime.core import errors, gcp_labels, gcs_paths, polling, rest
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.slurm import api, code_stage, error_codes, script
-from vsp.components.runtime.trainer import contract
+from vsp.components.runtime.trainer import contract, progress
 from vsp.components.runtime.training import beacon as beacon_lib
 from vsp.components.runtime.training import job_logs
 from vsp.components.runtime.training.backends.interface import TrainingBackend
@@ -281,6 +281,9 @@ class SlurmBackend(TrainingBackend):
 
     def beacon(self, attempt: Attempt) -> beacon_lib.Beacon | None:
         return beacon_lib.read(self.beacon_dir, attempt.job_id)
+
+    def progress(self, attempt: Attempt) -> list[progress.Progress]:
+        return progress.read_job(self.training.checkpoint_dir, attempt.job_id)
 
     def api_calls(self) -> int | None:
         sent = getattr(self.client.rest, "requests_sent", None)  # None: a stand-in client

@@ -1,0 +1,151 @@
+"""The stall rule: a running job whose training steps stopped is hung.
+
+The trainer's step hook (``trainer.progress``) keeps one progress file per rank. The supervisor
+reads them at every poll and notes, by its own clock, when each rank's file last changed. A rank
+is stalled when its file has not changed for longer than the bound
+
+    max(floor_seconds, step_factor x expected gap)
+
+where the expected gap is what the rank itself last showed: its smoothed time per step, or the
+time between its last two writes (at least the write interval), whichever is longer, so the rule
+learns a slow step rate instead of assuming one. A blocking save (``phase: saving``) has its own,
+wider bound, ``max(SAVE_FLOOR_FACTOR x floor_seconds, step_factor x the longest save the rank
+finished)``, so a long save is not a hang but a save stuck on I/O is. Not counted at all: a
+process that has not reported its first step yet (start-up and resume). A hang is detected
+within its bound plus one write interval plus one poll.
+
+Several ranks: when every rank stalled, the one with the lowest step is named (the others wait
+for it in a collective); otherwise the ranks that stopped while others went on. Hand-rolled: a
+few timestamps per rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vsp.components.runtime.trainer.progress import Progress
+
+SAVE_FLOOR_FACTOR = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class HangRule:
+    """When a job without step progress counts as hung.
+
+    Attributes:
+        floor_seconds: Least time without progress before a job is hung, s (0: no detection).
+        step_factor: Multiple of the expected time between progress writes that counts as hung.
+    """
+
+    floor_seconds: float = 1800.0
+    step_factor: float = 20.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.floor_seconds > 0
+
+    def bound(self, gap: float) -> float:
+        """Seconds without progress that count as hung, for an expected ``gap`` between writes."""
+        return max(self.floor_seconds, self.step_factor * gap)
+
+    def save_bound(self, longest_save: float) -> float:
+        """Seconds a blocking save may take before it counts as hung."""
+        return max(SAVE_FLOOR_FACTOR * self.floor_seconds, self.step_factor * longest_save)
+
+
+@dataclasses.dataclass
+class _Rank:
+    """What the supervisor saw of one rank's file."""
+
+    record: Progress
+    changed_at: float
+    gap: float = 0.0
+    longest_save: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Stall:
+    """A detected hang: which rank stopped where, for how long, against which bound (s)."""
+
+    step: int
+    seconds: float
+    bound: float
+    rank: int
+    host: str
+    ranks: int
+    all_stalled: bool = True
+    saving: bool = False
+
+    def describe(self) -> str:
+        where = f"rank {self.rank} on {self.host or 'an unknown host'}"
+        if self.saving:
+            where += " (in a blocking save)"
+        if self.ranks > 1 and self.all_stalled:
+            where += f" (of {self.ranks} ranks, all stalled: the lowest step; the others wait)"
+        elif self.ranks > 1:
+            where += f" (of {self.ranks} ranks; the others went on)"
+        return (
+            f"hung at step {self.step} for {self.seconds:.0f} s: no training step finished for "
+            f"longer than the bound of {self.bound:.0f} s; {where} stopped"
+        )
+
+
+class HangWatch:
+    """Applies a ``HangRule`` to the progress files of one job at a time.
+
+    Args:
+        rule: The rule.
+    """
+
+    def __init__(self, rule: HangRule):
+        self.rule = rule
+        self._job = ""
+        self._ranks: dict[int, _Rank] = {}
+
+    def observe(self, job: str, restart: int, records: list[Progress], now: float) -> Stall | None:
+        """Takes one read of job ``job``'s progress (run ``restart``) at ``now`` (step clock).
+
+        Returns:
+            The stall when the job is hung, else None.
+        """
+        if job != self._job:
+            self._job, self._ranks = job, {}
+        current = [r for r in records if r.restart >= restart]
+        for record in current:
+            seen = self._ranks.get(record.rank)
+            same_process = seen is not None and (seen.record.pid, seen.record.restart) == (
+                record.pid,
+                record.restart,
+            )
+            if not same_process:
+                self._ranks[record.rank] = _Rank(record, now)
+            elif record != seen.record:
+                gap = record.time - seen.record.time if record.step > seen.record.step else 0.0
+                seen.gap = gap if gap > 0 else seen.gap
+                if seen.record.phase == "saving" and record.phase != "saving":
+                    seen.longest_save = max(seen.longest_save, record.time - seen.record.time)
+                seen.record, seen.changed_at = record, now
+        live = [self._ranks[r.rank] for r in current]
+        if not live or not self.rule.enabled:
+            return None
+        stalled = []
+        for rank in live:
+            if rank.record.phase == "saving":
+                bound = self.rule.save_bound(rank.longest_save)
+            else:
+                bound = self.rule.bound(max(rank.gap, rank.record.step_seconds))
+            if now - rank.changed_at > bound:
+                stalled.append((rank, bound))
+        if not stalled:
+            return None
+        rank, bound = min(stalled, key=lambda item: (item[0].record.step, item[0].record.rank))
+        return Stall(
+            step=rank.record.step,
+            seconds=now - rank.changed_at,
+            bound=bound,
+            rank=rank.record.rank,
+            host=rank.record.host,
+            ranks=len(live),
+            all_stalled=len(stalled) == len(live),
+            saving=rank.record.phase == "saving",
+        )

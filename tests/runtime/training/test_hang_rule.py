@@ -1,0 +1,183 @@
+"""The stall rule on scripted progress reads, and what the supervisor does with a hang or a
+timeout (a scripted backend and a fake clock)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vsp.components.runtime.core import errors, polling
+from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.trainer import progress
+from vsp.components.runtime.training import hang
+from vsp.components.runtime.training.backends.interface import TrainingBackend
+from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
+from vsp.components.runtime.training.supervisor import TrainingSupervisor
+
+SPOT = Target("spot", spot=True)
+FAST = polling.Backoff(initial=1, maximum=1, jitter=0)
+
+
+def record(step, time, *, rank=0, phase="step", step_seconds=0.0, pid=10, restart=0):
+    host = f"node-{rank}"
+    return progress.Progress("7", restart, rank, host, pid, step, phase, time, step_seconds)
+
+
+def test_a_rank_without_progress_for_longer_than_the_floor_is_hung():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=60, step_factor=20))
+    assert watch.observe("7", 0, [record(10, 1000.0, step_seconds=0.5)], now=0) is None
+    assert watch.observe("7", 0, [record(10, 1000.0, step_seconds=0.5)], now=60) is None
+    stall = watch.observe("7", 0, [record(10, 1000.0, step_seconds=0.5)], now=61)
+    assert (stall.step, stall.seconds, stall.bound, stall.rank) == (10, 61, 60, 0)
+    assert stall.describe().startswith("hung at step 10 for 61 s")
+    assert "rank 0 on node-0 stopped" in stall.describe()
+
+
+def test_the_bound_follows_the_observed_step_time():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=20))
+    watch.observe("7", 0, [record(1, 100.0)], now=0)
+    watch.observe("7", 0, [record(2, 105.0)], now=5)  # 5 s between writes: bound 100 s
+    assert watch.observe("7", 0, [record(2, 105.0)], now=104) is None
+    assert watch.observe("7", 0, [record(2, 105.0)], now=106).bound == 100
+
+
+def test_the_start_up_is_not_counted_and_a_save_has_a_wider_bound():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=2))
+    assert watch.observe("7", 0, [], now=0) is None  # starting: no file yet
+    assert watch.observe("7", 0, [], now=500) is None
+    watch.observe("7", 0, [record(5, 10.0, phase="saving")], now=500)
+    assert watch.observe("7", 0, [record(5, 10.0, phase="saving")], now=530) is None  # 3 x 10 s
+    watch.observe("7", 0, [record(5, 30.0)], now=530)  # a save of 20 s finished
+    assert watch.observe("7", 0, [record(5, 30.0)], now=541).step == 5
+    watch.observe("7", 0, [record(6, 31.0, phase="saving")], now=541)
+    # The bound of the next save is 2 x the longest save seen: 40 s.
+    assert watch.observe("7", 0, [record(6, 31.0, phase="saving")], now=581) is None
+    stall = watch.observe("7", 0, [record(6, 31.0, phase="saving")], now=582)
+    assert (stall.step, stall.bound, stall.saving) == (6, 40, True)
+    assert "rank 0 on node-0 (in a blocking save) stopped" in stall.describe()
+
+
+def test_a_file_of_the_run_before_a_requeue_is_start_up_of_the_next():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    watch.observe("7", 0, [record(5, 10.0)], now=0)
+    assert watch.observe("7", 1, [record(5, 10.0)], now=100) is None  # restart 1 not started
+    watch.observe("7", 1, [record(5, 150.0, restart=1, pid=11)], now=101)
+    assert watch.observe("7", 1, [record(5, 150.0, restart=1, pid=11)], now=110) is None
+    assert watch.observe("7", 1, [record(5, 150.0, restart=1, pid=11)], now=112) is not None
+
+
+def test_several_ranks_name_the_one_that_stopped():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    watch.observe("7", 0, [record(3, 0.0, rank=0), record(3, 0.0, rank=1)], now=0)
+    going = [record(9, 11.0, rank=0), record(3, 0.0, rank=1)]
+    stall = watch.observe("7", 0, going, now=11)
+    assert (stall.rank, stall.host, stall.all_stalled) == (1, "node-1", False)
+    assert "rank 1 on node-1 (of 2 ranks; the others went on) stopped" in stall.describe()
+    both = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    both.observe("7", 0, [record(4, 0.0, rank=0), record(3, 0.0, rank=1)], now=0)
+    stall = both.observe("7", 0, [record(4, 0.0, rank=0), record(3, 0.0, rank=1)], now=11)
+    assert (stall.rank, stall.step, stall.all_stalled) == (1, 3, True)
+
+
+def test_a_floor_of_zero_turns_detection_off():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=0))
+    watch.observe("7", 0, [record(1, 0.0)], now=0)
+    assert watch.observe("7", 0, [record(1, 0.0)], now=10**6) is None
+
+
+def test_the_reporter_writes_rate_limited_and_marks_saves(tmp_path):
+    now = [100.0]
+    reporter = progress.Reporter(tmp_path, "42", rank=1, interval=5, clock=lambda: now[0])
+    path = tmp_path / "progress" / "42.1.json"
+    reporter.step(1)
+    assert json.loads(path.read_text())["step"] == 1
+    now[0] = 101.0
+    reporter.step(2)  # within the interval: not written
+    assert json.loads(path.read_text())["step"] == 1
+    with reporter.saving():
+        assert json.loads(path.read_text())["phase"] == "saving"
+        now[0] = 130.0
+    written = json.loads(path.read_text())
+    assert (written["phase"], written["step"], written["step_seconds"]) == ("step", 2, 1.0)
+    now[0] = 131.0
+    reporter.step(3)  # the 29 s save is not a step's time
+    assert progress.read_job(tmp_path, "42")[0].step_seconds == pytest.approx(1.0)
+
+
+class HangingBackend(TrainingBackend):
+    """Jobs that run without ever ending; the first one's progress stops at step 12."""
+
+    resource_type = "SlurmJob"
+
+    def __init__(self, clock):
+        self.clock, self.submitted, self.cancelled = clock, [], []
+
+    def find(self, run_key):
+        return []
+
+    def submit(self, run_key, index, target):
+        self.submitted.append(str(100 + index))
+        return Attempt(self.submitted[-1], target)
+
+    def refresh(self, attempt):
+        cancelled = attempt.job_id in self.cancelled
+        attempt.outcome = Outcome.CANCELLED if cancelled else Outcome.RUNNING
+
+    def cancel(self, attempt):
+        self.cancelled.append(attempt.job_id)
+
+    def uri(self, attempt):
+        return f"jobs/{attempt.job_id}"
+
+    def progress(self, attempt):
+        moving = int(self.clock.now()) if attempt.job_id != "100" else 12
+        return [progress.Progress(attempt.job_id, 0, 0, "n", 1, moving, "step", moving, 1.0)]
+
+    def log_tail(self, attempt):
+        return "step 12/100"
+
+
+def supervisor(backend, clock, **options):
+    return TrainingSupervisor(
+        backend,
+        SpotRecovery(SPOT, max_hangs=options.pop("max_hangs", 1)),
+        "run-1",
+        backoff=FAST,
+        clock=clock,
+        hang_rule=hang.HangRule(floor_seconds=30, step_factor=1),
+        **options,
+    )
+
+
+def test_a_hung_job_is_cancelled_and_resubmitted_then_the_timeout_cancels_the_next():
+    clock = polling.FakeClock()
+    backend = HangingBackend(clock)
+    with pytest.raises(errors.TransientError) as info:
+        supervisor(backend, clock, timeout=200).run()
+    assert backend.submitted == ["100", "101"]
+    assert backend.cancelled == ["100", "101"]  # hung, then the timeout
+    assert "Job 101 was cancelled (set keep_job_on_timeout" in str(info.value)
+
+
+def test_keep_job_on_timeout_leaves_the_job_running():
+    clock = polling.FakeClock()
+    backend = HangingBackend(clock)
+    loop = supervisor(backend, clock, timeout=200, keep_job_on_timeout=True, max_hangs=1)
+    with pytest.raises(errors.TransientError) as info:
+        loop.run()
+    assert backend.cancelled == ["100"]
+    assert "Job 101 was left running (keep_job_on_timeout)" in str(info.value)
+    first = loop.attempts[0]
+    assert first.hung_because.startswith("hung at step 12 for 3")
+    # Found after 31 s without progress (one-second polls): 200 - 31 s of the run were left.
+    assert first.hang_saved_seconds == pytest.approx(169, abs=1)
+
+
+def test_hangs_beyond_the_budget_fail_as_a_user_error_with_the_log_tail():
+    clock = polling.FakeClock()
+    with pytest.raises(errors.UserError) as info:
+        supervisor(HangingBackend(clock), clock, timeout=500, max_hangs=0).run()
+    text = str(info.value)
+    assert "hung at step 12" in text and "budget max_hangs=0" in text
+    assert text.endswith("last lines of the job's log:\nstep 12/100")
