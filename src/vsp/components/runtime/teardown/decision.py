@@ -18,9 +18,8 @@ Rule (deterministic ski rental with a prediction):
   rule with an unknown gap cannot bound the idle cost).
 * With only run history (at least three gaps), the keep time that would have cost least over
   the observed idle gaps among the reaper's ticks (``teardown_history``), whole or shrunk: keep
-  or shrink for it, or delete when that is zero or when its saving over deleting is within the
-  gaps' own noise (one standard error); irregular arrivals make a single predicted time a poor
-  guide.
+  or shrink for it, or delete when that is zero; irregular arrivals make a single predicted time
+  a poor guide.
 * ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
 A kept or shrunk cluster is labelled with ``vsp-expires-at`` (keep-with-TTL, which is what
@@ -146,20 +145,15 @@ def _history_choice(
     deleted = inputs.recreation_cost
     ticks = teardown_cadence.reaper_keep_times(now, gaps)
     options = {
-        KEEP: teardown_history.best_ttl(gaps, inputs.idle_price_per_hour, deleted, keep_times=ticks)
+        KEEP: teardown_history.best_ttl(
+            gaps, inputs.idle_price_per_hour, deleted, keep_times=ticks
+        )
     }
     if inputs.can_shrink:
         options[SHRINK] = teardown_history.best_ttl(
             gaps, inputs.shrunk_price_per_hour or 0.0, deleted, inputs.scale_up_cost, ticks
         )
-    prices = {KEEP: (inputs.idle_price_per_hour, 0.0)}
-    prices[SHRINK] = (inputs.shrunk_price_per_hour or 0.0, inputs.scale_up_cost)
-    candidates = {
-        a: (ttl, cost)
-        for a, (ttl, cost) in options.items()
-        if ttl > 0
-        and teardown_history.clearly_cheaper(gaps, ttl, prices[a][0], deleted, prices[a][1])
-    }
+    candidates = {a: (ttl, cost) for a, (ttl, cost) in options.items() if ttl > 0}
     candidates[DELETE] = (0.0, deleted)
     best = _cheapest({a: round(cost, 12) for a, (_ttl, cost) in candidates.items()})
     averages = {a: cost for a, (_ttl, cost) in options.items()}

@@ -71,41 +71,6 @@ def best_ttl(
     return candidates[best], averages[best]
 
 
-def clearly_cheaper(
-    gaps: Sequence[float],
-    ttl: float,
-    idle_price_per_hour: float,
-    recreation_cost: float,
-    reuse_cost: float = 0.0,
-) -> bool:
-    """Whether keeping for ``ttl`` beats deleting by more than the sample's own noise.
-
-    The keep time was chosen on these very gaps, so its average saving over deleting is
-    optimistic; on memoryless arrivals near the break-even it is pure noise, and acting on it
-    costs more than deleting every time. Keeping is chosen only when the average saving per gap
-    exceeds one standard error of the per-gap savings.
-
-    Args:
-        gaps: Observed idle gaps, seconds.
-        ttl: The keep time weighed, seconds.
-        idle_price_per_hour: What the idle cluster costs per hour.
-        recreation_cost: What deleting and re-creating costs.
-        reuse_cost: What the next run pays to reuse the cluster within ``ttl``.
-    """
-    savings = [
-        recreation_cost
-        - idle_price_per_hour * min(g, ttl) / 3600.0
-        - (reuse_cost if g <= ttl else recreation_cost)
-        for g in gaps
-    ]
-    n = len(savings)
-    if n < 2:
-        return False
-    mean = sum(savings) / n
-    variance = sum((s - mean) ** 2 for s in savings) / (n - 1)
-    return mean > (variance / n) ** 0.5
-
-
 def cheapest_index(averages: Sequence[float], longest: bool) -> int:
     """The index of the least of ``averages`` (equal to 12 decimals: the last, or the first).
 
