@@ -33,6 +33,7 @@ def register_model(
     data_version: str = "",
     code_version: str = "",
     pipeline_run: str = "",
+    task_id: str = "",
     options: dict = {},  # noqa: B006
 ) -> NamedTuple("Outputs", [("model_resource_name", str), ("version_id", str), ("reused", bool)]):
     """Registers a trained model directory in the Vertex AI Model Registry, once per run.
@@ -64,8 +65,12 @@ def register_model(
         preemptions: Preemptions the training survived, recorded as provenance.
         data_version: Version of the training data, recorded as provenance.
         code_version: Version (e.g. commit) of the training code, recorded as provenance.
-        pipeline_run: Pipeline run name (pass the job name placeholder); identifies the version
-            of this run.
+        pipeline_run: The pipeline run's unique id (pass ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``);
+            identifies the version of this run ('' = a fresh identity: the version of an
+            earlier call is never returned).
+        task_id: This task's unique id (pass ``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` when one run
+            registers several versions, e.g. in a ``dsl.ParallelFor``): the version is then
+            this task's, not the run's ('' = one version per run).
         options: More of this component's parameters by name, for example
             ``{"data_version": "2026-12"}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer

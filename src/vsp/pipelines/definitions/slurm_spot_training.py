@@ -143,7 +143,7 @@ def build(components: dict):
             location=location,
             cluster_id=cluster_id,
             failure_keep_minutes=failure_keep_minutes,
-            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         )
         task_policy.apply(finalize, "finalize-cluster")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
@@ -183,7 +183,7 @@ def build(components: dict):
                 accelerator_type=accelerator_type,
                 accelerator_count=accelerator_count,
                 spot_max_nodes=spot_max_nodes,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 options=cluster_options,
             )
             task_policy.apply(create, "create-cluster")
@@ -203,8 +203,8 @@ def build(components: dict):
                 gpus_per_node=gpus_per_node,
                 fallback_after_preemptions=FALLBACK_AFTER_PREEMPTIONS,
                 capacity_wait_seconds=CAPACITY_WAIT_SECONDS,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-                task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
                 options=training_options,
             )
             task_policy.apply(train, "train-on-cluster")
@@ -217,7 +217,7 @@ def build(components: dict):
                 model_dir=train.outputs["model_dir"],
                 job_ids=train.outputs["job_ids"],
                 preemptions=train.outputs["preemptions"],
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 options=model_options,
             )
             task_policy.apply(register, "register-model")
@@ -246,7 +246,7 @@ def build(components: dict):
                     location=location,
                     cluster_id=cluster_id,
                     labels=decide.outputs["labels"],
-                    pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                    pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 )
                 task_policy.apply(shrink, "shrink-cluster")
             with dsl.Else(name="delete-now"):

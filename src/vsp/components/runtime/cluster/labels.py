@@ -282,7 +282,7 @@ def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
         gcp_labels.LAST_USED_AT: gcp_labels.format_label_time(time.time() if now is None else now)
     }
     if pipeline_run:
-        labels[gcp_labels.LAST_RUN] = gcp_labels.value(pipeline_run)
+        labels[gcp_labels.LAST_RUN] = gcp_labels.run_value(pipeline_run)
     return labels
 
 

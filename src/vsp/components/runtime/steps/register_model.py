@@ -18,6 +18,7 @@ from vsp.components.runtime.core import (
     gcp_labels,
     gcs_paths,
     rest,
+    run_identity,
     step,
 )
 from vsp.components.runtime.registry import client as model_registry
@@ -45,6 +46,7 @@ def main(
     data_version: str,
     code_version: str,
     pipeline_run: str,
+    task_id: str,
 ) -> tuple[str, str, bool]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -69,6 +71,7 @@ def main(
             data_version=data_version,
             code_version=code_version,
             pipeline_run=pipeline_run,
+            task_id=task_id,
             gcp_resources_path=gcp_resources,
         ),
     )
@@ -159,6 +162,7 @@ def register(
     data_version: str = "",
     code_version: str = "",
     pipeline_run: str = "",
+    task_id: str = "",
     gcp_resources_path: str = "",
     client: rest.VertexRestClient | None = None,
 ) -> Registration:
@@ -183,7 +187,10 @@ def register(
     artifact_uri = to_gcs_uri(model_dir_path)
     manifest = manifests.verify_model_dir(gcs_paths.to_local_path(artifact_uri))
     manifest_step = manifest.get("step")
-    run_label = pipeline_run or f"manual-{model_id}"
+    # The registration's identity: the run, or the run's task when several tasks register.
+    run_label = run_identity.ensure(pipeline_run, "register_model")
+    if task_id:
+        run_label = f"{run_label}-{task_id}"
     provenance = provenance_labels(
         job_ids=job_ids,
         preemptions=preemptions,

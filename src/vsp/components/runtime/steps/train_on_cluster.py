@@ -12,7 +12,7 @@ from typing import Any
 
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
-from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.core import errors, rest, run_identity, step
 from vsp.components.runtime.slurm import api
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import beacon, driver, options_check
@@ -55,7 +55,7 @@ def main(
     poll_seconds: float,
     run_key: str,
     pipeline_run: str,
-    task_name: str,
+    task_id: str,
 ) -> tuple[list, str, str, int]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -77,7 +77,8 @@ def main(
             ondemand_price_per_node_hour=ondemand_price_per_node_hour,
         )  # fmt: skip
         cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
-        key = driver.run_key_for(pipeline_run, cluster, run_key, task_name)
+        run = run_identity.ensure(pipeline_run, "train_on_cluster")
+        key = driver.run_key_for(run, cluster, run_key, task_id)
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
             model_dir, key
         )
@@ -108,8 +109,8 @@ def main(
             fallback_after_preemptions=fallback_after_preemptions,
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=key,
-            pipeline_run=pipeline_run,
-            task_name=task_name,
+            pipeline_run=run,
+            task_id=task_id,
             **driver.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
@@ -163,7 +164,7 @@ def train_on_cluster(
     capacity_wait_seconds: float = 0.0,
     run_key: str = "",
     pipeline_run: str = "",
-    task_name: str = "",
+    task_id: str = "",
     **supervise_options: Any,
 ) -> driver.TrainOutcome:
     """Spot training as Slurm jobs on a training cluster; see ``driver.supervise``."""
@@ -175,6 +176,7 @@ def train_on_cluster(
             "preemption would restart training from step 0. Fix: give a directory every "
             "attempt can reach (the component's '' picks one on Cloud Storage beside model_dir)."
         )
+    pipeline_run = run_identity.ensure(pipeline_run, "train_on_cluster")
     ref = resource.ClusterRef(project, location, cluster_id)
     vertex = rest.VertexRestClient(location)
     client = api.SlurmClient(vertex, ref)
@@ -202,7 +204,7 @@ def train_on_cluster(
     return driver.supervise(
         backend,
         strategy,
-        driver.run_key_for(pipeline_run, cluster_id, run_key, task_name),
+        driver.run_key_for(pipeline_run, cluster_id, run_key, task_id),
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
         **supervise_options,

@@ -48,7 +48,7 @@ def active_foreign_jobs(
         pipeline_run: The deleting run ('' = none: every unfinished job counts, as for the
             reaper).
     """
-    own = gcp_labels.value(pipeline_run) if pipeline_run else ""
+    own = gcp_labels.run_value(pipeline_run)
     jobs = api.SlurmClient(client, ref).list_jobs()
     return [j for j in jobs if not j.is_terminal and not (own and j.pipeline_run == own)]
 

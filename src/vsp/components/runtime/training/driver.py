@@ -55,19 +55,29 @@ MAX_RUN_KEY = 120
 def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "") -> str:
     """The run key: given, or derived from the pipeline run and the task (stable across retries).
 
-    The task name is part of the derived key, so two training tasks of one pipeline run never
-    share (and silently re-attach to) each other's jobs. A key longer than ``MAX_RUN_KEY`` keeps
-    a hash of the whole, so keys that share a long prefix stay distinct.
+    The pipelines pass the run's unique id and the task's unique id (kfp's
+    ``PIPELINE_JOB_ID_PLACEHOLDER`` and ``PIPELINE_TASK_ID_PLACEHOLDER``), so two runs of one
+    template, two training tasks of one run and the iterations of a ``dsl.ParallelFor`` each
+    get their own key, while a retry of the same task gets the same one. Each part is a
+    ``gcp_labels.unique_value`` (a long part keeps a hash of the whole), and a key longer than
+    ``MAX_RUN_KEY`` keeps a hash of the whole key, so keys that share a long prefix stay
+    distinct.
 
     Args:
-        pipeline_run: Pipeline run name ('' outside a pipeline: ``manual``).
+        pipeline_run: The pipeline run's identity; must not be empty (see
+            ``run_identity.ensure``).
         scope: The cluster id, or the CustomJob display name.
         explicit: A run key given by the user; used as is.
-        task: The pipeline task's name ('' = none).
+        task: The pipeline task's unique id ('' = none).
+
+    Raises:
+        ValueError: No key was given and ``pipeline_run`` is empty.
     """
     if explicit:
         return explicit
-    parts = [scope, gcp_labels.value(pipeline_run) or "manual", gcp_labels.value(task)]
+    if not pipeline_run:
+        raise ValueError("a derived run key needs the pipeline run (run_identity.ensure)")
+    parts = [scope, gcp_labels.run_value(pipeline_run), gcp_labels.run_value(task)]
     key = "vsp-" + "-".join(p for p in parts if p)
     if len(key) <= MAX_RUN_KEY:
         return key
