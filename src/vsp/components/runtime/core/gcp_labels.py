@@ -29,6 +29,8 @@ SHRUNK = "shrink"  # the TEARDOWN value of a cluster whose GPU pools were scaled
 EXPIRES_AT = "vsp-expires-at"  # a kept cluster may be deleted after this time
 LAST_RUN = "vsp-last-run"  # the last run that reused the cluster
 LAST_USED_AT = "vsp-last-used-at"
+# A run's claim on a cluster it reuses: vsp-lease-<12 hex of the run's identity> = its expiry.
+LEASE_PREFIX = "vsp-lease-"
 # On CustomJobs.
 RUN_KEY = "vsp-run-key"
 ATTEMPT = "vsp-attempt"
@@ -77,6 +79,12 @@ def run_value(pipeline_run: str) -> str:
     is ``unique_value`` of it, so a long one is never cut into another run's value. '' stays ''.
     """
     return unique_value(pipeline_run) if pipeline_run else ""
+
+
+def lease_key(pipeline_run: str) -> str:
+    """The label key of the claim ``pipeline_run`` holds on a cluster (``vsp-lease-<hex>``)."""
+    digest = hashlib.sha256(run_value(pipeline_run).encode()).hexdigest()[:12]
+    return f"{LEASE_PREFIX}{digest}"
 
 
 def timestamp(moment: datetime.datetime) -> str:
