@@ -85,6 +85,37 @@ def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "
     return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
 
 
+# Slurm's start times are whole seconds; a trainer's first line is never earlier than this
+# before the start its job reports.
+HISTORY_SLACK_SECONDS = 1.0
+
+
+def own_records(
+    records: list[history.Record] | None, events: list[dict[str, Any]]
+) -> list[history.Record] | None:
+    """The lines of the checkpoint history that this run's jobs wrote.
+
+    A checkpoint folder may continue another task's (pretraining, then fine-tuning from its
+    final checkpoint): its history then starts with the other task's processes. They are not
+    this run's, so they count neither in its billed time nor in its goodput: only the lines
+    from this run's first job event on (less ``HISTORY_SLACK_SECONDS``) are kept.
+
+    Args:
+        records: The folder's history (None: not visible).
+        events: The run's event timeline (``RunResult.events``), re-attached attempts included.
+    """
+    if not records or not events:
+        return records
+    first = min(float(e["time"]) for e in events) - HISTORY_SLACK_SECONDS
+    mine = [r for r in records if r.time >= first]
+    if len(mine) < len(records):
+        log.info(
+            "checkpoint history: %d lines of earlier tasks left out (before this run's first job)",
+            len(records) - len(mine),
+        )
+    return mine
+
+
 def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
     """Why goodput and its overheads are missing, and how to get them."""
     if visible:
@@ -174,7 +205,7 @@ def supervise(
         )
     supervised = loop.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
-    records = history.read(checkpoint_dir) if visible else None
+    records = own_records(history.read(checkpoint_dir) if visible else None, result.events)
     now = time.time()
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), history=records, now=now
