@@ -148,9 +148,12 @@ def keep_if_in_use(
         )
         if not dry_run:
             labels = in_use_labels(time.time() if now is None else now, recheck_minutes)
+            # This run is done with the cluster: its own claim, if any, ends here, so that the
+            # run still using it can delete it when it ends.
+            own = [gcp_labels.lease_key(pipeline_run)] if pipeline_run else []
             try:
                 cluster_labels.update_managed_labels(
-                    client, ref, set_labels=labels, options=options
+                    client, ref, set_labels=labels, remove=own, options=options
                 )
             except cluster_labels.LabelsRefusedError as exc:
                 log.warning(
