@@ -107,8 +107,9 @@ def train_custom_job(
             every job is labelled with it, so the exit task finds the run's jobs.
         task_id: This task's unique id (pass ``dsl.PIPELINE_TASK_ID_PLACEHOLDER``); part of
             the derived run key, so two training tasks of one run, and the iterations of a
-            ``dsl.ParallelFor``, never share jobs or checkpoints, while a retry of the task
-            re-attaches.
+            ``dsl.ParallelFor``, never share jobs, while a retry of the task re-attaches. The
+            checkpoints are under ``base_output_directory``: give each task (and each run that
+            must not resume an earlier one) its own.
 
     Returns:
         job_ids: CustomJob ids of every attempt, oldest first.
