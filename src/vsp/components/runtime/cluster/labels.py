@@ -299,8 +299,10 @@ def mark_kept(
 
 
 # How long a run's claim on a cluster it reuses lasts: enough to reach its first Slurm job,
-# which protects the cluster from then on (teardown.in_use).
-LEASE_MINUTES = 60.0
+# which protects the cluster from then on (teardown.in_use). Not longer: a run that keeps the
+# cluster leaves its claim to expire, and until then another run's delete only keeps it for
+# the reaper.
+LEASE_MINUTES = 15.0
 
 
 def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
