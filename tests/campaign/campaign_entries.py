@@ -139,7 +139,7 @@ def _create_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
         key
         for key, record in world.server.app.store.items("clusters")
         if (record.get("cluster", {}).get("labels") or {}).get(gcp_labels.PIPELINE_RUN)
-        == gcp_labels.value(ctx.run_label)
+        == gcp_labels.run_value(ctx.run_label)
     ]
     checks: list[Check] = [("at_most_one_cluster_per_run", len(named) <= 1, str(named))]
     if ok:
@@ -160,7 +160,10 @@ def _create_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
 
 
 def _running_prepare(world: cw.World, ctx: Ctx) -> None:
-    labels = {gcp_labels.MANAGED: "true", gcp_labels.PIPELINE_RUN: gcp_labels.value(ctx.run_label)}
+    labels = {
+        gcp_labels.MANAGED: "true",
+        gcp_labels.PIPELINE_RUN: gcp_labels.run_value(ctx.run_label),
+    }
     world.create_running(ctx.cluster_id, cw.cluster_body(), labels)
 
 
@@ -218,7 +221,7 @@ def _register_run(world: cw.World, ctx: Ctx) -> Any:
 
 def _register_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
     name = f"projects/{cw.PROJECT}/locations/{cw.LOCATION}/models/{ctx.model_id}"
-    _, mine = versions.run_versions(world.client(), name, gcp_labels.value(ctx.run_label))
+    _, mine = versions.run_versions(world.client(), name, gcp_labels.run_value(ctx.run_label))
     ids = [v["versionId"] for v in mine]
     checks: list[Check] = [("at_most_one_model_version_per_run", len(ids) <= 1, str(ids))]
     if ok:

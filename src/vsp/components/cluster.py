@@ -80,7 +80,8 @@ def create_cluster(
         update_policy: ``apply`` PATCHes mutable differences of a reused cluster; ``report``
             only logs them.
         timeout_seconds: Seconds to wait for the cluster to be RUNNING.
-        pipeline_run: Pipeline run name, recorded as a label (pass the job name placeholder).
+        pipeline_run: The pipeline run's unique id, recorded as a label (pass
+            ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``).
         options: More of this component's parameters by name, for example
             ``{"ondemand_max_nodes": 1}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer
@@ -121,7 +122,7 @@ def delete_cluster(
         cluster_id: Id of the cluster to delete.
         gcp_resources: Output: the delete operation (proto-JSON).
         timeout_seconds: Seconds to wait for the deletion.
-        pipeline_run: The deleting pipeline run (the pipelines pass the job name placeholder);
+        pipeline_run: The deleting pipeline run (the pipelines pass the run's unique id);
             its own Slurm jobs do not count as another run's use.
         in_use_recheck_minutes: When in use, minutes until the reaper looks again.
 

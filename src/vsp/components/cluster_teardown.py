@@ -138,7 +138,7 @@ def shrink_cluster(
         cluster_id: Id of the training cluster.
         labels: The labels from ``decide_teardown`` (``vsp-teardown=shrink``,
             ``vsp-expires-at``).
-        pipeline_run: This pipeline run's name (its own jobs do not count as another run's).
+        pipeline_run: This pipeline run's unique id (its own jobs do not count as another run's).
 
     Returns:
         ``shrunk``, ``kept whole``, ``absent``, ``deleted`` or ``in-use``.
@@ -177,7 +177,7 @@ def finalize_cluster(
         failure_keep_minutes: Minutes to keep the cluster after a failure (0 = delete).
         timeout_seconds: Seconds to wait for a deletion, and to keep retrying a failed
             deletion or label update before leaving an expiry for the reaper.
-        pipeline_run: This pipeline run (the pipeline passes the job name placeholder); a
+        pipeline_run: This pipeline run (the pipeline passes the run's unique id); a
             deletion skips a cluster on which another run still has unfinished Slurm jobs.
         notify_topic: Pub/Sub topic ``projects/P/topics/T`` that gets one message when the
             run ends: its final state and error, the cluster's fate (kept until when, idle

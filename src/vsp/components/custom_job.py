@@ -49,7 +49,7 @@ def train_custom_job(
     poll_seconds: float = 30.0,
     run_key: str = "",
     pipeline_run: str = "",
-    task_name: str = "",
+    task_id: str = "",
 ) -> NamedTuple(
     "Outputs",
     [("job_ids", list), ("checkpoint_dir", str), ("model_dir", str), ("preemptions", int)],
@@ -103,11 +103,13 @@ def train_custom_job(
         timeout_seconds: Longest time the whole run may take, seconds.
         poll_seconds: Longest interval between job state polls, seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
-        pipeline_run: Pipeline run name (pass the job name placeholder); every job is labelled
-            with it, so the exit task finds the run's jobs.
-        task_name: This task's name in the pipeline (the pipelines pass the task-name
-            placeholder); part of the derived run key, so two training tasks of one run never
-            share jobs.
+        pipeline_run: The pipeline run's unique id (pass ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``);
+            every job is labelled with it, so the exit task finds the run's jobs.
+        task_id: This task's unique id (pass ``dsl.PIPELINE_TASK_ID_PLACEHOLDER``); part of
+            the derived run key, so two training tasks of one run, and the iterations of a
+            ``dsl.ParallelFor``, never share jobs, while a retry of the task re-attaches. The
+            checkpoints are under ``base_output_directory``: give each task (and each run that
+            must not resume an earlier one) its own.
 
     Returns:
         job_ids: CustomJob ids of every attempt, oldest first.
@@ -138,7 +140,7 @@ def finalize_custom_jobs(
         project: Google Cloud project id.
         location: Vertex AI region of the jobs.
         status: Final status of the run's tasks (filled in by the pipeline).
-        pipeline_run: Pipeline run name (the pipeline passes its job name).
+        pipeline_run: Pipeline run name (the pipeline passes its unique id).
 
     Returns:
         Resource names of the jobs cancelled.

@@ -33,6 +33,7 @@ def register_model(
     data_version: str = "",
     code_version: str = "",
     pipeline_run: str = "",
+    task_id: str = "",
     code_sha256: str = "",
     options: dict = {},  # noqa: B006
     gate: str = "",
@@ -68,8 +69,12 @@ def register_model(
         preemptions: Preemptions the training survived, recorded as provenance.
         data_version: Version of the training data, recorded as provenance.
         code_version: Version (e.g. commit) of the training code, recorded as provenance.
-        pipeline_run: Pipeline run name (pass the job name placeholder); identifies the version
-            of this run.
+        pipeline_run: The pipeline run's unique id (pass ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``);
+            identifies the version of this run ('' = a fresh identity: the version of an
+            earlier call is never returned).
+        task_id: This task's unique id (pass ``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` when one run
+            registers several versions, e.g. in a ``dsl.ParallelFor``): the version is then
+            this task's, not the run's ('' = one version per run).
         code_sha256: sha256 of the staged code the model was trained with (pass
             train_on_cluster's ``code_sha256`` output; '' = none): its first 63 hex digits are
             the label ``vsp-code-sha256`` and the whole digest ends the version's description.

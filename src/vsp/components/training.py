@@ -44,7 +44,7 @@ def train_on_cluster(
     poll_seconds: float = 20.0,
     run_key: str = "",
     pipeline_run: str = "",
-    task_name: str = "",
+    task_id: str = "",
     code_uri: str = "",
     code_sha256: str = "",
     code_cache_dir: str = "",
@@ -123,10 +123,12 @@ def train_on_cluster(
             step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
             every 12 x poll_seconds.
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
-        pipeline_run: Pipeline run name (pass the job name placeholder).
-        task_name: This task's name in the pipeline (the pipelines pass the task-name
-            placeholder); part of the derived run key, so two training tasks of one run never
-            share jobs.
+        pipeline_run: The pipeline run's unique id (pass ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``);
+            '' = a fresh identity, so the call never re-attaches to an earlier one.
+        task_id: This task's unique id (pass ``dsl.PIPELINE_TASK_ID_PLACEHOLDER``); part of
+            the derived run key, so two training tasks of one run, and the iterations of a
+            ``dsl.ParallelFor``, never share jobs or checkpoints, while a retry of the task
+            re-attaches.
         code_uri: The trainer's code as a package on Cloud Storage: ``gs://BUCKET/PATH.tar.gz``
             (a source tarball; its top-level ``requirements.txt`` lists its dependencies) or
             ``gs://BUCKET/PATH.whl`` (a wheel, installed with its dependencies). Each job

@@ -69,7 +69,7 @@ def my_spot_training(
         project=project,
         location=location,
         cluster_id=cluster_id,
-        pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     )
     cleanup.set_caching_options(False)
     with dsl.ExitHandler(cleanup):
@@ -82,7 +82,7 @@ def my_spot_training(
             zone=zone,
             home_directory_storage=home_directory_storage,
             spot_max_nodes=spot_max_nodes,
-            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         )
         train = train_on_cluster(
             project=project,
@@ -92,8 +92,8 @@ def my_spot_training(
             working_directory=working_directory,
             model_dir=model_dir,
             poll_seconds=poll_seconds,
-            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-            task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+            pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
         )
         register = register_model(
             project=project,
@@ -103,7 +103,7 @@ def my_spot_training(
             serving_image=serving_image,
             job_ids=train.outputs["job_ids"],
             preemptions=train.outputs["preemptions"],
-            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         )
         for task in (create, train, register):
             task.set_caching_options(False)

@@ -37,7 +37,7 @@ def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
         ["demo", "RUNNING", "0.39"],
         ["nopr", "RUNNING", "no price"],
     ]
-    assert lines[4].startswith("idle cost: nopr: node pool 'a4' keeps nodes of machine type")
+    assert lines[4].startswith("idle cost: nopr: machine type 'a4-highgpu-8g' (SPOT, node pool")
     got = runner.invoke(main.main, ["clusters", "get", *LOC, "demo"])
     assert json.loads(got.output)["clusterStatus"]["state"] == "RUNNING"
     deleted = runner.invoke(main.main, ["clusters", "delete", *LOC, "demo"])

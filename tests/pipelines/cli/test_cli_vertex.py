@@ -129,6 +129,7 @@ def test_submit_sends_the_exact_body(emulator, template):
                 "cluster_id": "001",
                 "spot_max_nodes": 4,
                 "cluster_spec": {"labels": {"a": "b"}},
+                "location": "us-central1",
             },
         },
         "serviceAccount": "runner@test-project.iam.gserviceaccount.com",
@@ -155,7 +156,11 @@ def test_submit_dry_run_sends_nothing(emulator, template):
     )
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
-    assert body["runtimeConfig"]["parameterValues"] == {"project": "test-project"}
+    # --project and --location fill the pipeline's parameters of those names.
+    assert body["runtimeConfig"]["parameterValues"] == {
+        "project": "test-project",
+        "location": "us-central1",
+    }
     assert body["displayName"] == "cluster-lifecycle" and "pipelineSpec" in body
     assert f"POST v1/{PARENT}/pipelineJobs?pipelineJobId=dry (not sent)" in result.stderr
     assert emulator.journal() == []
@@ -171,10 +176,10 @@ def test_submit_invalid_request_fails_before_sending(emulator, template):
         "location = 'global'",
         "pipeline_root = '/tmp/out'",
         "parameter_values.projekt = 'x': The pipeline has no such parameter",
-        "parameter_values.project = <missing>",
         "labels.Team",
     ):
         assert text in result.output
+    assert "parameter_values.project" not in result.output  # filled from --project
     assert emulator.journal() == []
 
 

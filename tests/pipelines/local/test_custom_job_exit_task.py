@@ -11,7 +11,6 @@ import requests
 
 from tests.pipelines.local import exit_tasks
 from vsp.components.runtime.core import gcp_labels
-from vsp.components.runtime.training.backends import custom_job
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
@@ -29,8 +28,8 @@ _restore_logging = pytest.fixture(autouse=True)(exit_tasks.saved_step_loggers)
 def _job(server, pipeline_run: str, seconds: float) -> dict:
     """A CustomJob labelled as ``train_custom_job`` labels its attempts."""
     labels = {
-        gcp_labels.PIPELINE_RUN: custom_job.run_label(pipeline_run),
-        gcp_labels.RUN_KEY: "vsp-train-" + custom_job.run_label(pipeline_run),
+        gcp_labels.PIPELINE_RUN: gcp_labels.unique_value(pipeline_run),
+        gcp_labels.RUN_KEY: "vsp-train-" + gcp_labels.unique_value(pipeline_run),
     }
     body = {
         "displayName": "train-attempt-0",
@@ -82,7 +81,7 @@ def test_a_failed_or_cancelled_run_cancels_its_running_custom_job(
     cancels = [e["path"] for e in server.journal() if e["path"].endswith(":cancel")]
     assert cancels == [f"/v1/{mine['name']}:cancel"]
     lists = [e for e in server.journal() if e["method"] == "GET" and e["path"].endswith("Jobs")]
-    label = custom_job.run_label(RUN)
+    label = gcp_labels.unique_value(RUN)
     assert lists[-1]["query"]["filter"] == f'labels.vsp-pipeline-run="{label}"'
     deadline = time.monotonic() + 10
     while _state(server, mine["name"]) != "JOB_STATE_CANCELLED":

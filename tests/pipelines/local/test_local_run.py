@@ -79,7 +79,8 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
     ]
     create = next(e for e in result.journal if e["method"] == "POST")
     assert create["query"] == {"model_development_cluster_id": "vsplocal"}
-    assert create["body"]["labels"]["vsp-pipeline-run"].startswith("cluster-lifecycle-")
+    # The run's identity: kfp.local's unique job id (an 8-digit number), not the job name.
+    assert re.fullmatch(r"\d{1,8}", create["body"]["labels"]["vsp-pipeline-run"])
     assert [p["id"] for p in create["body"]["nodePools"]] == ["login", "spot", "ondemand"]
     # The run leaves no cluster behind.
     assert [e for e in result.journal if e["method"] == "GET"][-1]["status"] == 404
@@ -167,7 +168,8 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     # Checkpoints defaulted to Cloud Storage beside the model, one folder per run key.
     checkpoints = pathlib.Path(result.parameters["train-on-cluster"]["checkpoint_dir"])
     assert checkpoints.parent == pathlib.Path(arguments["model_dir"]).parent / "checkpoints"
-    assert checkpoints.name.endswith("-train-on-cluster")
+    # vsp-{cluster}-{run id}-{task id}: kfp.local's unique ids, one per run and per task.
+    assert re.fullmatch(r"vsp-vsplocal-\d{1,8}-\d{1,8}", checkpoints.name)
     # Every save the trainer made (its log says so) has a history line, pruned or not, and
     # every trainer process a start or resume line.
     log_file = pathlib.Path(arguments["training_options"]["log_directory"]) / "slurm-1.out"

@@ -236,10 +236,10 @@ def test_bad_training_parameters_fail_before_any_cluster_is_created(tmp_path, mo
 def test_a_machine_without_a_price_fails_before_any_cluster_is_created(
     tmp_path, monkeypatch, capsys
 ):
-    # The teardown prices the cluster (no price given); the table has no a3-ultragpu-8g figure.
-    failed = _run(tmp_path, monkeypatch, machine_type="a3-ultragpu-8g", schedule_cron="0 * * * *")
+    # The teardown prices the cluster (no price given); the table has no a3-edgegpu-8g figure.
+    failed = _run(tmp_path, monkeypatch, machine_type="a3-edgegpu-8g", schedule_cron="0 * * * *")
     assert not failed.succeeded and "check-run-parameters" in failed.error
     assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
     shown = capsys.readouterr().out
-    assert "node pool 'spot' keeps nodes of machine type 'a3-ultragpu-8g' (SPOT)" in shown
+    assert "machine_type = 'a3-edgegpu-8g': machine type 'a3-edgegpu-8g' (SPOT, node pool" in shown
     assert "has no price" in shown and "price_file" in shown

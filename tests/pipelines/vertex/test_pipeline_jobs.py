@@ -194,7 +194,9 @@ def test_schedule_body_injects_schedule_cron(cron_template):
 
 
 def test_schedule_cron_set_by_the_user_or_unknown_is_kept(cron_template, template):
-    job = _job(cron_template, parameter_values={"project": "p", "schedule_cron": "0 * * * *"})
+    job = _job(
+        cron_template, parameter_values={"project": "test-project", "schedule_cron": "0 * * * *"}
+    )
     request = schedules.ScheduleRequest(job, "n", "0 3 * * *", 1)
     values = request.body()["createPipelineJobRequest"]["pipelineJob"]["runtimeConfig"]
     assert values["parameterValues"]["schedule_cron"] == "0 * * * *"

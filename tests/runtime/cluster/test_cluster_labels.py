@@ -10,7 +10,7 @@ import requests
 
 from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource
-from vsp.components.runtime.core import errors, polling, rest
+from vsp.components.runtime.core import errors, gcp_labels, polling, rest
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
 CLUSTER_PATH = (
@@ -93,11 +93,23 @@ def test_claim_for_run_removes_the_expiry_records_the_user_and_keeps_the_run_lab
     assert patch["query"] == PARAMS
     used = patch["body"]["labels"].pop("vsp-last-used-at")
     assert re.fullmatch(r"\d{8}t\d{6}z", used)
+    # The claim: the run's lease label, expiring LEASE_MINUTES after the claim.
+    lease = gcp_labels.lease_key("run-2")
+    expires = patch["body"]["labels"].pop(lease)
+    claimed = gcp_labels.parse_label_time(used)
+    assert gcp_labels.parse_label_time(expires) - claimed == cluster_labels.LEASE_MINUTES * 60
     assert patch["body"] == {"labels": {**BASE, "vsp-last-run": "run-2"}}
-    assert cluster["labels"] == {**BASE, "vsp-last-run": "run-2", "vsp-last-used-at": used}
+    assert cluster["labels"] == {
+        **BASE, "vsp-last-run": "run-2", "vsp-last-used-at": used, lease: expires,
+    }  # fmt: skip
     assert cluster["labels"]["vsp-pipeline-run"] == "run-1"  # who created it stays
     again = cluster_labels.claim_for_run(client, REF, "run-3", options=options())
     assert again["labels"]["vsp-last-run"] == "run-3"
+    # Both claims are live; an expired one is dropped by the next update of the labels.
+    assert {lease, gcp_labels.lease_key("run-3")} <= set(again["labels"])
+    assert cluster_labels.desired_labels(again["labels"], {}, (), now=claimed + 7200) == {
+        k: v for k, v in again["labels"].items() if not k.startswith("vsp-lease-")
+    }
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,6 @@ VALID = [
     (rules_base.ZONE, "us-central1-b"),
     (rules_base.NETWORK, "projects/p/global/networks/default"),
     (jobs.JOB_ID, "run-1"),
-    (jobs.LOCATION, "us-central1"),
     (templates.TAG, "latest"),
 ]
 

@@ -147,4 +147,9 @@ def test_invalid_arguments_are_user_errors_before_any_request(emulator, gcs_root
 
 def test_build_labels_sanitizes_values():
     labels = model_registry.build_labels({"a": "X" * 80}, {"b": "Run/1"}, "R 1")
-    assert labels == {"a": "x" * 63, "b": "run-1", "vsp-pipeline-run": "r-1"}
+    # The run's identity keeps a hash of itself when cleaning changed it: "R 1" and "r-1" are
+    # two runs, and must never share a version.
+    run = labels.pop("vsp-pipeline-run")
+    assert labels == {"a": "x" * 63, "b": "run-1"}
+    assert run.startswith("r-1-") and len(run) == len("r-1-") + 12
+    assert model_registry.build_labels({}, {}, "r-1") == {"vsp-pipeline-run": "r-1"}

@@ -81,15 +81,19 @@ def test_an_unknown_machine_type_names_the_pool_and_both_fixes():
     with pytest.raises(errors.UserError) as caught:
         teardown_cost.cluster_cost(body)
     text = str(caught.value)
-    assert "node pool 'spot'" in text and "'a9-hypergpu-8g' (SPOT)" in text
+    assert text.startswith("machine type 'a9-hypergpu-8g' (SPOT, node pool 'spot', which keeps")
     assert "a9-hypergpu-8g is not in the price table" in text
-    assert "add it to a price file" in text and "price_file" in text
-    assert "idle_price_per_hour > 0" in text
+    assert "Only the teardown policies auto and shrink need it" in text
+    assert "give it in a price file (the price_file parameter of decide_teardown" in text
+    assert "teardown_options.price_file" in text and "idle_price_per_hour" in text
+    assert "or use teardown_policy delete or keep" in text
+    assert isinstance(caught.value, teardown_cost.MissingPriceError)
+    assert caught.value.machine_type == "a9-hypergpu-8g"
 
 
 def test_a_machine_type_without_a_listed_figure_says_so():
-    with pytest.raises(errors.UserError, match="a3-ultragpu-8g: no listed figure"):
-        teardown_cost.cluster_cost(local_cluster_body(machine_type="a3-ultragpu-8g"))
+    with pytest.raises(errors.UserError, match="a3-edgegpu-8g: no listed figure"):
+        teardown_cost.cluster_cost(local_cluster_body(machine_type="a3-edgegpu-8g"))
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])

@@ -127,6 +127,57 @@ def test_a_cluster_without_prices_fails_with_the_pool_and_the_fixes():
     assert "node pool 'spot'" in str(caught.value) and "'a4-highgpu-8g'" in str(caught.value)
 
 
+@pytest.mark.parametrize("machine", ["a3-edgegpu-8g", "a9-hypergpu-8g"])
+@pytest.mark.parametrize("policy", ["delete", "keep"])
+def test_delete_and_keep_need_no_price(machine, policy):
+    """A machine without a price is no reason to fail a policy that weighs no cost."""
+    body = local_cluster_body(machine_type=machine)
+    check_run_parameters.check_run(GOOD_MODEL, _inputs(policy=policy), cluster=body)
+    weighed, decision = _decide(ClusterClient(body), _inputs(policy=policy))
+    assert decision.action == policy
+    assert weighed.unpriced == f"machine type {machine} has no price."
+    assert decision.reason.endswith(
+        f"Prices unknown, and not needed by policy '{policy}': machine type {machine} has no price."
+    )
+
+
+@pytest.mark.parametrize("policy", ["auto", "shrink"])
+def test_auto_and_shrink_still_refuse_a_machine_without_a_price(policy):
+    body = local_cluster_body(machine_type="a3-edgegpu-8g")
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check_run_parameters.check_run(GOOD_MODEL, _inputs(policy=policy), cluster=body)
+    assert [(p.field, p.value) for p in caught.value.problems] == [
+        ("machine_type", "a3-edgegpu-8g")
+    ]
+    with pytest.raises(errors.UserError, match="machine type 'a3-edgegpu-8g' \\(SPOT"):
+        _decide(ClusterClient(body), _inputs(policy=policy))
+
+
+@pytest.mark.parametrize(
+    ("machine", "spot", "ondemand"),
+    [
+        ("a4-highgpu-8g", None, 148.21),
+        ("a3-ultragpu-8g", 50.0856, 83.492),
+        ("a3-megagpu-8g", 37.391837, 92.937588),
+        ("a3-highgpu-8g", 35.39575, 88.49),
+        ("a2-ultragpu-1g", 2.027468, 5.068798),
+        ("a2-highgpu-8g", 10.34684, 29.38708),
+        ("a2-megagpu-16g", None, 55.739504),
+        ("g2-standard-48", 1.574384, 4.001665),
+    ],
+)
+def test_the_table_prices_the_training_cluster_machines(machine, spot, ondemand):
+    from vsp.components.runtime.teardown import prices  # noqa: PLC0415
+
+    assert prices.HOURLY_USD[machine].get("SPOT") == spot
+    assert prices.HOURLY_USD[machine]["ON_DEMAND"] == ondemand
+    # A cluster of on-demand nodes of it (the Spot pool keeping none) is priced from the table.
+    body = local_cluster_body(machine_type=machine)
+    body["nodePools"][1]["scalingSpec"] = {"minNodeCount": 0, "maxNodeCount": 2}
+    weighed, _ = _decide(ClusterClient(body), _inputs())
+    assert weighed.idle_price_per_hour == pytest.approx(0.388472 + ondemand)
+
+
 def test_the_report_lists_each_pool_and_the_sources():
     weighed, decision = _decide(ClusterClient(local_cluster_body()), _inputs())
     page = report.html_page(weighed, decision)
@@ -156,8 +207,10 @@ def test_preflight_finds_a_cluster_it_cannot_price_before_it_exists(tmp_path):
         check_run_parameters.check_run(
             GOOD_MODEL, _inputs(), failure_keep_minutes=60.0, cluster=unknown
         )
-    assert [p.field for p in caught.value.problems] == ["idle_price_per_hour"]
-    assert "add it to a price file" in caught.value.problems[0].fix
+    # The problem names the machine type, not a price parameter.
+    [problem] = caught.value.problems
+    assert (problem.field, problem.value) == ("machine_type", "a9-hypergpu-8g")
+    assert "teardown_options.price_file" in problem.fix
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"a9-hypergpu-8g": {"SPOT": 1, "ON_DEMAND": 2}}))
     check_run_parameters.check_run(GOOD_MODEL, _inputs(), cluster=unknown, price_file=str(prices))

@@ -138,9 +138,13 @@ def test_job_states_are_classified(job, outcome):
 
 
 def test_long_run_keys_keep_distinct_labels():
-    from vsp.components.runtime.training.backends.custom_job import run_label
+    from vsp.components.runtime.core import gcp_labels
 
-    a = run_label("vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395016")
-    b = run_label("vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395017")
+    a = gcp_labels.unique_value(
+        "vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395016"
+    )
+    b = gcp_labels.unique_value(
+        "vsp-spot-training-spot-custom-job-training-2026-12-02-20-11-29-395017"
+    )
     assert a != b and len(a) <= 63 and len(b) <= 63
-    assert run_label("run-1") == "run-1"
+    assert gcp_labels.unique_value("run-1") == "run-1"

@@ -63,8 +63,8 @@ def _submits(cluster):
 
 def test_two_training_tasks_of_one_run_submit_two_jobs(cluster, tmp_path):
     run = {"pipeline_run": "slurm-spot-training-20261203"}
-    first = _train(tmp_path, "a", TRAINER, task_name="train-a", **run)
-    second = _train(tmp_path, "b", TRAINER, task_name="train-b", **run)
+    first = _train(tmp_path, "a", TRAINER, task_id="train-a", **run)
+    second = _train(tmp_path, "b", TRAINER, task_id="train-b", **run)
     assert len(_submits(cluster)) == 2
     assert first.result.job_ids != second.result.job_ids
     for folder in ("a", "b"):
@@ -93,7 +93,7 @@ def test_a_retry_of_the_same_step_still_reattaches(cluster, tmp_path):
 @pytest.mark.slow
 def test_two_training_tasks_in_one_pipeline_run_submit_two_jobs(cluster, tmp_path):
     """The reproduction at pipeline level: two train_on_cluster tasks, no run keys, one run;
-    each derives its key from the task-name placeholder and trains for itself."""
+    each derives its key from the run's and its task's unique ids and trains for itself."""
     from kfp import dsl, local  # noqa: PLC0415
 
     from vsp.components import catalog, packaging  # noqa: PLC0415
@@ -108,8 +108,8 @@ def test_two_training_tasks_in_one_pipeline_run_submit_two_jobs(cluster, tmp_pat
         return train(
             project=PROJECT, location=LOCATION, cluster_id=CLUSTER, command=command,
             working_directory=work, checkpoint_dir=work + "/ckpt", model_dir=work + "/model",
-            account="ml", poll_seconds=0.2, pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-            task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+            account="ml", poll_seconds=0.2, pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
         )  # fmt: skip
 
     @dsl.pipeline(name="two-trainings")
@@ -121,7 +121,10 @@ def test_two_training_tasks_in_one_pipeline_run_submit_two_jobs(cluster, tmp_pat
     two_trainings()
     submits = _submits(cluster)
     assert len(submits) == 2
-    names = sorted(s["body"]["body"]["job"]["name"] for s in submits)
-    assert names[0].endswith("-train-on-cluster") and names[1].endswith("-train-on-cluster-2")
+    names = [s["body"]["body"]["job"]["name"] for s in submits]
+    # vsp-CLUSTER-RUNID-TASKID: one run id, two task ids.
+    runs = {name.split("-")[2] for name in names}
+    tasks = {name.split("-")[3] for name in names}
+    assert len(runs) == 1 and len(tasks) == 2
     for folder in ("a", "b"):
         assert (tmp_path / folder / "model" / "model.npz").is_file()

@@ -96,6 +96,9 @@ class Trainer:
         extra = {
             "policy": self.policy.state_dict(),
             "saved_on_notice": why == "notice",
+            # A final checkpoint is a hand-over: whoever loads it next is not resuming after
+            # an interruption (train_state.from_checkpoint).
+            "final_save": why == "final",
             "slurm_restart_count": self.slurm_restart_count,
         }
         arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)

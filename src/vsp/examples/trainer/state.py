@@ -141,6 +141,8 @@ def from_checkpoint(ckpt: checkpoint.Checkpoint, cfg: TrainConfig) -> TrainState
     state.rng.bit_generator.state = meta["rng"]
     state.losses = arrays["history.loss"].tolist()
     state.step = ckpt.step
-    state.resumes = int(meta.get("resumes", 0)) + 1
+    # Loading a final checkpoint continues a finished training (a hand-over to the next
+    # task), which is no interruption: it does not count as a resume.
+    state.resumes = int(meta.get("resumes", 0)) + (0 if meta.get("final_save") else 1)
     state.train_seconds = float(meta.get("train_seconds", 0.0))
     return state

@@ -183,13 +183,25 @@ def _job_request(
             definitions = templates.root_parameters(spec)
         except errors.UserError:
             definitions = None  # reported with every other problem by the request below
-    elif cron is not None and schedules.SCHEDULE_CRON not in raw:
+    elif not {"project", "location"} <= set(raw):
+        click.echo(
+            "note: parameters of a registry template are not checked here; if the pipeline has "
+            "project and location parameters, pass them: --param project=... --param "
+            "location=... (a value that differs from --project/--location is refused)",
+            err=True,
+        )
+    if (
+        templates.is_registry_uri(template)
+        and cron is not None
+        and (schedules.SCHEDULE_CRON not in raw)
+    ):
         click.echo(
             "note: parameters of a registry template are not checked here; if the pipeline has "
             "schedule_cron, pass it: --param schedule_cron=...",
             err=True,
         )
     values = templates.typed_parameters(raw, definitions)
+    values = jobs.with_run_place(values, definitions, options["project"], options["location"])
     if code is not None:
         values = with_code(values, definitions, *code)
     if cron is not None:

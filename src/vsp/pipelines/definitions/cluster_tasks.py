@@ -43,7 +43,7 @@ def create_cluster(components: dict, values: dict[str, Any]):
     """Adds the create-cluster task, fed from the pipeline parameters in ``values``."""
     task = components["create_cluster"](
         **{name: values[name] for name in CLUSTER_PARAMETERS if name in values},
-        pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     )
     return task_policy.apply(task, "create-cluster")
 
@@ -54,6 +54,6 @@ def delete_cluster(components: dict, values: dict[str, Any]):
         project=values["project"],
         location=values["location"],
         cluster_id=values["cluster_id"],
-        pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     )
     return task_policy.apply(task, "delete-cluster")

@@ -36,7 +36,7 @@ def register_model(components: dict, values: dict[str, Any], train: Any):
         model_dir=train.outputs["model_dir"],
         job_ids=train.outputs["job_ids"],
         preemptions=train.outputs["preemptions"],
-        pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     )
     return task_policy.apply(task, "register-model")
 

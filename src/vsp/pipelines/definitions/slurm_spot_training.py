@@ -149,7 +149,7 @@ def build(components: dict):
             location=location,
             cluster_id=cluster_id,
             failure_keep_minutes=failure_keep_minutes,
-            pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             notify_topic=notify_topic,
             model_id=model_id,
         )
@@ -191,7 +191,7 @@ def build(components: dict):
                 accelerator_type=accelerator_type,
                 accelerator_count=accelerator_count,
                 spot_max_nodes=spot_max_nodes,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 options=cluster_options,
             )
             task_policy.apply(create, "create-cluster")
@@ -211,8 +211,8 @@ def build(components: dict):
                 gpus_per_node=gpus_per_node,
                 fallback_after_preemptions=FALLBACK_AFTER_PREEMPTIONS,
                 capacity_wait_seconds=CAPACITY_WAIT_SECONDS,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-                task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
                 options=training_options,
             )
             task_policy.apply(train, "train-on-cluster")
@@ -225,7 +225,7 @@ def build(components: dict):
                 model_dir=train.outputs["model_dir"],
                 job_ids=train.outputs["job_ids"],
                 preemptions=train.outputs["preemptions"],
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 code_sha256=train.outputs["code_sha256"],
                 options=model_options,
             )
@@ -255,7 +255,7 @@ def build(components: dict):
                     location=location,
                     cluster_id=cluster_id,
                     labels=decide.outputs["labels"],
-                    pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+                    pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 )
                 task_policy.apply(shrink, "shrink-cluster")
             with dsl.Else(name="delete-now"):

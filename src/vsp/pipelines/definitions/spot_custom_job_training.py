@@ -87,7 +87,7 @@ def build(components: dict):
         """
         values = dict(locals())
         finalize = finalize_custom_jobs(
-            project=project, location=location, pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER
+            project=project, location=location, pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER
         )
         task_policy.apply(finalize, "finalize-custom-jobs")
         with dsl.ExitHandler(finalize, name=EXIT_GROUP):
@@ -110,8 +110,8 @@ def build(components: dict):
                 spot_price_per_node_hour=spot_price_per_node_hour,
                 ondemand_price_per_node_hour=ondemand_price_per_node_hour,
                 poll_seconds=poll_seconds,
-                pipeline_run=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-                task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
             )
             task_policy.apply(train, "train-custom-job")
             train.after(model_tasks.check_parameters(components, values, base_output_directory))

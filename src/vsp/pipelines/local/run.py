@@ -143,6 +143,7 @@ def run_local(
     template_dir: str | os.PathLike | None = None,
     enable_caching: bool | None = None,
     console: step_console.StepConsole | None = None,
+    pipeline_name: str = "",
 ) -> results.LocalRunResult:
     """Runs a registered pipeline locally.
 
@@ -160,6 +161,8 @@ def run_local(
             ``vsp submit --enable-caching`` does; None keeps the template's settings.
         console: Show the run through this console (a line per task state change and the
             progress of waits; everything else to its log) instead of kfp.local's full stream.
+        pipeline_name: In-process: run the pipeline under this name, as a copy of its template
+            compiled under another name would run ('' = its registered name).
 
     Returns:
         The outcome, with the emulator journal of the run.
@@ -182,7 +185,9 @@ def run_local(
     )
     arguments = coerce_arguments(pipeline_func, arguments)
     spec = with_local_retry_backoff(json_format.MessageToDict(pipeline_func.pipeline_spec))
-    run = _LocalRun(pipeline, _launcher(spec), "in-process")
+    if pipeline_name:
+        spec["pipelineInfo"]["name"] = pipeline_name
+    run = _LocalRun(pipeline_name or pipeline, _launcher(spec), "in-process")
     return run.execute(arguments, state_dir, pipeline_root, settings, console)
 
 
@@ -195,6 +200,7 @@ def run_template(
     settings: vertex_emulator.EmulatorSettings | None = None,
     enable_caching: bool | None = None,
     console: step_console.StepConsole | None = None,
+    in_process: bool = False,
 ) -> results.LocalRunResult:
     """Runs a compiled pipeline template (the project's or your own) locally, as Vertex runs it.
 
@@ -212,6 +218,9 @@ def run_template(
         settings: Emulator timings for an in-process emulator (None = the saved ones).
         enable_caching: True or False sets caching of every task; None keeps the template's.
         console: Show the run through this console instead of kfp.local's full stream.
+        in_process: Run each step's compiled command in this interpreter's environment
+            instead of a fresh virtual environment (for a template compiled from components
+            that install nothing, ``packaging.PREINSTALLED``).
 
     Returns:
         The outcome, with the emulator journal of the run.
@@ -224,7 +233,8 @@ def run_template(
     spec = with_local_retry_backoff(json_format.MessageToDict(loaded.pipeline_spec))
     if enable_caching is not None:
         spec = caching.with_caching(spec, enable_caching)
-    run = _LocalRun(spec["pipelineInfo"]["name"], _launcher(spec), "faithful")
+    mode = "in-process" if in_process else "faithful"
+    run = _LocalRun(spec["pipelineInfo"]["name"], _launcher(spec), mode)
     return run.execute(arguments, state_dir, pipeline_root, settings, console)
 
 

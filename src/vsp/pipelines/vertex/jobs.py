@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vsp.components.runtime.cluster.rules_base import EMAIL, Problems, check_labels
-from vsp.components.runtime.core import errors, polling, rest
+from vsp.components.runtime.core import errors, polling, rest, vertex_locations
 from vsp.pipelines.vertex import caching, templates
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 API_VERSION = "v1"
 JOB_ID = re.compile(r"^[a-z0-9-]{1,127}\Z")
 PROJECT = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})\Z")
-LOCATION = re.compile(r"^[a-z]+-[a-z]+[0-9]+\Z")
+# The run's project and region, which the pipeline's parameters of these names must match.
+RUN_PLACE = {"project": "--project", "location": "--location"}
 GCS_URI = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/\S*)?\Z")
 MAX_DISPLAY_NAME = 128
 CREATE_ATTEMPTS = 4
@@ -46,6 +47,26 @@ def generate_job_id(pipeline_name: str, now: datetime.datetime | None = None) ->
     base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", pipeline_name.lower())).strip("-")
     base = (base or "pipeline")[: 127 - len(stamp) - 1].rstrip("-")
     return f"{base}-{stamp}"
+
+
+def with_run_place(
+    values: Mapping[str, Any],
+    definitions: Mapping[str, Any] | None,
+    project: str,
+    location: str,
+) -> dict[str, Any]:
+    """``values`` with the pipeline's ``project`` and ``location`` parameters filled from the
+    run's ``--project`` and ``--location`` where they are not given.
+
+    A given value is kept as is (the request refuses one that differs). With ``definitions``
+    None (a registry template, whose parameters are unknown here) nothing is filled: the
+    service refuses a parameter the pipeline does not have.
+    """
+    filled = dict(values)
+    for name, value in (("project", project), ("location", location)):
+        if name not in filled and definitions is not None and name in definitions:
+            filled[name] = value
+    return filled
 
 
 def console_url(project: str, location: str, job_id: str) -> str:
@@ -157,11 +178,23 @@ class PipelineJobRequest:
                 "project", self.project or None, "Is not a Google Cloud project id.",
                 "Pass --project PROJECT_ID (6-30 lowercase letters, digits or '-').",
             )  # fmt: skip
-        if not isinstance(self.location, str) or not LOCATION.fullmatch(self.location):
+        if not isinstance(self.location, str) or not vertex_locations.is_location(self.location):
+            alike = ", ".join(vertex_locations.nearest(str(self.location or "")))
             problems.add(
-                "location", self.location or None, "Is not a Vertex AI region.",
-                "Pass --location REGION, e.g. us-central1 (Pipelines has no 'global').",
+                "location", self.location or None,
+                f"Is not a Vertex AI region ({vertex_locations.SOURCE}).",
+                f"Pass --location REGION, e.g. {alike} (Pipelines has no 'global').",
             )  # fmt: skip
+        refused = {problem.field for problem in problems.items}
+        for name, option in RUN_PLACE.items():
+            given = self.parameter_values.get(name)
+            if name not in refused and given is not None and given != getattr(self, name):
+                problems.add(
+                    f"parameter_values.{name}", given,
+                    f"Differs from {option} {getattr(self, name)}: the run would be sent to one "
+                    f"{name} and create its resources in another.",
+                    f"Drop --param {name}=... ({option} fills it), or pass {option} {given}.",
+                )  # fmt: skip
 
     def _check_parameters(self, problems: Problems, spec: dict[str, Any] | None) -> None:
         for name, value in self.parameter_values.items():

@@ -94,13 +94,35 @@ def check_label_change(set_labels: Mapping[str, str], remove: Iterable[str]) -> 
 
 
 def desired_labels(
-    current: Mapping[str, str], set_labels: Mapping[str, str], remove: Iterable[str]
+    current: Mapping[str, str],
+    set_labels: Mapping[str, str],
+    remove: Iterable[str],
+    now: float | None = None,
 ) -> dict[str, str]:
-    """``current`` with ``set_labels`` applied and the ``remove`` keys dropped."""
-    dropped = set(remove)
+    """``current`` with ``set_labels`` applied, the ``remove`` keys and expired claims dropped.
+
+    Every update drops the claims (``vsp-lease-*``) whose expiry has passed (or is unreadable),
+    so claims of runs that ended never pile up towards the 64-label limit.
+    """
+    dropped = set(remove) | set(expired_leases(current, now))
     labels = {k: v for k, v in current.items() if k not in dropped}
     labels.update(set_labels)
     return labels
+
+
+def expired_leases(labels: Mapping[str, str], now: float | None = None) -> list[str]:
+    """The claim labels (``vsp-lease-*``) whose expiry has passed or cannot be read."""
+    moment = time.time() if now is None else now
+    expired = []
+    for key, value in labels.items():
+        if not key.startswith(gcp_labels.LEASE_PREFIX):
+            continue
+        try:
+            if gcp_labels.parse_label_time(value) <= moment:
+                expired.append(key)
+        except ValueError:
+            expired.append(key)
+    return expired
 
 
 class _LabelUpdate:
@@ -276,13 +298,25 @@ def mark_kept(
     return update_managed_labels(client, ref, set_labels=labels, remove=remove, options=options)
 
 
+# How long a run's claim on a cluster it reuses lasts: enough to reach its first Slurm job,
+# which protects the cluster from then on (teardown.in_use). Not longer: a run that keeps the
+# cluster leaves its claim to expire, and until then another run's delete only keeps it for
+# the reaper.
+LEASE_MINUTES = 15.0
+
+
 def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
-    """The labels a run that reuses a cluster records on it: who and when."""
-    labels = {
-        gcp_labels.LAST_USED_AT: gcp_labels.format_label_time(time.time() if now is None else now)
-    }
+    """The labels a run that reuses a cluster records on it: who, when, and its claim.
+
+    The claim is ``vsp-lease-<hex of the run>`` = its expiry, ``LEASE_MINUTES`` ahead: no other
+    run's teardown deletes or shrinks the cluster before then (``teardown.in_use``).
+    """
+    moment = time.time() if now is None else now
+    labels = {gcp_labels.LAST_USED_AT: gcp_labels.format_label_time(moment)}
     if pipeline_run:
-        labels[gcp_labels.LAST_RUN] = gcp_labels.value(pipeline_run)
+        labels[gcp_labels.LAST_RUN] = gcp_labels.run_value(pipeline_run)
+        expires = gcp_labels.format_label_time(moment + LEASE_MINUTES * 60.0)
+        labels[gcp_labels.lease_key(pipeline_run)] = expires
     return labels
 
 
@@ -294,7 +328,7 @@ def claim_for_run(
     options: resource.ClusterOptions | None = None,
 ) -> dict[str, Any] | None:
     """Claims a kept cluster for a new run: removes ``vsp-expires-at`` and ``vsp-teardown`` and
-    records the run (``vsp-last-run``, ``vsp-last-used-at``).
+    records the run (``vsp-last-run``, ``vsp-last-used-at``) and its claim (``vsp-lease-*``).
 
     A reaper deletes only clusters with a past ``vsp-expires-at``, so after this call it leaves
     the cluster alone. ``vsp-pipeline-run`` (the run that created the cluster) is not changed.

@@ -9,6 +9,7 @@ at most 63; at most 64 labels, https://cloud.google.com/resource-manager/docs/la
 from __future__ import annotations
 
 import datetime
+import hashlib
 import re
 import time
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ SHRUNK = "shrink"  # the TEARDOWN value of a cluster whose GPU pools were scaled
 EXPIRES_AT = "vsp-expires-at"  # a kept cluster may be deleted after this time
 LAST_RUN = "vsp-last-run"  # the last run that reused the cluster
 LAST_USED_AT = "vsp-last-used-at"
+# A run's claim on a cluster it reuses: vsp-lease-<12 hex of the run's identity> = its expiry.
+LEASE_PREFIX = "vsp-lease-"
 # On CustomJobs.
 RUN_KEY = "vsp-run-key"
 ATTEMPT = "vsp-attempt"
@@ -53,6 +56,37 @@ def is_managed(key: str) -> bool:
 def value(text: str) -> str:
     """``text`` made into a valid label value (lowercase, [a-z0-9_-], at most 63 chars)."""
     return _BAD_VALUE_CHARACTERS.sub("-", text.lower()).strip("-")[:63]
+
+
+def unique_value(text: str) -> str:
+    """``text`` as a label value that stays as distinct as ``text``.
+
+    ``value`` cuts at 63 characters, so two texts that share their first 63 (a long pipeline
+    name followed by a timestamp) would get one value. Here, when making ``text`` a label value
+    cut it or changed more than its case, the value keeps a hash of the whole text instead:
+    50 characters of it, ``-``, then 12 hex digits of its SHA-256. A text with no usable
+    character at all gives '' (the callers refuse it).
+    """
+    cleaned = value(text)
+    if not cleaned or (len(cleaned) < 63 and cleaned == text.lower()):
+        return cleaned
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{cleaned[:50].rstrip('-_')}-{digest}"
+
+
+def run_value(pipeline_run: str) -> str:
+    """The identity of a pipeline run as it is recorded on clusters, jobs and model versions.
+
+    The pipelines pass the run's own unique id (``dsl.PIPELINE_JOB_ID_PLACEHOLDER``); the value
+    is ``unique_value`` of it, so a long one is never cut into another run's value. '' stays ''.
+    """
+    return unique_value(pipeline_run) if pipeline_run else ""
+
+
+def lease_key(pipeline_run: str) -> str:
+    """The label key of the claim ``pipeline_run`` holds on a cluster (``vsp-lease-<hex>``)."""
+    digest = hashlib.sha256(run_value(pipeline_run).encode()).hexdigest()[:12]
+    return f"{LEASE_PREFIX}{digest}"
 
 
 def timestamp(moment: datetime.datetime) -> str:

@@ -21,7 +21,7 @@ log = logging.getLogger("vsp.step")
 
 # Parameters an ``options`` group may not set: the step's outputs and the run's identity.
 NOT_OPTIONS = frozenset(
-    {"gcp_resources", "metrics", "report", "model", "status", "pipeline_run", "task_name"}
+    {"gcp_resources", "metrics", "report", "model", "status", "pipeline_run", "task_id"}
 )
 
 

@@ -85,7 +85,7 @@ def build_labels(
                 "starting with a letter, at most 63 characters."
             )
         merged[key] = gcp_labels.value(str(value))
-    run_value = gcp_labels.value(run_label or "")
+    run_value = gcp_labels.run_value(run_label or "")
     if not run_value:
         raise errors.UserError("run_label is empty. Fix: pass the pipeline run's id.")
     merged[gcp_labels.PIPELINE_RUN] = run_value

@@ -322,8 +322,10 @@ def price_problems(
     region = cost.region_of(cluster, location)
     try:
         cost.cluster_cost(cluster, book=price_book.PriceBook(book.overrides, price_file, region))
+    except cost.MissingPriceError as exc:
+        return [_problem("machine_type", exc.machine_type, str(exc))]
     except errors.UserError as exc:
-        return [_problem("idle_price_per_hour", 0, str(exc))]
+        return [_problem("price_file", price_file, str(exc))]
     return []
 
 
@@ -350,7 +352,7 @@ def check_run(
         problems += checkpoint_problems(extra["checkpoint_dir"], model["model_dir"])
     if teardown_inputs is not None:
         problems += teardown_problems(teardown_inputs, extra.get("failure_keep_minutes", 0.0))
-        priced = 0 in (
+        priced = teardown_inputs.policy in cost.PRICED_POLICIES and 0 in (
             teardown_inputs.idle_price_per_hour,
             teardown_inputs.provisioning_price_per_hour,
         )

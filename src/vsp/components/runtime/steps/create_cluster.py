@@ -96,7 +96,7 @@ def managed_labels(pipeline_run: str, now: datetime.datetime | None = None) -> d
     """Labels this tool puts on a cluster it creates."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     labels = {gcp_labels.MANAGED: "true", gcp_labels.CREATED_AT: gcp_labels.timestamp(now)}
-    run = gcp_labels.value(pipeline_run)
+    run = gcp_labels.run_value(pipeline_run)
     if run:
         labels[gcp_labels.PIPELINE_RUN] = run
     return labels

@@ -203,7 +203,16 @@ def decide_teardown(
         "storage_price_per_hour": storage_price_per_hour,
     }
     if needs_prices(inputs):
-        inputs = priced_inputs(inputs, read_cluster(client, ref), **pricing)
+        cluster = read_cluster(client, ref)
+        try:
+            inputs = priced_inputs(inputs, cluster, **pricing)
+        except teardown_cost.MissingPriceError as exc:
+            if inputs.policy in teardown_cost.PRICED_POLICIES:
+                raise
+            # delete and keep act the same whatever the cluster costs.
+            log.warning("cluster not priced (policy %s needs no price): %s", inputs.policy, exc)
+            unpriced = f"machine type {exc.machine_type} has no price."
+            inputs = dataclasses.replace(inputs, unpriced=unpriced)
     if inputs.interval_seconds is None and client is not None:
         history = run_history.run_history(client, project, location, pipeline_name)
         log.info("%d earlier runs of %s found for the cadence", len(history), pipeline_name)

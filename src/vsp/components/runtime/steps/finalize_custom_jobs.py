@@ -44,6 +44,8 @@ def finalize_custom_jobs(
     if step.normalize_final_state(state) == "SUCCEEDED":
         return []
     if not pipeline_run:
-        raise errors.UserError("pipeline_run is empty. Fix: pass the pipeline job name.")
+        raise errors.UserError(
+            "pipeline_run is empty. Fix: pass the run's unique id, dsl.PIPELINE_JOB_ID_PLACEHOLDER."
+        )
     parent = f"projects/{project}/locations/{location}"
     return custom_job.cancel_unfinished(rest.VertexRestClient(location), parent, pipeline_run)

@@ -19,6 +19,7 @@ from vsp.components.runtime.core import (
     gcp_labels,
     gcs_paths,
     rest,
+    run_identity,
     step,
 )
 from vsp.components.runtime.registry import client as model_registry
@@ -47,6 +48,7 @@ def main(
     data_version: str,
     code_version: str,
     pipeline_run: str,
+    task_id: str,
     code_sha256: str = "",
     gate: str = "",
     metrics_file: str = "",
@@ -76,6 +78,7 @@ def main(
             code_version=code_version,
             code_sha256=code_sha256,
             pipeline_run=pipeline_run,
+            task_id=task_id,
             gcp_resources_path=gcp_resources,
             gate_text=gate,
             metrics_file=metrics_file,
@@ -195,6 +198,7 @@ def register(
     code_version: str = "",
     code_sha256: str = "",
     pipeline_run: str = "",
+    task_id: str = "",
     gcp_resources_path: str = "",
     client: rest.VertexRestClient | None = None,
     gate_text: str = "",
@@ -229,7 +233,10 @@ def register(
     artifact_uri = to_gcs_uri(model_dir_path)
     manifest = manifests.verify_model_dir(gcs_paths.to_local_path(artifact_uri))
     manifest_step = manifest.get("step")
-    run_label = pipeline_run or f"manual-{model_id}"
+    # The registration's identity: the run, or the run's task when several tasks register.
+    run_label = run_identity.ensure(pipeline_run, "register_model")
+    if task_id:
+        run_label = f"{run_label}-{task_id}"
     provenance = provenance_labels(
         job_ids=job_ids,
         preemptions=preemptions,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vsp.components.runtime.core import errors, param_rules, rest, step
+from vsp.components.runtime.core import errors, param_rules, rest, run_identity, step
 from vsp.components.runtime.training import driver
 from vsp.components.runtime.training.backends import custom_job
 from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
@@ -47,7 +47,7 @@ def main(
     poll_seconds: float,
     run_key: str,
     pipeline_run: str,
-    task_name: str,
+    task_id: str,
     **job: Any,
 ) -> tuple[list, str, str, int]:
     """The component's entry: its parameters in, its outputs out (see the component).
@@ -84,7 +84,7 @@ def main(
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=run_key,
             pipeline_run=pipeline_run,
-            task_name=task_name,
+            task_id=task_id,
             **driver.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
@@ -113,7 +113,7 @@ def train_custom_job(
     capacity_wait_seconds: float = 0.0,
     run_key: str = "",
     pipeline_run: str = "",
-    task_name: str = "",
+    task_id: str = "",
     **supervise_options: Any,
 ) -> driver.TrainOutcome:
     """Trains with Spot CustomJobs until one succeeds; see ``driver.supervise``.
@@ -128,11 +128,13 @@ def train_custom_job(
         fallback_after_preemptions: Fall back after this many preemptions (0 = never).
         capacity_wait_seconds: Longest wait for Spot capacity (0 = no limit).
         run_key: Identity of the run's jobs ('' = from the pipeline run).
-        pipeline_run: Pipeline run name (also labelled on every job for the exit task).
-        task_name: The pipeline task's name (part of the derived run key).
+        pipeline_run: The pipeline run's unique id (also labelled on every job for the exit
+            task); '' = a fresh identity.
+        task_id: The pipeline task's unique id (part of the derived run key).
         **supervise_options: Passed to ``driver.supervise``.
     """
     training.validate()
+    pipeline_run = run_identity.ensure(pipeline_run, "train_custom_job")
     if fallback_strategy not in ("", "STANDARD", "FLEX_START"):
         raise errors.UserError(
             f"fallback_strategy = {fallback_strategy!r} is not STANDARD, FLEX_START or ''. "
@@ -158,7 +160,7 @@ def train_custom_job(
     return driver.supervise(
         backend,
         strategy,
-        driver.run_key_for(pipeline_run, training.display_name, run_key, task_name),
+        driver.run_key_for(pipeline_run, training.display_name, run_key, task_id),
         checkpoint_dir=f"{base}/checkpoints",
         model_dir=f"{base}/model",
         **supervise_options,

@@ -12,7 +12,7 @@ from typing import Any
 
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
-from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.core import errors, rest, run_identity, step
 from vsp.components.runtime.slurm import api
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import beacon, code_check, driver, hang, options_check
@@ -55,7 +55,7 @@ def main(
     poll_seconds: float,
     run_key: str,
     pipeline_run: str,
-    task_name: str,
+    task_id: str,
     code_uri: str = "",
     code_sha256: str = "",
     code_cache_dir: str = "",
@@ -88,7 +88,8 @@ def main(
         code = code_check.resolve(code_uri, code_sha256, code_cache_dir)
         chosen["code_sha256"] = code.sha256 if code else ""
         cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
-        key = driver.run_key_for(pipeline_run, cluster, run_key, task_name)
+        run = run_identity.ensure(pipeline_run, "train_on_cluster")
+        key = driver.run_key_for(run, cluster, run_key, task_id)
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
             model_dir, key
         )
@@ -121,8 +122,8 @@ def main(
             fallback_after_preemptions=fallback_after_preemptions,
             capacity_wait_seconds=capacity_wait_seconds,
             run_key=key,
-            pipeline_run=pipeline_run,
-            task_name=task_name,
+            pipeline_run=run,
+            task_id=task_id,
             max_hangs=max_hangs,
             hang_rule=hang.HangRule(hang_floor_seconds, hang_step_factor),
             keep_job_on_timeout=keep_job_on_timeout,
@@ -185,7 +186,7 @@ def train_on_cluster(
     capacity_wait_seconds: float = 0.0,
     run_key: str = "",
     pipeline_run: str = "",
-    task_name: str = "",
+    task_id: str = "",
     max_hangs: int = 1,
     **supervise_options: Any,
 ) -> driver.TrainOutcome:
@@ -202,6 +203,7 @@ def train_on_cluster(
             "preemption would restart training from step 0. Fix: give a directory every "
             "attempt can reach (the component's '' picks one on Cloud Storage beside model_dir)."
         )
+    pipeline_run = run_identity.ensure(pipeline_run, "train_on_cluster")
     ref = resource.ClusterRef(project, location, cluster_id)
     vertex = rest.VertexRestClient(location)
     client = api.SlurmClient(vertex, ref)
@@ -239,7 +241,7 @@ def train_on_cluster(
     return driver.supervise(
         backend,
         strategy,
-        driver.run_key_for(pipeline_run, cluster_id, run_key, task_name),
+        driver.run_key_for(pipeline_run, cluster_id, run_key, task_id),
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
         report_notes=notes,

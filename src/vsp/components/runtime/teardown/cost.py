@@ -17,9 +17,10 @@ Re-creating the cluster brings the same nodes up again, so the provisioning pric
 defaults to the same pools' price per hour (storage excluded: it is not re-created).
 
 Unit prices come from a ``price_book.PriceBook``: a price file's entry, else 0 for RESERVATION,
-else the shipped table (``prices``). A pool that keeps nodes and has no price is an
-``errors.UserError`` naming the pool, its machine type and the fixes; a pool that keeps no
-nodes costs nothing and needs no price.
+else the shipped table (``prices``). A pool that keeps nodes and has no price is a
+``MissingPriceError`` naming the machine type, the pool and the parameters or file that supply
+a price; a pool that keeps no nodes costs nothing and needs no price. Only the policies that
+weigh costs (``PRICED_POLICIES``: auto and shrink) need the prices at all.
 
 The cluster is the REST JSON of a ``modelDevelopmentClusters`` resource (GET answer or create
 body): ``nodePools[].machineSpec.machineType``, ``.provisioningModel``,
@@ -36,6 +37,10 @@ from typing import Any
 
 from vsp.components.runtime.core import errors, money
 from vsp.components.runtime.teardown import price_book, prices
+
+# The teardown policies that weigh costs, and so need the cluster's prices; delete and keep
+# act the same whatever the cluster costs.
+PRICED_POLICIES = ("auto", "shrink")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,13 +188,31 @@ def region_of(cluster: Mapping[str, Any], location: str = "") -> str:
     return location
 
 
-def _no_price(pool_id: str, machine: str, model: str | None, why: str) -> errors.UserError:
+class MissingPriceError(errors.UserError):
+    """A node pool that keeps nodes has a machine type without a price.
+
+    Attributes:
+        machine_type: The machine type without a price.
+        provisioning_model: Its pool's provisioning model ('' = unknown).
+    """
+
+    def __init__(self, message: str, machine_type: str, provisioning_model: str):
+        super().__init__(message)
+        self.machine_type = machine_type
+        self.provisioning_model = provisioning_model
+
+
+def _no_price(pool_id: str, machine: str, model: str | None, why: str) -> MissingPriceError:
     entry = f'{{"{machine}": {{"{model or "ON_DEMAND"}": <USD per node-hour>}}}}'
-    return errors.UserError(
-        f"node pool {pool_id!r} keeps nodes of machine type {machine!r} ({model or 'no model'}) "
-        f"and has no price: {why}. Fix: add it to a price file, e.g. {entry}, and pass the "
-        "file as price_file; or pass idle_price_per_hour > 0 (and provisioning_price_per_hour "
-        "> 0) instead of pricing the cluster."
+    return MissingPriceError(
+        f"machine type {machine!r} ({model or 'no provisioning model'}, node pool {pool_id!r}, "
+        f"which keeps nodes) has no price: {why}. Only the teardown policies auto and shrink "
+        "need it. Fix: give it in a price file (the price_file parameter of decide_teardown, "
+        f"teardown_options.price_file in the pipeline), e.g. {entry}; or give both "
+        "idle_price_per_hour and provisioning_price_per_hour > 0 (teardown_options); or use "
+        "teardown_policy delete or keep.",
+        machine,
+        model or "",
     )
 
 
@@ -214,8 +237,9 @@ def cluster_cost(
         The per-pool lines, their total and the sources.
 
     Raises:
-        errors.UserError: A pool that keeps nodes has no price, the price file is invalid, or
-            ``storage_price_per_hour`` is negative.
+        MissingPriceError: A pool that keeps nodes has no price.
+        errors.UserError: The price file is invalid, or ``storage_price_per_hour`` is
+            negative.
     """
     if not math.isfinite(storage_price_per_hour) or storage_price_per_hour < 0:
         raise errors.UserError(

@@ -1,4 +1,4 @@
-"""In-use protection: a cluster that another run is training on is never deleted under it.
+"""In-use protection: a cluster that another run claimed or trains on is never deleted under it.
 
 Several pipelines (or a manual ``vsp submit`` next to a scheduled run) may name the same
 cluster. Before any teardown deletes a cluster (``delete_cluster``, the exit task, the reaper),
@@ -21,9 +21,11 @@ request: the queue is read right before the DELETE, with nothing in between.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource as cluster_resource
@@ -48,17 +50,56 @@ def active_foreign_jobs(
         pipeline_run: The deleting run ('' = none: every unfinished job counts, as for the
             reaper).
     """
-    own = gcp_labels.value(pipeline_run) if pipeline_run else ""
+    own = gcp_labels.run_value(pipeline_run)
     jobs = api.SlurmClient(client, ref).list_jobs()
     return [j for j in jobs if not j.is_terminal and not (own and j.pipeline_run == own)]
 
 
-def describe(jobs: list[job.JobInfo]) -> str:
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """Another run's live claim on the cluster (a ``vsp-lease-*`` label).
+
+    Attributes:
+        key: The label key.
+        expires_at: Epoch seconds the claim ends.
+    """
+
+    key: str
+    expires_at: float
+
+    def describe(self) -> str:
+        """``claim vsp-lease-0a1b... of another run until 2026-12-05T05:00:00Z``."""
+        moment = datetime.datetime.fromtimestamp(self.expires_at, tz=datetime.timezone.utc)
+        return f"claim {self.key} of another run until {moment:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def foreign_leases(cluster: dict, pipeline_run: str, now: float | None = None) -> list[Lease]:
+    """The live claims on ``cluster`` (its labels as just read) of runs other than this one.
+
+    Args:
+        cluster: The cluster's REST JSON.
+        pipeline_run: The deleting run ('' = none: every live claim counts, as for the reaper).
+        now: Epoch seconds (default: the clock).
+    """
+    moment = time.time() if now is None else now
+    own = gcp_labels.lease_key(pipeline_run) if pipeline_run else ""
+    labels = dict(cluster.get("labels") or {})
+    expired = set(cluster_labels.expired_leases(labels, moment))
+    return [
+        Lease(key, gcp_labels.parse_label_time(value))
+        for key, value in sorted(labels.items())
+        if key.startswith(gcp_labels.LEASE_PREFIX) and key not in expired and key != own
+    ]
+
+
+def describe(users: Sequence[job.JobInfo | Lease]) -> str:
     """Who uses the cluster, e.g. ``job 12 (RUNNING, user root, run r1, key vsp-x)``."""
     return ", ".join(
-        f"job {j.job_id} ({j.base_state}, user {j.user_name or '?'}, run "
-        f"{j.pipeline_run or '?'}, key {j.comment_value('vsp-run-key') or j.name or '?'})"
-        for j in jobs
+        u.describe()
+        if isinstance(u, Lease)
+        else f"job {u.job_id} ({u.base_state}, user {u.user_name or '?'}, run "
+        f"{u.pipeline_run or '?'}, key {u.comment_value('vsp-run-key') or u.name or '?'})"
+        for u in users
     )
 
 
@@ -81,18 +122,22 @@ def keep_if_in_use(
     options: cluster_resource.ClusterOptions | None = None,
     now: float | None = None,
     dry_run: bool = False,
-) -> list[job.JobInfo]:
+) -> list[job.JobInfo | Lease]:
     """The check every teardown makes right before a DELETE, on the cluster as just read.
 
-    A RUNNING cluster with unfinished jobs of another run is labelled in use with an expiry
+    A cluster with a live claim of another run (``vsp-lease-*``, unless it is in ERROR), or a
+    RUNNING one with unfinished jobs of another run, is labelled in use with an expiry
     ``recheck_minutes`` ahead (unless ``dry_run``) and its users are logged.
 
     Returns:
-        The jobs that keep it (empty: it may be deleted).
+        The claims and jobs that keep it (empty: it may be deleted).
     """
-    if cluster_resource.cluster_state(cluster) != cluster_resource.RUNNING:
-        return []
-    users = active_foreign_jobs(client, ref, pipeline_run)
+    state = cluster_resource.cluster_state(cluster)
+    users: list[job.JobInfo | Lease] = []
+    if state != cluster_resource.ERROR:
+        users += foreign_leases(cluster, pipeline_run, now)
+    if state == cluster_resource.RUNNING:
+        users += active_foreign_jobs(client, ref, pipeline_run)
     if users:
         log.warning(
             "not deleting cluster %s: in use by %s; it is kept and looked at again after "
@@ -103,9 +148,12 @@ def keep_if_in_use(
         )
         if not dry_run:
             labels = in_use_labels(time.time() if now is None else now, recheck_minutes)
+            # This run is done with the cluster: its own claim, if any, ends here, so that the
+            # run still using it can delete it when it ends.
+            own = [gcp_labels.lease_key(pipeline_run)] if pipeline_run else []
             try:
                 cluster_labels.update_managed_labels(
-                    client, ref, set_labels=labels, options=options
+                    client, ref, set_labels=labels, remove=own, options=options
                 )
             except cluster_labels.LabelsRefusedError as exc:
                 log.warning(

@@ -80,6 +80,8 @@ class TeardownInputs:
             nodes (login nodes and storage), USD/hour; None = shrinking is not weighed.
         scale_up_minutes: How long scaling the GPU pools of a shrunk cluster back up takes,
             minutes.
+        unpriced: Why the cluster could not be priced, when its policy needs no price
+            ('' = priced, or prices given); the costs shown are then 0.
     """
 
     idle_price_per_hour: float
@@ -96,10 +98,13 @@ class TeardownInputs:
     idle_cost: IdleCost | None = None
     shrunk_price_per_hour: float | None = None
     scale_up_minutes: float = DEFAULT_SCALE_UP_MINUTES
+    unpriced: str = ""
 
     @property
     def idle_price_text(self) -> str:
         """The idle price per hour and where it came from, as a sentence."""
+        if self.unpriced:
+            return f"Prices unknown, and not needed by policy '{self.policy}': {self.unpriced}"
         if self.idle_cost is not None:
             return f"{self.idle_cost.describe()}."
         return (

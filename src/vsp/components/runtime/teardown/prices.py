@@ -41,8 +41,21 @@ How each figure was derived:
   GiB-hour and 2.933908 per A100 40GB GPU-hour (a2-highgpu-1g = 12 vCPU + 85 GiB + 1 GPU =
   3.673385; the larger shapes are 2, 4 and 8 times it).
 * a3-megagpu-8g: not offered in us-central1; the figures are us-east4's (a region with A3 Mega).
-* a3-ultragpu-8g (H200) and a4-highgpu-8g (B200): the catalog compilation lists no price for
-  them, so the table has none; pools of these machines need a price file.
+* a2-ultragpu-1g, -2g, -4g: 1/8, 2/8 and 4/8 of a2-ultragpu-8g, whose vCPUs, memory and A100
+  80GB GPUs they hold in those shares (12 vCPU, 170 GB and 1 GPU per eighth).
+* a2-megagpu-16g: the A2 on-demand rates above for its 96 vCPU, 1360 GiB and 16 A100 40GB
+  (= twice a2-highgpu-8g less 96 vCPU: 55.739504); no Spot figure (its GPU's Spot rate is not
+  recorded here).
+* a3-ultragpu-8g (H200): the Cloud Billing Catalog API figures of 2026-10-13 for us-central1,
+  as compiled per GPU in ``ULTRA_SOURCE`` (10.4365 on demand, 6.2607 Spot per GPU-hour, 8 GPUs).
+* a4-highgpu-8g (B200): the on-demand list price 148.21 per hour for us-central1, as quoted
+  in 2026 beside the same source's a3-highgpu-8g figure of 88.49 (which this table's own
+  source confirms); no Spot figure found.
+* a3-edgegpu-8g (H100, a few regions): no listed figure found with a source, so the table has
+  none: a pool of it that keeps nodes needs a price file under the policies that weigh costs.
+
+A machine type without a figure is refused only where a price is needed: the teardown
+policies auto and shrink price the cluster; delete and keep do not.
 """
 
 TABLE_DATE = "2025-03-06"
@@ -53,6 +66,10 @@ SOURCES = (
     "https://cloud.google.com/compute/vm-instance-pricing",
     "https://cloud.google.com/compute/gpus-pricing",
     "https://cloud.google.com/spot-vms/pricing",
+)
+ULTRA_SOURCE = (
+    "https://huggingface.co/datasets/tanod/cloud-gpu-list-prices (snapshot 2026-10-13 of the "
+    "Google Cloud Billing Catalog API, per GPU-hour)"
 )
 COMPILATION = (
     "https://github.com/Cyclenerd/google-cloud-pricing-cost-calculator (pricing.yml, generated "
@@ -88,19 +105,26 @@ HOURLY_USD: dict[str, dict[str, float]] = {
     "a2-highgpu-2g": {ON_DEMAND: 7.34677, SPOT: 2.58671},
     "a2-highgpu-4g": {ON_DEMAND: 14.69354, SPOT: 5.17342},
     "a2-highgpu-8g": {ON_DEMAND: 29.38708, SPOT: 10.34684},
+    "a2-ultragpu-1g": {ON_DEMAND: 5.068798, SPOT: 2.027468},
+    "a2-ultragpu-2g": {ON_DEMAND: 10.137596, SPOT: 4.054937},
+    "a2-ultragpu-4g": {ON_DEMAND: 20.275191, SPOT: 8.109874},
     "a2-ultragpu-8g": {ON_DEMAND: 40.550383, SPOT: 16.219747},
-    # A3: NVIDIA H100 80GB (High, Mega), H200 (Ultra); A4: NVIDIA B200.
+    "a2-megagpu-16g": {ON_DEMAND: 55.739504},
+    # A3: NVIDIA H100 80GB (High, Mega, Edge), H200 (Ultra); A4: NVIDIA B200.
     "a3-highgpu-8g": {ON_DEMAND: 88.49, SPOT: 35.39575},
     "a3-megagpu-8g": {ON_DEMAND: 92.937588, SPOT: 37.391837},
-    "a3-ultragpu-8g": {},
-    "a4-highgpu-8g": {},
+    "a3-edgegpu-8g": {},
+    "a3-ultragpu-8g": {ON_DEMAND: 83.492, SPOT: 50.0856},
+    "a4-highgpu-8g": {ON_DEMAND: 148.21},
 }
 
 # Why a machine type's figures differ from the rest of the table (shown with its price).
 NOTES = {
     "a3-megagpu-8g": "us-east4 figures: the machine is not offered in us-central1",
-    "a3-ultragpu-8g": "no listed figure in the price table",
-    "a4-highgpu-8g": "no listed figure in the price table",
+    "a2-megagpu-16g": "derived from the A2 rates; no Spot figure",
+    "a3-edgegpu-8g": "no listed figure found with a source",
+    "a3-ultragpu-8g": "Billing Catalog API figures of 2026-10-13 (ULTRA_SOURCE)",
+    "a4-highgpu-8g": "on-demand list price quoted in 2026; no Spot figure",
 }
 # Why the table has no figure for a provisioning model, when it has none for any machine.
 MODEL_NOTES = {

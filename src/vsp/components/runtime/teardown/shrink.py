@@ -130,7 +130,10 @@ def shrink_or_delete(
     cluster = resource.get()
     if cluster is None:
         return in_use.ABSENT
-    users = in_use.active_foreign_jobs(client, ref, pipeline_run)
+    users = [
+        *in_use.foreign_leases(cluster, pipeline_run),
+        *in_use.active_foreign_jobs(client, ref, pipeline_run),
+    ]
     if users:
         log.warning(
             "cluster %s is kept whole, not shrunk: in use by %s (its expiry is set)",

@@ -104,16 +104,21 @@ def notice_outcomes(records: list[Record]) -> tuple[int, int]:
     An interruption is a trainer process followed by another start line. It *landed* when that
     process made a ``notice`` save of the very step the next one resumed from; otherwise
     (no notice save, or one that never completed, so the next process resumed from an older
-    step or from scratch) it *failed*.
+    step or from scratch) it *failed*. A process that made its ``final`` save of the step the
+    next one resumed from finished its training: that is a hand-over (a fine-tuning task
+    continuing a pretraining's folder), not an interruption, and counts in neither.
     """
     runs: list[tuple[Record, list[Record]]] = []
     for record in sorted(records, key=lambda r: r.time):
         if record.event in START_EVENTS:
             runs.append((record, []))
-        elif runs and record.event == "save" and record.reason == "notice":
+        elif runs and record.event == "save" and record.reason in ("notice", "final"):
             runs[-1][1].append(record)
-    landed = 0
-    for (_, notices), (following, _) in zip(runs, runs[1:], strict=False):
+    landed = interruptions = 0
+    for (_, saves), (following, _) in zip(runs, runs[1:], strict=False):
         resumed = following.step if following.event == "resume" else None
-        landed += any(save.step == resumed for save in notices)
-    return landed, max(0, len(runs) - 1) - landed
+        if any(s.reason == "final" and s.step == resumed for s in saves):
+            continue
+        interruptions += 1
+        landed += any(s.reason == "notice" and s.step == resumed for s in saves)
+    return landed, interruptions - landed

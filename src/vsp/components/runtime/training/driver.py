@@ -55,24 +55,65 @@ MAX_RUN_KEY = 120
 def run_key_for(pipeline_run: str, scope: str, explicit: str = "", task: str = "") -> str:
     """The run key: given, or derived from the pipeline run and the task (stable across retries).
 
-    The task name is part of the derived key, so two training tasks of one pipeline run never
-    share (and silently re-attach to) each other's jobs. A key longer than ``MAX_RUN_KEY`` keeps
-    a hash of the whole, so keys that share a long prefix stay distinct.
+    The pipelines pass the run's unique id and the task's unique id (kfp's
+    ``PIPELINE_JOB_ID_PLACEHOLDER`` and ``PIPELINE_TASK_ID_PLACEHOLDER``), so two runs of one
+    template, two training tasks of one run and the iterations of a ``dsl.ParallelFor`` each
+    get their own key, while a retry of the same task gets the same one. Each part is a
+    ``gcp_labels.unique_value`` (a long part keeps a hash of the whole), and a key longer than
+    ``MAX_RUN_KEY`` keeps a hash of the whole key, so keys that share a long prefix stay
+    distinct.
 
     Args:
-        pipeline_run: Pipeline run name ('' outside a pipeline: ``manual``).
+        pipeline_run: The pipeline run's identity; must not be empty (see
+            ``run_identity.ensure``).
         scope: The cluster id, or the CustomJob display name.
         explicit: A run key given by the user; used as is.
-        task: The pipeline task's name ('' = none).
+        task: The pipeline task's unique id ('' = none).
+
+    Raises:
+        ValueError: No key was given and ``pipeline_run`` is empty.
     """
     if explicit:
         return explicit
-    parts = [scope, gcp_labels.value(pipeline_run) or "manual", gcp_labels.value(task)]
+    if not pipeline_run:
+        raise ValueError("a derived run key needs the pipeline run (run_identity.ensure)")
+    parts = [scope, gcp_labels.run_value(pipeline_run), gcp_labels.run_value(task)]
     key = "vsp-" + "-".join(p for p in parts if p)
     if len(key) <= MAX_RUN_KEY:
         return key
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{key[: MAX_RUN_KEY - 13]}-{digest}"
+
+
+# Slurm's start times are whole seconds; a trainer's first line is never earlier than this
+# before the start its job reports.
+HISTORY_SLACK_SECONDS = 1.0
+
+
+def own_records(
+    records: list[history.Record] | None, events: list[dict[str, Any]]
+) -> list[history.Record] | None:
+    """The lines of the checkpoint history that this run's jobs wrote.
+
+    A checkpoint folder may continue another task's (pretraining, then fine-tuning from its
+    final checkpoint): its history then starts with the other task's processes. They are not
+    this run's, so they count neither in its billed time nor in its goodput: only the lines
+    from this run's first job event on (less ``HISTORY_SLACK_SECONDS``) are kept.
+
+    Args:
+        records: The folder's history (None: not visible).
+        events: The run's event timeline (``RunResult.events``), re-attached attempts included.
+    """
+    if not records or not events:
+        return records
+    first = min(float(e["time"]) for e in events) - HISTORY_SLACK_SECONDS
+    mine = [r for r in records if r.time >= first]
+    if len(mine) < len(records):
+        log.info(
+            "checkpoint history: %d lines of earlier tasks left out (before this run's first job)",
+            len(records) - len(mine),
+        )
+    return mine
 
 
 def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
@@ -174,7 +215,7 @@ def supervise(
         )
     supervised = loop.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
-    records = history.read(checkpoint_dir) if visible else None
+    records = own_records(history.read(checkpoint_dir) if visible else None, result.events)
     now = time.time()
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), history=records, now=now

@@ -9,7 +9,6 @@ label, so a retried step finds them again instead of submitting.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -22,16 +21,6 @@ from vsp.components.runtime.training.recovery import Attempt, Target
 log = logging.getLogger(__name__)
 
 _STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
-
-
-def run_label(run_key: str) -> str:
-    """The run key as a label value; a key longer than a label allows keeps a hash suffix, so
-    two runs whose keys share a long prefix never share a label."""
-    value = gcp_labels.value(run_key)
-    if len(value) < 63 and value == run_key.lower():
-        return value
-    digest = hashlib.sha256(run_key.encode()).hexdigest()[:12]
-    return f"{value[:50]}-{digest}"
 
 
 def classify(job: dict[str, Any]) -> Outcome:
@@ -75,7 +64,9 @@ class CustomJobBackend(TrainingBackend):
         self.client = client
         self.parent = parent
         self.training = training
-        self.run_labels = {gcp_labels.PIPELINE_RUN: run_label(pipeline_run)} if pipeline_run else {}
+        self.run_labels = (
+            {gcp_labels.PIPELINE_RUN: gcp_labels.unique_value(pipeline_run)} if pipeline_run else {}
+        )
         self._seen: dict[str, Outcome] = {}
 
     def find(self, run_key: str) -> list[Attempt]:
@@ -86,7 +77,7 @@ class CustomJobBackend(TrainingBackend):
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
         labels = {
             **self.run_labels,
-            gcp_labels.RUN_KEY: run_label(run_key),
+            gcp_labels.RUN_KEY: gcp_labels.unique_value(run_key),
             gcp_labels.ATTEMPT: str(index),
         }
         body = self.training.request_body(target.name, labels, index)
@@ -146,7 +137,7 @@ def labelled_jobs(
 
 def run_jobs(client: rest.VertexRestClient, parent: str, run_key: str) -> list[dict[str, Any]]:
     """The CustomJobs of ``parent`` that carry ``run_key``."""
-    return labelled_jobs(client, parent, gcp_labels.RUN_KEY, run_label(run_key))
+    return labelled_jobs(client, parent, gcp_labels.RUN_KEY, gcp_labels.unique_value(run_key))
 
 
 def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: str) -> list[str]:
@@ -156,7 +147,9 @@ def cancel_unfinished(client: rest.VertexRestClient, parent: str, pipeline_run: 
         The names of the jobs cancelled. A job that finished meanwhile is skipped (logged).
     """
     cancelled = []
-    for job in labelled_jobs(client, parent, gcp_labels.PIPELINE_RUN, run_label(pipeline_run)):
+    for job in labelled_jobs(
+        client, parent, gcp_labels.PIPELINE_RUN, gcp_labels.unique_value(pipeline_run)
+    ):
         if classify(job) not in (Outcome.PENDING, Outcome.RUNNING) or not job.get("name"):
             continue
         if cancel_job(client, f"v1/{job['name']}"):

@@ -183,7 +183,7 @@ class SlurmBackend(TrainingBackend):
             warning_signal="USR1",
             warning_seconds=training.warning_seconds,
             spec_digest=training.digest(),
-            pipeline_run=gcp_labels.value(self.pipeline_run),
+            pipeline_run=gcp_labels.run_value(self.pipeline_run),
             code=training.code,
             container_image=training.container_image,
         )

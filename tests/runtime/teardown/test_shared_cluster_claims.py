@@ -1,0 +1,148 @@
+"""Claims on a shared cluster: the race where B reuses the cluster and A deletes it before B's
+first Slurm job exists.
+
+Before, the in-use check counted Slurm jobs only: A's delete went through, and B's first Slurm
+call met a STOPPING cluster and failed. Now B's reuse records a claim (a ``vsp-lease-*`` label)
+before ``create_cluster`` returns, and every teardown honours another run's live claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from tests.conftest import DATA, LOCATION, PROJECT
+from vsp.components.runtime.cluster import labels as cluster_labels
+from vsp.components.runtime.cluster import resource, rules
+from vsp.components.runtime.core import gcp_labels, polling, rest
+from vsp.components.runtime.steps import create_cluster, delete_cluster, train_on_cluster
+from vsp.components.runtime.teardown import in_use, reaper, shrink
+from vsp.components.runtime.training.backends import slurm
+
+CLUSTER = "shared"
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
+TRAINER = [sys.executable, "-m", "vsp.examples.trainer", "--steps", "5", "--samples", "64"]
+
+
+def _spec() -> dict:
+    body = rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
+    body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
+    return body
+
+
+@pytest.fixture
+def warm(slurm_cluster):
+    """A's warm cluster: created by run A, kept with an expiry (as keep_cluster leaves it)."""
+    labels = {"vsp-managed": "true", "vsp-pipeline-run": "run-a", "vsp-teardown": "keep"}
+    return slurm_cluster(CLUSTER, labels={**labels, "vsp-expires-at": "20991231t000000z"})
+
+
+def _reuse_as_b():
+    return create_cluster.create_cluster(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id=CLUSTER,
+        cluster_spec=_spec(),
+        spec_params={},
+        pipeline_run="run-b",
+    )
+
+
+def _cluster():
+    return resource.ClusterResource(rest.VertexRestClient(LOCATION), REF).get()
+
+
+def test_a_deletes_after_b_reused_the_cluster_it_is_kept_and_b_trains(warm, tmp_path, caplog):
+    reused = _reuse_as_b()
+    assert reused.reused
+    lease = gcp_labels.lease_key("run-b")
+    assert lease in _cluster()["labels"]  # B's claim is recorded before create returns
+
+    # A's teardown decided to delete, before B submitted anything.
+    with caplog.at_level(logging.WARNING):
+        deleted = delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-a"
+        )
+    assert deleted is False
+    assert f"not deleting cluster {CLUSTER}: in use by claim {lease} of another run until" in (
+        caplog.text
+    )
+    labels = _cluster()["labels"]
+    assert labels["vsp-teardown"] == "in-use" and labels[lease]
+
+    # B trains on the cluster that survived.
+    work = tmp_path / "b"
+    outcome = train_on_cluster.train_on_cluster(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id=CLUSTER,
+        training=slurm.SlurmTraining(
+            command=TRAINER,
+            working_directory=str(work),
+            checkpoint_dir=str(work / "ckpt"),
+            model_dir=str(work / "model"),
+            account="ml",
+        ),  # fmt: skip
+        spot_partition="spot",
+        pipeline_run="run-b",
+        poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),
+        timeout_seconds=120,
+    )
+    assert len(outcome.result.job_ids) == 1
+    assert (work / "model" / "model.npz").is_file()
+
+    # B's own teardown does not count B's claim: it deletes.
+    assert delete_cluster.delete_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-b"
+    )
+
+
+def test_the_reaper_and_a_shrink_honour_a_live_claim(warm, caplog):
+    _reuse_as_b()
+    lease = gcp_labels.lease_key("run-b")
+    client, ref = rest.VertexRestClient(LOCATION), REF
+    with caplog.at_level(logging.WARNING):
+        action = shrink.shrink_or_delete(
+            client, ref, {"vsp-teardown": "shrink", "vsp-expires-at": "20991231t000000z"},
+            pipeline_run="run-a",
+        )  # fmt: skip
+    assert action == shrink.KEPT_WHOLE
+    assert f"kept whole, not shrunk: in use by claim {lease}" in caplog.text
+    # An expired cluster with B's live claim: the reaper keeps it.
+    cluster_labels.update_managed_labels(
+        client, ref, set_labels={"vsp-expires-at": "20000101t000000z"}
+    )
+    report = reaper.reap_expired(client, f"projects/{PROJECT}/locations/{LOCATION}")
+    assert list(report.kept) == [ref.name]
+    assert f"in use by claim {lease}" in report.kept[ref.name]
+    assert report.deleted == []
+
+
+def test_a_claim_past_its_expiry_keeps_nothing(warm):
+    _reuse_as_b()
+    cluster = _cluster()
+    lease = gcp_labels.lease_key("run-b")
+
+    expires = gcp_labels.parse_label_time(cluster["labels"][lease])
+    assert [c.key for c in in_use.foreign_leases(cluster, "run-a", now=expires - 1)] == [lease]
+    assert in_use.foreign_leases(cluster, "run-a", now=expires + 1) == []
+    assert in_use.foreign_leases(cluster, "run-b", now=expires - 1) == []
+
+
+def test_the_window_left_is_one_read_to_the_delete(warm):
+    """What remains: a claim that lands between A's read of the cluster and A's DELETE is
+    lost with the cluster. The reads are the last requests before the DELETE, nothing between."""
+    before = len(warm.journal())
+    assert delete_cluster.delete_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-a"
+    )
+    entries = warm.journal()[before:]
+    calls = [(e["method"], e["path"].rsplit("/", 1)[-1]) for e in entries]
+    delete_at = calls.index(("DELETE", CLUSTER))
+    assert calls[:delete_at] == [
+        ("GET", CLUSTER),  # the labels: the claims
+        ("POST", f"{CLUSTER}:callSlurmRestApi"),  # the live queue: the jobs
+        ("GET", CLUSTER),  # the delete's own look-up
+    ]
