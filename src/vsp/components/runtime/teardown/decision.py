@@ -145,9 +145,7 @@ def _history_choice(
     deleted = inputs.recreation_cost
     ticks = teardown_cadence.reaper_keep_times(now, gaps)
     options = {
-        KEEP: teardown_history.best_ttl(
-            gaps, inputs.idle_price_per_hour, deleted, keep_times=ticks
-        )
+        KEEP: teardown_history.best_ttl(gaps, inputs.idle_price_per_hour, deleted, keep_times=ticks)
     }
     if inputs.can_shrink:
         options[SHRINK] = teardown_history.best_ttl(
