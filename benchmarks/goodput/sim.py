@@ -14,7 +14,9 @@ Model (all times in seconds of billed node time):
   waits for the previous persist first (the training it blocks is counted).
 * After each preemption the next attempt pays ``restart_s`` (boot, reload) before training.
 * The periodic interval comes from the project's ``CheckpointPolicy`` (strategy given), fed the
-  measured costs and the observed preemption count and run time, as the trainer does.
+  measured costs, the observed preemption count and run time, and after each attempt the notice
+  saves resumed from and the preemptions without one, as the trainer reads them from the
+  checkpoint history at its start.
 
 Goodput = ``work_s`` / billed time. The overheads are reported one by one and add up exactly:
 billed = work + restart + after notice (from the step boundary that saw the notice to the hard
@@ -57,6 +59,7 @@ class Tally:
     lost: float = 0.0
     preemptions: int = 0
     notice_saves_failed: int = 0
+    notice_saves_landed: int = 0
     periodic_saves: int = 0
     useful: float = 0.0
     finished: bool = False
@@ -127,6 +130,7 @@ def _attempt(
         settle(min(start, hard_stop))
         if committed < progress and start + sc.block_s + sc.persist_s <= hard_stop:
             committed = progress
+            tally.notice_saves_landed += 1
         elif committed < progress:
             tally.notice_saves_failed += 1
     else:
@@ -144,12 +148,23 @@ def simulate(sc: Scenario, kind: str, seed: int, *, max_billed_factor: float = 2
     A policy that cannot finish (e.g. notice-only saves that never fit in the notice) is stopped
     once ``max_billed_factor * work_s`` is billed; ``useful`` then holds the progress kept.
     """
+    return simulate_with(sc, make_policy(kind, sc), seed, max_billed_factor=max_billed_factor)
+
+
+def simulate_with(sc: Scenario, policy, seed: int, *, max_billed_factor: float = 20.0) -> Tally:
+    """``simulate`` with a given policy object: anything with ``interval_s`` (seconds between
+    periodic saves) and ``observe(preemptions, billed_s)``; ``None`` saves only on notices."""
     rng, tally = random.Random(seed), Tally()
-    policy, committed, done = make_policy(kind, sc), 0.0, False
+    committed, done = 0.0, False
     while not done and tally.billed < max_billed_factor * sc.work_s:
         committed, done = _attempt(sc, rng, policy, committed, tally)
         if policy is not None:
             policy.observe(tally.preemptions, tally.billed)
+            # What the trainer reads from the checkpoint history at its next start: notice saves
+            # resumed from, and preemptions without one (``history.notice_outcomes``).
+            if hasattr(policy, "observe_notices"):
+                landed = tally.notice_saves_landed
+                policy.observe_notices(landed, tally.preemptions - landed)
     tally.useful, tally.finished = committed, done
     return tally
 
