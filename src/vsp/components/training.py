@@ -46,6 +46,8 @@ def train_on_cluster(
     pipeline_run: str = "",
     task_name: str = "",
     options: dict = {},  # noqa: B006
+    launcher: str = "none",
+    nccl_env_file: str = "/usr/local/gib/scripts/set_nccl_env.sh",
 ) -> NamedTuple(
     "Outputs",
     [
@@ -121,6 +123,13 @@ def train_on_cluster(
             ``{"max_preemptions": 20}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer
             rarely set parameters as one field.
+        launcher: How each job starts the trainer: ``none`` (once, on the first node; the
+            other nodes idle), ``srun`` (tasks_per_node tasks on every node, each with
+            ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``NODE_RANK``, ``MASTER_ADDR`` and
+            ``MASTER_PORT``) or ``torchrun`` (one torchrun per node, tasks_per_node workers,
+            c10d rendezvous at the first node of each start). See docs/multi-node.md.
+        nccl_env_file: Absolute path of the machine's NCCL settings file, sourced by every
+            task when it exists on its node (srun and torchrun only; '' = none).
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.

@@ -100,6 +100,11 @@ class JobDescription:
         pipeline_run: The pipeline run submitting the job, as a label value
             (``vsp-pipeline-run=`` in the comment), so a teardown can tell its own jobs from
             another run's ('' = none).
+        launcher: How the payload starts: ``none`` (once, on the batch host), ``srun``
+            (``tasks_per_node`` tasks on every node, with rank variables) or ``torchrun`` (one
+            torchrun per node); see ``slurm.launcher``.
+        nccl_env_file: Absolute path of a NCCL settings file every task sources when it exists
+            on its node ('' = none); used with ``srun`` and ``torchrun`` only.
     """
 
     run_key: str
@@ -123,6 +128,8 @@ class JobDescription:
     extra_fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     spec_digest: str = ""
     pipeline_run: str = ""
+    launcher: str = "none"
+    nccl_env_file: str = ""
 
     def __post_init__(self) -> None:
         if self.command is not None and not isinstance(self.command, str | bytes):
@@ -167,6 +174,9 @@ class JobDescription:
             forward=forward,
             run_key=self.run_key,
             working_directory=self.working_directory,
+            launcher=self.launcher,
+            tasks_per_node=self.tasks_per_node,
+            nccl_env_file=self.nccl_env_file,
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from typing import Any
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest, step
-from vsp.components.runtime.slurm import api
+from vsp.components.runtime.slurm import api, job_checks
+from vsp.components.runtime.slurm import launcher as launchers
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import beacon, driver, options_check
 from vsp.components.runtime.training.backends import slurm
@@ -56,6 +57,8 @@ def main(
     run_key: str,
     pipeline_run: str,
     task_name: str,
+    launcher: str = "none",
+    nccl_env_file: str = launchers.DEFAULT_NCCL_ENV_FILE,
 ) -> tuple[list, str, str, int]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -76,6 +79,12 @@ def main(
             timeout_seconds=timeout_seconds, spot_price_per_node_hour=spot_price_per_node_hour,
             ondemand_price_per_node_hour=ondemand_price_per_node_hour,
         )  # fmt: skip
+        launch = []
+        job_checks.launch_problems(
+            launcher, nccl_env_file, lambda *p: launch.append(errors.SpecProblem(*p))
+        )
+        if launch:
+            raise errors.SpecValidationError("train_on_cluster", launch)
         cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
         key = driver.run_key_for(pipeline_run, cluster, run_key, task_name)
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
@@ -95,6 +104,8 @@ def main(
             account=account or None,
             standard_output=output,
             warning_seconds=warning_seconds,
+            launcher=launcher,
+            nccl_env_file=nccl_env_file,
         )
         return train_on_cluster(
             project=project,

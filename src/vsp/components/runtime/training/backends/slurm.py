@@ -50,6 +50,8 @@ class SlurmTraining:
         standard_output: Job stdout path pattern (``%j`` = job id); default in the working dir.
         requeue: Let Slurm requeue a preempted job in place (False: the job ends and the
             supervisor resubmits it).
+        launcher: ``none``, ``srun`` or ``torchrun`` (``slurm.launcher``).
+        nccl_env_file: NCCL settings file each task sources when present ('' = none).
     """
 
     command: Sequence[str]
@@ -65,6 +67,8 @@ class SlurmTraining:
     warning_seconds: int = 60
     standard_output: str | None = None
     requeue: bool = True
+    launcher: str = "none"
+    nccl_env_file: str = ""
 
     def stdout_path(self) -> str:
         return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
@@ -177,6 +181,8 @@ class SlurmBackend(TrainingBackend):
             warning_seconds=training.warning_seconds,
             spec_digest=training.digest(),
             pipeline_run=gcp_labels.value(self.pipeline_run),
+            launcher=training.launcher,
+            nccl_env_file=training.nccl_env_file,
         )
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:
