@@ -63,6 +63,14 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     help="Faithful mode: set execution caching of every task (default: the template's own).",
 )
 @click.option(
+    "--nodes",
+    default=1,
+    show_default=True,
+    type=int,
+    help="slurm-spot-training: nodes per job. Above 1 the PyTorch DDP example (the torch "
+    "extra) trains on every node, launched by srun (docs/multi-node.md).",
+)
+@click.option(
     "--real-slurm",
     is_flag=True,
     help="Train on a real Slurm: the emulator forwards the Slurm Job API to the slurmrestd "
@@ -107,6 +115,7 @@ def run_local_command(
     slurmrestd: str | None,
     preemption_mechanism: str,
     verbose: bool,
+    nodes: int = 1,
 ) -> None:
     """Run PIPELINE locally with kfp.local on the Vertex emulator.
 
@@ -122,12 +131,19 @@ def run_local_command(
         summary,  # noqa: PLC0415
     )
 
+    if nodes != 1 and pipeline != "slurm-spot-training":
+        raise errors.UserError(
+            f"--nodes {nodes}: only slurm-spot-training trains on several nodes. Fix: drop "
+            "--nodes, or run slurm-spot-training."
+        )
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
     address = _real_slurmrestd(real_slurm, slurmrestd)
     typed, definitions, groups = _typed_params(pipeline, templates, params)
     arguments = {
-        **catalog.local_arguments(pipeline, shared, gcs_root, real_slurm=bool(address)),
+        **catalog.local_arguments(
+            pipeline, shared, gcs_root, real_slurm=bool(address), nodes=nodes
+        ),
         **typed,
     }
     if definitions is not None:
