@@ -78,7 +78,7 @@ def test_srun_gives_every_task_its_rank_and_the_head_of_this_allocation(tmp_path
     done = run(describe(tmp_path, "srun", nccl_env_file=str(nccl)), tmp_path)
     assert done.returncode == 0, done.stderr
     first, second = ranks(tmp_path)
-    port = str(20000 + (4242 * 7) % 20000)
+    port = str(20000 + (4242 * 7) % 20000)  # free here: this test holds no such port
     common = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "node-3"}
     assert first["env"] == {
         **common,
@@ -128,7 +128,7 @@ def test_torchrun_runs_once_per_node_with_a_rendezvous_id_per_start(tmp_path):
     fake.chmod(0o755)
     desc = describe(tmp_path, "torchrun", tasks_per_node=3, command=["python", "t.py", "$X"])
     assert run(desc, tmp_path, restarts=2).returncode == 0
-    port = 20000 + (4242 * 7 + 2) % 20000
+    port = 20000 + (4242 * 7 + 2 * 1009) % 20000
     for node in (0, 1):
         argv = (tmp_path / f"torchrun-{node}.txt").read_text().splitlines()
         assert argv == [
@@ -203,3 +203,14 @@ def test_emulated_scontrol_shows_hostnames(tmp_path):
         check=True,
     )
     assert done.stdout == "a-1\na-2\n"
+
+
+def test_a_port_in_use_on_the_head_node_is_skipped(tmp_path):
+    import socket
+
+    wanted = 20000 + (4242 * 7) % 20000
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", wanted))
+        held.listen()
+        assert run(describe(tmp_path, "srun"), tmp_path).returncode == 0
+    assert ranks(tmp_path)[0]["env"]["MASTER_PORT"] == str(wanted + 1)

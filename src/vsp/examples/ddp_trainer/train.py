@@ -16,8 +16,10 @@ limit) on any rank is shared at the next step boundary (an all-reduce of the fla
 saves, and all exit 143 (``contract.EXIT_PREEMPTED``).
 
 Output: each rank logs ``rank R/W on node NODE (pid P, restart N)`` at start; rank 0 logs the
-resumed step, each saved checkpoint and ``final loss L``, and writes the model directory
-(``model.npz`` with the parameters, ``metadata.json`` with step, world size and final loss).
+resumed step, each saved checkpoint and ``final loss L``. At the end every rank saves a
+``final`` checkpoint, and rank 0 writes the model directory (``model.npz`` with the
+parameters, ``metadata.json`` with step, world size and final loss). ``--step-log FILE``: rank 0
+appends ``STEP BEGAN ENDED PID`` per step, the truth of the goodput tests.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,6 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from vsp.components.runtime.core import gcs_paths
 from vsp.components.runtime.trainer import collective, contract, model_files
 from vsp.components.runtime.trainer import notice as trainer_notice
+from vsp.examples.trainer.step_log import StepLog
 
 log = logging.getLogger("vsp.examples.ddp_trainer")
 
@@ -59,6 +63,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=32, help="hidden units")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step, s")
+    parser.add_argument(
+        "--step-log",
+        type=Path,
+        default=None,
+        help="rank 0 appends STEP BEGAN ENDED PID per step (the goodput truth)",
+    )
     parser.add_argument("--checkpoint-dir", default=os.environ.get(contract.CHECKPOINT_DIR_ENV))
     parser.add_argument("--model-dir", default=os.environ.get(contract.MODEL_DIR_ENV))
     args = parser.parse_args(argv)
@@ -102,10 +112,12 @@ def run(args: argparse.Namespace) -> int:
     module = model_for(args.seed, args.hidden)
     ddp = DistributedDataParallel(module)
     optim = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    # Rank 0 records the attempt's start in the history and names the checkpoint to resume.
+    # Rank 0 names the checkpoint to resume; once every rank loaded it, rank 0 records the
+    # attempt's start in the history (the time before counts as startup and reload).
+    looked_up = time.time()
     found = torch.tensor([-1])
     if rank == 0:
-        ref = collective.resume(root)
+        ref = collective.latest(root)
         found[0] = -1 if ref is None else ref.step
     dist.broadcast(found, 0)
     step = int(found[0])
@@ -116,10 +128,12 @@ def run(args: argparse.Namespace) -> int:
         dcp_state.set_state_dict(
             ddp, optim, model_state_dict=state["model"], optim_state_dict=state["optim"]
         )
-        if rank == 0:
+    dist.barrier()
+    if rank == 0:
+        collective.record_resumed(root, step if step >= 0 else None, looked_up)
+        if step >= 0:
             log.info("resumed from step %d (%d rank(s) now)", step, world)
-    else:
-        step = 0
+    step = max(step, 0)
     loss_fn = nn.MSELoss()
 
     def save(reason: str) -> None:
@@ -138,8 +152,10 @@ def run(args: argparse.Namespace) -> int:
             log.info("checkpoint of step %d committed (%s)", step, reason)
         dist.barrier()
 
-    with trainer_notice.PreemptionNotice() as notice:
+    step_log = StepLog(args.step_log if rank == 0 else None)
+    with trainer_notice.PreemptionNotice() as notice, step_log:
         while step < args.steps:
+            began = time.time()  # a step: the notice check, the update and its sleep
             flag = torch.tensor([1 if notice.requested else 0])
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             if int(flag[0]):
@@ -155,8 +171,12 @@ def run(args: argparse.Namespace) -> int:
             step += 1
             if args.step_seconds:
                 time.sleep(args.step_seconds)
+            step_log.write(step, began, time.time())
             if step % args.save_every == 0 and step < args.steps:
                 save("periodic")
+    # The final state, checkpointed too: the step's goodput counts the steps up to a save as
+    # useful, and a step retried after the model is written resumes from here.
+    save("final")
     with torch.no_grad():
         final = float(loss_fn(module(x), y))
     if rank == 0:

@@ -37,7 +37,11 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     "(default: 3 for slurm-spot-training, 8 for spot-custom-job-training, else 0).",
 )
 @click.option(
-    "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
+    "--preempt-after",
+    default=None,
+    type=float,
+    help="Seconds into a run of a preemption (default: 2.5; 10 with --nodes above 1, whose "
+    "trainer needs a few seconds to import torch and meet at the rendezvous).",
 )
 @click.option(
     "--cron",
@@ -106,7 +110,7 @@ def run_local_command(
     outputs: str,
     provisioning_seconds: float,
     preemptions: int,
-    preempt_after: float,
+    preempt_after: float | None,
     cron: str | None,
     in_process: bool,
     templates: str | None,
@@ -159,6 +163,8 @@ def run_local_command(
         arguments["schedule_cron"] = cron
     if preemptions is None:
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
+    if preempt_after is None:
+        preempt_after = 10.0 if nodes > 1 else 2.5
     settings = run.local_settings(provisioning_seconds, preemptions, preempt_after)
     if address:
         settings = dataclasses.replace(

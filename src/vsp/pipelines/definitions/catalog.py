@@ -45,8 +45,8 @@ LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
 # On a real Slurm a preempted job trains on until the SIGTERM reaches it (about 2 s after the
 # preempting job is submitted), so each run covers ~5 s; 30 s of training leaves room for three.
 REAL_SLURM_TRAINER_STEPS = 300
-# The DDP example of a multi-node local run: about 20 s of training, a checkpoint every 1 s.
-DDP_ARGS = ["--steps", "200", "--seed", "7", "--save-every", "10", "--step-seconds", "0.1"]
+# The DDP example of a multi-node local run: about 30 s of training, a checkpoint every 1 s.
+DDP_ARGS = ["--steps", "300", "--seed", "7", "--save-every", "10", "--step-seconds", "0.1"]
 
 # Enough steps to outlast eight preemptions 2.5 s into each run.
 CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0.1"]
@@ -162,7 +162,7 @@ def local_arguments(
             # a node's GPUs) is what runs there; a real Slurm here has none.
             **({"gpus_per_node": 0} if real_slurm else {}),
         }
-        if nodes > 1:
+        if nodes != 1:
             multinode = _multinode(shared_dir, nodes, real_slurm)
             options = {**arguments["training_options"], **multinode.pop("training_options")}
             arguments.update(multinode, training_options=options)

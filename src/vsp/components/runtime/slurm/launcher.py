@@ -45,7 +45,17 @@ _vsp_jobid=${SLURM_JOB_ID:-0}
 case "$_vsp_jobid" in ''|*[!0-9]*) _vsp_jobid=0 ;; esac
 _vsp_restarts=${SLURM_RESTART_COUNT:-0}
 case "$_vsp_restarts" in ''|*[!0-9]*) _vsp_restarts=0 ;; esac
-MASTER_PORT=$(( 20000 + (_vsp_jobid * 7 + _vsp_restarts) % 20000 ))
+# A port that changes with each restart, moved up past any port in use on this (the head) node.
+MASTER_PORT=$(( 20000 + (_vsp_jobid * 7 + _vsp_restarts * 1009) % 20000 ))
+_vsp_used=$(awk 'NR > 1 { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+_vsp_used=" $(printf '%s ' $_vsp_used) "
+for _ in $(seq 1 200); do
+  case "$_vsp_used" in
+    *" $(printf '%04X' "$MASTER_PORT") "*)
+      MASTER_PORT=$(( 20000 + (MASTER_PORT - 19999) % 20000 )) ;;
+    *) break ;;
+  esac
+done
 export MASTER_ADDR MASTER_PORT
 export WORLD_SIZE=$(( _vsp_nnodes * _vsp_tasks ))
 export LOCAL_WORLD_SIZE=$_vsp_tasks

@@ -166,12 +166,26 @@ def commit(
     return ref
 
 
+def latest(directory: file_primitives.PathLike) -> manifests.CheckpointRef | None:
+    """The newest valid checkpoint (either layout), or None; nothing is recorded."""
+    return manifests.latest_valid_checkpoint(directory)
+
+
+def record_resumed(
+    directory: file_primitives.PathLike, step: int | None, started: float
+) -> history.Record:
+    """Records this attempt's start in the history once every rank has loaded ``step``
+    (None: no checkpoint, a fresh start), with the seconds since ``started`` (the unix time
+    the lookup began) as its reload time. Call it on rank 0, after a barrier that follows the
+    load; the step's goodput figures count the time before it as startup and reload, not
+    training."""
+    return history_writer.record_resume(directory, step, started, time.time() - started)
+
+
 def resume(directory: file_primitives.PathLike) -> manifests.CheckpointRef | None:
-    """The newest valid checkpoint (either layout), recorded in the history as the start of
-    this attempt (``resume`` or ``start``). Call once per attempt, on rank 0, then load
-    ``ref.path / "state"`` with the framework on every rank."""
-    started, clock = time.time(), time.monotonic()
-    ref = manifests.latest_valid_checkpoint(directory)
-    step = None if ref is None else ref.step
-    history_writer.record_resume(directory, step, started, time.monotonic() - clock)
+    """``latest`` and ``record_resumed`` at once, for a trainer that loads nothing more (the
+    reload time is then the lookup alone)."""
+    started = time.time()
+    ref = latest(directory)
+    record_resumed(directory, None if ref is None else ref.step, started)
     return ref
