@@ -26,7 +26,7 @@ pytest.importorskip("torch", reason="the DDP example needs the torch extra: pip 
 
 pytestmark = [pytest.mark.slurm_conformance, pytest.mark.slow]
 
-STEPS = 120
+STEPS = 200  # 10 s of steps: three preemptions land well before the end
 TRAINER = [
     sys.executable,
     "-m",
