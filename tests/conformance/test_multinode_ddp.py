@@ -159,3 +159,38 @@ def test_ddp_resumes_from_two_nodes_on_one(multinode_backend):
         f"uninterrupted 2-node {reference['final_loss']!r}"
     )
     assert difference <= RESUME_TOLERANCE
+
+
+def test_ddp_under_torchrun_two_nodes_two_workers_each(multinode_backend):
+    """``launcher="torchrun"``: one torchrun per node, c10d rendezvous at the head, 4 ranks."""
+    backend = multinode_backend
+    bin_dir = os.path.dirname(sys.executable)  # torchrun is installed beside this Python
+    path = os.environ["PATH"] if backend.kind == "real" else script.DEFAULT_PATH
+    run = backend.workdir / "torchrun"
+    desc = script.JobDescription(
+        run_key=f"conf-torchrun-{os.getpid()}-{time.monotonic_ns() % 10**6}",
+        partition="spot",
+        working_directory=str(backend.workdir),
+        command=[sys.executable, "-m", "vsp.examples.ddp_trainer", "--steps", "30", "--seed", "3"],
+        standard_output=str(backend.workdir / "torchrun-%j.out"),
+        nodes=2,
+        tasks_per_node=2,
+        launcher="torchrun",
+        environment={
+            "PATH": f"{bin_dir}:{path}",
+            "VSP_CHECKPOINT_DIR": str(run / "checkpoints"),
+            "VSP_MODEL_DIR": str(run / "model"),
+            "GLOO_SOCKET_IFNAME": "lo",
+        },
+    )
+    job_id = backend.client.submit(desc)
+    done = backend.finish(job_id, timeout=backend.timeout + 120)
+    log = (backend.workdir / f"torchrun-{job_id}.out").read_text()
+    assert done.state == ("COMPLETED",), log
+    ranks = {int(r): node for r, w, node, _ in RANK_LINE.findall(log) if w == "4"}
+    assert sorted(ranks) == [0, 1, 2, 3]
+    assert len(set(ranks.values())) == 2  # two nodes, two workers on each
+    assert "rendezvous " in log and "--rdzv" not in log  # the script's line, no argv echo
+    _, meta = model_files.read_model_dir(run / "model")
+    assert meta["world_size"] == 4 and meta["step"] == 30
+    assert_no_process_left(desc.run_key)
