@@ -132,6 +132,11 @@ def _instances(address: str) -> list[dict[str, str]]:
     folders = [f for f in os.environ.get(POOL_ENV, "").split(os.pathsep) if f]
     if not folders:
         return [{real_slurm.ADDRESS_ENV: address}]
+    return instance_environments(folders)
+
+
+def instance_environments(folders: list[str]) -> list[dict[str, str]]:
+    """What each start.sh folder's ``env.sh`` sets of ``_INSTANCE_VARIABLES``."""
     instances = []
     for folder in folders:
         env_file = pathlib.Path(folder) / "env.sh"
@@ -149,7 +154,9 @@ def _instances(address: str) -> list[dict[str, str]]:
 
 
 @contextlib.contextmanager
-def exclusive_real_slurm(address: str) -> Iterator[str]:
+def exclusive_real_slurm(
+    address: str, instances: list[dict[str, str]] | None = None
+) -> Iterator[str]:
     """Holds one real Slurm of the pool for a scenario, against the other test workers.
 
     A scenario owns its Slurm's node and queue (a partition preemption takes the whole node,
@@ -159,10 +166,14 @@ def exclusive_real_slurm(address: str) -> Iterator[str]:
     a worker takes the first free instance, starting from its own, and waits only when every
     instance is busy; the scenario's environment then names that instance.
 
+    Args:
+        address: The environment's slurmrestd address (used without a pool).
+        instances: The instances to choose from (None = the pool).
+
     Yields:
         The held instance's slurmrestd address.
     """
-    instances = _instances(address)
+    instances = instances or _instances(address)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     start = int(worker) % len(instances) if worker.isdigit() else 0
     order = instances[start:] + instances[:start]
@@ -220,6 +231,51 @@ def slurm_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
         os.chmod(tmp_path, 0o755)
         yield SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
         if kind == "real":  # leave the shared real Slurm as found, before letting it go
+            for job in client.list_jobs():
+                if job.name.startswith("conf-") and not job.is_terminal:
+                    client.cancel(job.job_id)
+
+
+# The start.sh folder of a real Slurm with two nodes or more (VSP_SLURM_NODES=2), for the
+# multi-node scenarios; the pool's single-node Slurms cannot run them.
+MULTI_ENV = "VSP_REAL_SLURM_MULTI"
+ENABLE_MULTI = (
+    "real-Slurm multi-node half skipped: $VSP_REAL_SLURM_MULTI is not set. Enable it with "
+    "VSP_SLURM_MULTI=1 ../shared/real-slurm/build.sh, then VSP_SLURM_CRED_EXPIRE=10 "
+    "VSP_SLURM_NODES=2 ../shared/real-slurm/start.sh DIR and export VSP_REAL_SLURM_MULTI=DIR "
+    "(docs/multi-node.md)."
+)
+
+
+@pytest.fixture(params=["emulated", "real"])
+def multinode_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
+    """Like ``slurm_backend`` with at least two nodes: the emulated cluster's four Spot nodes,
+    or the real Slurm named by ``$VSP_REAL_SLURM_MULTI`` (held for the test alone).
+
+    ``environment["PATH"]`` in the backend's ``job_path`` is what jobs need to find ``srun``.
+    """
+    kind = request.param
+    with contextlib.ExitStack() as held:
+        if kind == "real":
+            folder = os.environ.get(MULTI_ENV, "")
+            if not folder:
+                pytest.skip(ENABLE_MULTI)
+            instance = instance_environments([folder])[0]
+            address = held.enter_context(
+                exclusive_real_slurm(instance[real_slurm.ADDRESS_ENV], [instance])
+            )
+            server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
+            mechanisms, timeout = ("partition", "requeue"), 240.0
+        else:
+            server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
+            mechanisms, timeout = ("spot",), 30.0
+        ref = resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
+        client = api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
+        workdir = tmp_path / "work"
+        workdir.mkdir()
+        os.chmod(tmp_path, 0o755)
+        yield SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
+        if kind == "real":
             for job in client.list_jobs():
                 if job.name.startswith("conf-") and not job.is_terminal:
                     client.cancel(job.job_id)

@@ -54,6 +54,8 @@ def train_on_cluster(
     hang_floor_seconds: float = 1800.0,
     hang_step_factor: float = 20.0,
     keep_job_on_timeout: bool = False,
+    launcher: str = "none",
+    nccl_env_file: str = "/usr/local/gib/scripts/set_nccl_env.sh",
 ) -> NamedTuple(
     "Outputs",
     [
@@ -158,6 +160,13 @@ def train_on_cluster(
             progress writes) that counts as hung, when larger than hang_floor_seconds.
         keep_job_on_timeout: At timeout_seconds, leave the running Slurm job as it is (True)
             instead of cancelling it (False).
+        launcher: How each job starts the trainer: ``none`` (once, on the first node; the
+            other nodes idle), ``srun`` (tasks_per_node tasks on every node, each with
+            ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``NODE_RANK``, ``MASTER_ADDR`` and
+            ``MASTER_PORT``) or ``torchrun`` (one torchrun per node, tasks_per_node workers,
+            c10d rendezvous at the first node of each start). See docs/multi-node.md.
+        nccl_env_file: Absolute path of the machine's NCCL settings file, sourced by every
+            task when it exists on its node (srun and torchrun only; '' = none).
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.

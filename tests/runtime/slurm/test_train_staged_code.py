@@ -16,7 +16,7 @@ import requests
 
 from vsp.components.runtime.cluster import resource, rules
 from vsp.components.runtime.core import errors, polling, rest
-from vsp.components.runtime.slurm import api, code_stage
+from vsp.components.runtime.slurm import api, code_stage, job_checks
 from vsp.components.runtime.steps import register_model, train_on_cluster
 from vsp.components.runtime.training import code_check
 from vsp.components.runtime.training.backends import slurm
@@ -234,3 +234,14 @@ def test_a_container_image_passes_the_check_on_a_cluster_labelled_with_pyxis():
     code_check.check_container("img:1", cluster, CLUSTER)  # no error
     with pytest.raises(errors.UserError):
         code_check.check_container("img:1", {"labels": {"slurm-pyxis": "no"}}, CLUSTER)
+
+
+@pytest.mark.parametrize(
+    ("launcher", "refused"), [("none", False), ("srun", True), ("torchrun", True)]
+)
+def test_a_container_image_takes_the_launcher_none_only(launcher, refused):
+    problems = []
+    job_checks.launch_problems(launcher, "", lambda *p: problems.append(p), container_image="i:1")
+    assert [p[0] for p in problems] == (["launcher"] if refused else [])
+    if refused:
+        assert "cannot be combined with container_image" in problems[0][2]

@@ -37,7 +37,11 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     "(default: 3 for slurm-spot-training, 8 for spot-custom-job-training, else 0).",
 )
 @click.option(
-    "--preempt-after", default=2.5, show_default=True, help="Seconds into a run of a preemption."
+    "--preempt-after",
+    default=None,
+    type=float,
+    help="Seconds into a run of a preemption (default: 2.5; 10 with --nodes above 1, whose "
+    "trainer needs a few seconds to import torch and meet at the rendezvous).",
 )
 @click.option(
     "--cron",
@@ -61,6 +65,14 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     "--enable-caching/--no-enable-caching",
     default=None,
     help="Faithful mode: set execution caching of every task (default: the template's own).",
+)
+@click.option(
+    "--nodes",
+    default=1,
+    show_default=True,
+    type=int,
+    help="slurm-spot-training: nodes per job. Above 1 the PyTorch DDP example (the torch "
+    "extra) trains on every node, launched by srun (docs/multi-node.md).",
 )
 @click.option(
     "--real-slurm",
@@ -98,7 +110,7 @@ def run_local_command(
     outputs: str,
     provisioning_seconds: float,
     preemptions: int,
-    preempt_after: float,
+    preempt_after: float | None,
     cron: str | None,
     in_process: bool,
     templates: str | None,
@@ -107,6 +119,7 @@ def run_local_command(
     slurmrestd: str | None,
     preemption_mechanism: str,
     verbose: bool,
+    nodes: int = 1,
 ) -> None:
     """Run PIPELINE locally with kfp.local on the Vertex emulator.
 
@@ -122,12 +135,19 @@ def run_local_command(
         summary,  # noqa: PLC0415
     )
 
+    if nodes != 1 and pipeline != "slurm-spot-training":
+        raise errors.UserError(
+            f"--nodes {nodes}: only slurm-spot-training trains on several nodes. Fix: drop "
+            "--nodes, or run slurm-spot-training."
+        )
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
     gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
     address = _real_slurmrestd(real_slurm, slurmrestd)
     typed, definitions, groups = _typed_params(pipeline, templates, params)
     arguments = {
-        **catalog.local_arguments(pipeline, shared, gcs_root, real_slurm=bool(address)),
+        **catalog.local_arguments(
+            pipeline, shared, gcs_root, real_slurm=bool(address), nodes=nodes
+        ),
         **typed,
     }
     if definitions is not None:
@@ -143,6 +163,8 @@ def run_local_command(
         arguments["schedule_cron"] = cron
     if preemptions is None:
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
+    if preempt_after is None:
+        preempt_after = 10.0 if nodes > 1 else 2.5
     settings = run.local_settings(provisioning_seconds, preemptions, preempt_after)
     if address:
         settings = dataclasses.replace(

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 import time
 from typing import Any
 
 from vsp import vertex_emulator
+from vsp.components.runtime.core import errors
+from vsp.components.runtime.slurm import script as slurm_script
 from vsp.pipelines.definitions import (
     cluster_lifecycle,
     reap_expired_clusters,
@@ -42,6 +45,9 @@ LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
 # On a real Slurm a preempted job trains on until the SIGTERM reaches it (about 2 s after the
 # preempting job is submitted), so each run covers ~5 s; 30 s of training leaves room for three.
 REAL_SLURM_TRAINER_STEPS = 300
+# The DDP example of a multi-node local run: about 30 s of training, a checkpoint every 1 s.
+DDP_ARGS = ["--steps", "300", "--seed", "7", "--save-every", "10", "--step-seconds", "0.1"]
+
 # Enough steps to outlast eight preemptions 2.5 s into each run.
 CUSTOM_JOB_TRAINER_ARGS = ["--steps", "250", "--seed", "7", "--step-seconds", "0.1"]
 # Registration of local runs: the example model has no server of its own; any serving image
@@ -69,12 +75,33 @@ def local_python(shared_dir: str) -> str:
     return launcher
 
 
+def _multinode(shared_dir: str, nodes: int, real_slurm: bool) -> dict[str, Any]:
+    """The arguments that make a local ``slurm-spot-training`` run train on ``nodes`` nodes."""
+    limit = LOCAL_CLUSTER["spot_max_nodes"]
+    if not 1 < nodes <= limit:
+        raise errors.UserError(
+            f"nodes={nodes}: the local cluster's Spot pool has {limit} nodes. Fix: pass "
+            f"--nodes between 2 and {limit} (or 1 for the numpy example on one node)."
+        )
+    # Every node of a local cluster is this machine (127.0.0.1): gloo talks over loopback.
+    environment = {"GLOO_SOCKET_IFNAME": "lo"}
+    srun = shutil.which("srun")
+    if real_slurm and srun:  # the local real Slurm's srun is not in a cluster's default PATH
+        environment["PATH"] = f"{os.path.dirname(srun)}:{slurm_script.DEFAULT_PATH}"
+    return {
+        "nodes": nodes,
+        "command": [local_python(shared_dir), "-m", "vsp.examples.ddp_trainer", *DDP_ARGS],
+        "training_options": {"launcher": "srun", "environment": environment},
+    }
+
+
 def local_arguments(
     pipeline: str,
     shared_dir: str,
     gcs_root: str = "",
     trainer_steps: int = 0,
     real_slurm: bool = False,
+    nodes: int = 1,
 ) -> dict[str, Any]:
     """Parameter values of a local run of ``pipeline``.
 
@@ -86,6 +113,9 @@ def local_arguments(
         trainer_steps: Steps of the example trainer of ``slurm-spot-training`` (0 = 100).
         real_slurm: The run trains on a real Slurm, whose nodes have no GPUs: the job asks for
             none, and the trainer runs ``REAL_SLURM_TRAINER_STEPS`` unless ``trainer_steps``.
+        nodes: Nodes of ``slurm-spot-training``'s jobs; above 1 the job trains the PyTorch DDP
+            example (``vsp.examples.ddp_trainer``, the ``torch`` extra) on every node through
+            ``launcher="srun"`` (at most ``LOCAL_CLUSTER["spot_max_nodes"]``).
     """
     gcs_root = gcs_root or os.path.join(os.path.dirname(shared_dir), "emulator", "gcs")
     if real_slurm:
@@ -101,7 +131,7 @@ def local_arguments(
         run_dir = os.path.join(home, "slurm-spot-training", run)
         run_gcs = os.path.join(gcs_root, LOCAL_BUCKET, "slurm-spot-training", run)
         top = ("project", "location", "cluster_id", "spot_max_nodes")
-        return {
+        arguments = {
             **{name: LOCAL_CLUSTER[name] for name in top},
             # The rest of the cluster, the trainer's and the model's settings go in the
             # pipeline's option groups, as a user of its short form gives them.
@@ -132,6 +162,11 @@ def local_arguments(
             # a node's GPUs) is what runs there; a real Slurm here has none.
             **({"gpus_per_node": 0} if real_slurm else {}),
         }
+        if nodes != 1:
+            multinode = _multinode(shared_dir, nodes, real_slurm)
+            options = {**arguments["training_options"], **multinode.pop("training_options")}
+            arguments.update(multinode, training_options=options)
+        return arguments
     if pipeline == spot_custom_job_training.NAME:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return {

@@ -10,11 +10,17 @@ nor ``SLURM_RESTART_COUNT``, as in Slurm).
 from __future__ import annotations
 
 import os
+import pathlib
+import sys
 from typing import Any
 
 from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
+from vsp.vertex_emulator.slurm import step_tools
+
+TOOLS_DIRNAME = "bin"
+TOOLS = ("srun", "scontrol")
 
 # Without a time limit Slurm 24.11 reports the job's end as its start plus 365 days.
 _NO_LIMIT_MINUTES = 365 * 24 * 60
@@ -83,7 +89,31 @@ def job_environment(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> d
         env["SLURM_RESTART_COUNT"] = str(job["restart_cnt"])
     if job.get("gpus"):
         env["SLURM_GPUS_ON_NODE"] = str(job["gpus"])
+    # The emulated srun and scontrol come first in a PATH the job gives (a cluster has its
+    # own in the default PATH); without PATH the job has none, as with Slurm.
+    if env.get("PATH"):
+        env["PATH"] = f"{ctx.directory / TOOLS_DIRNAME}:{env['PATH']}"
     return env
+
+
+def install_step_tools(directory: pathlib.Path) -> str:
+    """Writes ``srun`` and ``scontrol`` (``step_tools``) into ``directory/bin``; returns it.
+
+    Each is a copy of ``step_tools``'s source with this Python in its ``#!`` line (standard
+    library only, so it runs whatever the job's environment holds).
+    """
+    folder = directory / TOOLS_DIRNAME
+    folder.mkdir(parents=True, exist_ok=True)
+    source = pathlib.Path(step_tools.__file__).read_text(encoding="utf-8")
+    text = f"#!{sys.executable} -I\n{source}"
+    for name in TOOLS:
+        path = folder / name
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            tmp = folder / f".{name}.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            tmp.chmod(0o755)
+            os.replace(tmp, path)
+    return str(folder)
 
 
 def hook_environment(

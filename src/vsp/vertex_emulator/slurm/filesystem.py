@@ -31,7 +31,11 @@ import tempfile
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "on", "off")
-_MOUNT_SCRIPT = 'mount --bind "$1" "$2" && cd "$3" && unset OLDPWD && shift 3 && exec "$@"'
+_MOUNT_SCRIPT = (
+    'mount --bind "$1" "$2" && { [ ! -f "$4" ] || mount --bind "$4" /etc/hosts; } && '
+    'cd "$3" && unset OLDPWD && shift 4 && exec "$@"'
+)
+HOSTS_FILENAME = "hosts"
 
 
 class IsolationUnavailableError(RuntimeError):
@@ -59,7 +63,7 @@ def namespace_prefix() -> tuple[str, ...] | None:
         (source / "seen").write_text("1")
         for prefix in candidates:
             argv = [*prefix, "/bin/sh", "-c", _MOUNT_SCRIPT, "probe", str(source), str(target)]
-            argv += [str(target), "/bin/sh", "-c", 'test -f "$0"', str(target / "seen")]
+            argv += [str(target), "", "/bin/sh", "-c", 'test -f "$0"', str(target / "seen")]
             try:
                 done = subprocess.run(argv, capture_output=True, timeout=20, check=False)
             except (OSError, subprocess.TimeoutExpired):
@@ -120,10 +124,28 @@ class ClusterFilesystem:
         home = cluster_home(directory.parent.parent, directory.name)
         return cls(home, str(directory / "disk") if isolated else home, isolated)
 
-    def prepare(self) -> None:
-        """Creates the mount point and the backing folder."""
+    def prepare(self, nodes: tuple[str, ...] = ()) -> None:
+        """Creates the mount point and the backing folder; with isolation, also the cluster's
+        ``/etc/hosts`` (the machine's, plus every node name as 127.0.0.1), mounted over
+        ``/etc/hosts`` in every job, so node names resolve as on a cluster."""
         os.makedirs(self.home, exist_ok=True)
         os.makedirs(self.disk, exist_ok=True)
+        if self.isolated and nodes:
+            try:
+                machine = pathlib.Path("/etc/hosts").read_text(encoding="utf-8")
+            except OSError:
+                machine = "127.0.0.1 localhost\n"
+            lines = [
+                machine.rstrip("\n"),
+                "# emulated Slurm nodes",
+                *(f"127.0.0.1 {n}" for n in nodes),
+            ]
+            path = pathlib.Path(self.disk).parent / HOSTS_FILENAME
+            text = "\n".join(lines) + "\n"
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, path)
 
     def host_path(self, path: str) -> str:
         """Where a path as the cluster's jobs see it is on the host."""
@@ -141,5 +163,6 @@ class ClusterFilesystem:
         prefix = namespace_prefix()
         if prefix is None:
             raise OSError("mount namespaces are no longer available (unshare failed)")
-        mount = ["/bin/sh", "-c", _MOUNT_SCRIPT, "vsp-cluster-fs", self.disk, self.home, cwd]
+        hosts = os.path.join(os.path.dirname(self.disk), HOSTS_FILENAME)
+        mount = ["/bin/sh", "-c", _MOUNT_SCRIPT, "vsp-cluster-fs", self.disk, self.home, cwd, hosts]
         return [*prefix, *mount, *argv]

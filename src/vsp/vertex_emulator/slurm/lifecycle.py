@@ -39,7 +39,8 @@ def begin_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], nodes: lis
         warned=False,
         outcome=None,
     )
-    ctx.filesystem.prepare()
+    ctx.filesystem.prepare(ctx.topo.nodes)
+    slurm_environment.install_step_tools(ctx.directory)
     _start_phase(ctx, job, "prolog", 0)
 
 

@@ -35,6 +35,7 @@ from vsp.vertex_emulator import clock
 from vsp.vertex_emulator.clusters import api as clusters
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 from vsp.vertex_emulator.slurm import real as real_slurm
+from vsp.vertex_emulator.slurm import step_tools
 from vsp.vertex_emulator.slurm import topology as slurm_topology
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ class RealPreemptor:
             "kind": kind,
             "jobId": job_id,
             "jobName": job.get("name", ""),
-            "nodes": [n for n in str(job.get("nodes", "")).split(",") if n],
+            "nodes": step_tools.expand_hostlist(str(job.get("nodes", ""))),
             "restartCount": restarts,
             "runSeconds": round(time.time() - started, 3),
             "outcome": "requeued",
@@ -171,7 +172,9 @@ class RealPreemptor:
 
     def _claim_node(self, job: dict[str, Any]) -> str:
         """Submits a higher-tier job that needs the whole first node of ``job``."""
-        node = str(job.get("nodes", "")).split(",")[0]
+        # The first node of the job ("vsp-node[0-1]" for a 2-node job): taking it back
+        # requeues the whole job, as losing one Spot VM of a multi-node job does.
+        node = (step_tools.expand_hostlist(str(job.get("nodes", ""))) or [""])[0]
         nodes = self.slurmrestd.get_json(f"{_API}/node/{node}").get("nodes") or [{}]
         cpus = int(nodes[0].get("cpus") or 1)
         partitions = self.slurmrestd.get_json(f"{_API}/partitions").get("partitions") or []

@@ -44,6 +44,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from vsp.components.runtime.slurm import launcher as launchers
+
 FORWARDED_SIGNALS = ("TERM", "USR1", "INT")
 BEACON_DIR_ENV = "VSP_BEACON_DIR"  # training.beacon.DIR_ENV
 BEACON_HEARTBEAT_ENV = "VSP_BEACON_HEARTBEAT"  # training.beacon.HEARTBEAT_ENV
@@ -101,11 +103,13 @@ if [ -z "${{HOME:-}}" ]; then HOME=$(printf '%s' "$_vsp_pw" | cut -d: -f6); fi
 if [ -z "${{SHELL:-}}" ]; then SHELL=$(printf '%s' "$_vsp_pw" | cut -d: -f7); fi
 HOME=${{HOME:-$PWD}}; SHELL=${{SHELL:-/bin/sh}}
 export USER LOGNAME HOME SHELL
-{workdir}{beacon}_vsp_child=""
+{workdir}{beacon}{launch}_vsp_child=""
 _vsp_pending=""
 _vsp_signalled=0
+_vsp_noticed=0
 _vsp_forward() {{
   _vsp_signalled=1
+  _vsp_noticed=1
   _vsp_beacon notice
   if [ -n "$_vsp_child" ]; then
     echo "vsp: forwarding SIG$1 to payload pid $_vsp_child" >&2
@@ -130,7 +134,7 @@ while :; do
     break
   fi
 done
-if [ -n "$_vsp_hbpid" ]; then
+{after}if [ -n "$_vsp_hbpid" ]; then
   kill "$_vsp_hbpid" 2>/dev/null || true
   wait "$_vsp_hbpid" 2>/dev/null || true
 fi
@@ -155,6 +159,9 @@ def render(
     run_key: str = "",
     working_directory: str = "",
     prelude: str = "",
+    launcher: str = "none",
+    tasks_per_node: int = 1,
+    nccl_env_file: str = "",
 ) -> str:
     """The batch script text for an argv ``command`` or a bash ``script`` (exactly one).
 
@@ -168,6 +175,11 @@ def render(
         prelude: Bash run in the batch shell after the signal traps and before the payload
             starts (code staging, checks of the node); it may ``exit`` to end the job. Built
             by the caller from quoted values only.
+        launcher: ``none`` (the payload once, on the batch host), ``srun`` or ``torchrun``
+            (on every node; see ``slurm.launcher``).
+        tasks_per_node: Tasks (``srun``) or worker processes (``torchrun``) per node.
+        nccl_env_file: NCCL settings file each task sources when it exists on its node
+            ('' = none).
 
     Returns:
         The script, starting with ``#!/bin/bash``.
@@ -201,5 +213,7 @@ def render(
         about=f" for run {run_key}" if run_key else "",
         traps=traps,
         prelude=prelude if not prelude or prelude.endswith("\n") else prelude + "\n",
-        payload=" ".join(shlex.quote(str(arg)) for arg in argv),
+        launch=launchers.preamble(launcher, tasks_per_node, nccl_env_file),
+        after=launchers.AFTER if launcher != "none" else "",
+        payload=launchers.command_text(launcher, argv, tasks_per_node),
     )

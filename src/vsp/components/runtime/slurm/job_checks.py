@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from vsp.components.runtime.core import env_names, errors
-from vsp.components.runtime.slurm import job_fields
+from vsp.components.runtime.slurm import job_fields, launcher
 
 RUN_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+@=-]{0,127}\Z")
 SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
@@ -93,6 +93,7 @@ def problems(desc: Any) -> list[errors.SpecProblem]:
     _payload(desc, bad)
     _container(desc, bad)
     _numbers(desc, bad)
+    launch_problems(desc.launcher, desc.nccl_env_file, bad)
     env_names.check_environment(desc.environment, bad)
     clash = sorted(set(desc.extra_fields) & MANAGED_KEYS)
     if clash:
@@ -216,4 +217,36 @@ def _numbers(desc: Any, bad) -> None:
             warn,
             f"is not shorter than the time limit ({limit} min).",
             "send the warning a few minutes before the end, or raise the time limit.",
+        )
+
+
+def launch_problems(launcher_name: Any, nccl_env_file: Any, bad, container_image: Any = "") -> None:
+    """Checks ``launcher`` and ``nccl_env_file`` (shared with the step's parameter checks).
+
+    A container image runs the trainer through pyxis' own ``srun`` (``slurm.container_run``),
+    which already starts every task: it takes the launcher ``none`` only.
+    """
+    if container_image and launcher_name not in ("none", None):
+        bad(
+            "launcher",
+            launcher_name,
+            "cannot be combined with container_image: the image's srun already starts nodes x "
+            "tasks_per_node tasks, each with Slurm's SLURM_PROCID.",
+            "use launcher 'none' with container_image, or drop container_image.",
+        )
+    if launcher_name not in launcher.LAUNCHERS:
+        bad(
+            "launcher",
+            launcher_name,
+            "is not a launcher.",
+            "use 'none' (the trainer once, on the first node), 'srun' (tasks_per_node tasks on "
+            "every node, with RANK/WORLD_SIZE/MASTER_ADDR...) or 'torchrun' (one torchrun per "
+            "node, tasks_per_node workers each).",
+        )
+    if nccl_env_file != "" and not (is_clean_text(nccl_env_file) and nccl_env_file.startswith("/")):
+        bad(
+            "nccl_env_file",
+            nccl_env_file,
+            "must be '' or an absolute path without newlines.",
+            f"pass e.g. {launcher.DEFAULT_NCCL_ENV_FILE}, or '' to source no NCCL settings.",
         )

@@ -104,6 +104,11 @@ class JobDescription:
             directory as it is on the cluster).
         container_image: Run the payload as ``srun --container-image=IMAGE ...`` (pyxis,
             ``slurm.container_run``); '' = on the node itself.
+        launcher: How the payload starts: ``none`` (once, on the batch host), ``srun``
+            (``tasks_per_node`` tasks on every node, with rank variables) or ``torchrun`` (one
+            torchrun per node); see ``slurm.launcher``.
+        nccl_env_file: Absolute path of a NCCL settings file every task sources when it exists
+            on its node ('' = none); used with ``srun`` and ``torchrun`` only.
     """
 
     run_key: str
@@ -129,6 +134,8 @@ class JobDescription:
     pipeline_run: str = ""
     code: code_stage.CodeStage | None = None
     container_image: str = ""
+    launcher: str = "none"
+    nccl_env_file: str = ""
 
     def __post_init__(self) -> None:
         if self.command is not None and not isinstance(self.command, str | bytes):
@@ -184,6 +191,9 @@ class JobDescription:
             run_key=self.run_key,
             working_directory=self.working_directory,
             prelude=prelude,
+            launcher=self.launcher,
+            tasks_per_node=self.tasks_per_node,
+            nccl_env_file=self.nccl_env_file,
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from typing import Any
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest, run_identity, step
-from vsp.components.runtime.slurm import api
+from vsp.components.runtime.slurm import api, job_checks
+from vsp.components.runtime.slurm import launcher as launchers
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import beacon, code_check, driver, hang, options_check
 from vsp.components.runtime.training.backends import slurm
@@ -64,6 +65,8 @@ def main(
     hang_floor_seconds: float = 1800.0,
     hang_step_factor: float = 20.0,
     keep_job_on_timeout: bool = False,
+    launcher: str = "none",
+    nccl_env_file: str = launchers.DEFAULT_NCCL_ENV_FILE,
 ) -> tuple[list, str, str, int, str]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -85,6 +88,15 @@ def main(
             ondemand_price_per_node_hour=ondemand_price_per_node_hour, max_hangs=max_hangs,
             hang_floor_seconds=hang_floor_seconds, hang_step_factor=hang_step_factor,
         )  # fmt: skip
+        launch = []
+        job_checks.launch_problems(
+            launcher,
+            nccl_env_file,
+            lambda *p: launch.append(errors.SpecProblem(*p)),
+            container_image=container_image,
+        )
+        if launch:
+            raise errors.SpecValidationError("train_on_cluster", launch)
         code = code_check.resolve(code_uri, code_sha256, code_cache_dir)
         chosen["code_sha256"] = code.sha256 if code else ""
         cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
@@ -109,6 +121,8 @@ def main(
             warning_seconds=warning_seconds,
             code=code,
             container_image=container_image,
+            launcher=launcher,
+            nccl_env_file=nccl_env_file,
         )
         return train_on_cluster(
             project=project,

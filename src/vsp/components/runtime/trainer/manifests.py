@@ -39,6 +39,10 @@ MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.npz"
 MODEL_METADATA_FILE = "metadata.json"
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{10,})\Z")
+# A checkpoint whose files a framework wrote (``collective.commit``): the manifest says
+# ``"payload": "directory"`` and lists every file under ``STATE_DIR`` by relative path.
+PAYLOAD_DIRECTORY = "directory"
+STATE_DIR = "state"
 
 
 class CorruptCheckpointError(errors.UserError):
@@ -116,6 +120,14 @@ def verify_checkpoint(path: file_primitives.PathLike) -> CheckpointRef:
         raise CorruptCheckpointError(f"{path}: manifest step {manifest.get('step')!r} != {step}")
     files = manifest.get("files")
     listed = files if isinstance(files, dict) else {}
+    if manifest.get("payload") == PAYLOAD_DIRECTORY:  # parts written by a framework (collective)
+        try:
+            problems = tree_problems(path, files)
+        except OSError as exc:
+            problems = [f"cannot read files: {exc}"]
+        if problems:
+            raise CorruptCheckpointError(f"{path}: " + "; ".join(problems))
+        return CheckpointRef(path=path, step=step, manifest=manifest)
     required = (CHECKPOINT_ARRAYS_FILE, CHECKPOINT_METADATA_FILE)
     problems = [f"manifest does not list {n!r}" for n in required if n not in listed]
     try:
@@ -125,6 +137,32 @@ def verify_checkpoint(path: file_primitives.PathLike) -> CheckpointRef:
     if problems:
         raise CorruptCheckpointError(f"{path}: " + "; ".join(problems))
     return CheckpointRef(path=path, step=step, manifest=manifest)
+
+
+def tree_problems(path: Path, files: Any) -> list[str]:
+    """Checks a ``directory`` checkpoint's files (relative paths under ``STATE_DIR``, dot
+    files allowed, no ``..``) against its manifest; one message per problem."""
+    if not isinstance(files, dict) or not files:
+        return ["manifest has no 'files' mapping"]
+    problems = []
+    for name, entry in sorted(files.items()):
+        parts = name.split("/") if isinstance(name, str) else []
+        if len(parts) < 2 or parts[0] != STATE_DIR or any(p in ("", ".", "..") for p in parts):
+            problems.append(f"manifest entry {name!r} is not a file under {STATE_DIR}/")
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
+            problems.append(f"manifest entry for {name!r} is malformed")
+            continue
+        target = path.joinpath(*parts)
+        if target.is_symlink() or not target.is_file():
+            problems.append(f"file {name!r} is missing")
+            continue
+        size, sha = file_primitives.file_digest(target)
+        if size != entry["size"]:
+            problems.append(f"file {name!r} has {size} bytes, manifest says {entry['size']}")
+        elif sha != entry.get("sha256"):
+            problems.append(f"file {name!r} sha256 {sha[:12]}... does not match the manifest")
+    return problems
 
 
 def latest_valid_checkpoint(directory: file_primitives.PathLike) -> CheckpointRef | None:

@@ -53,6 +53,8 @@ class SlurmTraining:
         code: Staged code every attempt unpacks and runs from (None: the working directory as
             it is on the cluster).
         container_image: pyxis image the trainer runs in ('' = on the node itself).
+        launcher: ``none``, ``srun`` or ``torchrun`` (``slurm.launcher``).
+        nccl_env_file: NCCL settings file each task sources when present ('' = none).
     """
 
     command: Sequence[str]
@@ -70,6 +72,8 @@ class SlurmTraining:
     requeue: bool = True
     code: code_stage.CodeStage | None = None
     container_image: str = ""
+    launcher: str = "none"
+    nccl_env_file: str = ""
 
     def stdout_path(self) -> str:
         return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
@@ -186,6 +190,8 @@ class SlurmBackend(TrainingBackend):
             pipeline_run=gcp_labels.run_value(self.pipeline_run),
             code=training.code,
             container_image=training.container_image,
+            launcher=training.launcher,
+            nccl_env_file=training.nccl_env_file,
         )
 
     def submit(self, run_key: str, index: int, target: Target) -> Attempt:

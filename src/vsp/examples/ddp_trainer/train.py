@@ -1,0 +1,197 @@
+"""The DDP example: a small regression MLP trained on every rank, checkpointed collectively.
+
+Deterministic: the data set, the initial weights and each step's global batch come from fixed
+seeds (the batch of step ``s`` is the same whatever the world size; rank ``r`` of ``W`` takes
+every ``W``-th example of it), torch runs one thread with deterministic algorithms, and the
+momentum buffers are checkpointed, so a run preempted and resumed any number of times at the
+same world size ends with parameters bit-identical to an uninterrupted run. At another world
+size the gradient sums run in another order: the run continues from the checkpointed step and
+ends within rounding of the uninterrupted run.
+
+Checkpoints: ``torch.distributed.checkpoint`` writes every rank's part into
+``collective.state_dir(root, step)``; rank 0 commits it (``collective.commit``: manifest last,
+history lines) after a barrier, so the checkpoint library's retention, latest-valid selection
+and the step's goodput figures apply. A preemption notice (SIGTERM, or SIGUSR1 before the time
+limit) on any rank is shared at the next step boundary (an all-reduce of the flag), every rank
+saves, and all exit 143 (``contract.EXIT_PREEMPTED``).
+
+Output: each rank logs ``rank R/W on node NODE (pid P, restart N)`` at start; rank 0 logs the
+resumed step, each saved checkpoint and ``final loss L``. At the end every rank saves a
+``final`` checkpoint, and rank 0 writes the model directory (``model.npz`` with the
+parameters, ``metadata.json`` with step, world size and final loss). ``--step-log FILE``: rank 0
+appends ``STEP BEGAN ENDED PID`` per step, the truth of the goodput tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint import state_dict as dcp_state
+from torch.nn.parallel import DistributedDataParallel
+
+from vsp.components.runtime.core import gcs_paths
+from vsp.components.runtime.trainer import collective, contract, model_files
+from vsp.components.runtime.trainer import notice as trainer_notice
+from vsp.examples.trainer.step_log import StepLog
+
+log = logging.getLogger("vsp.examples.ddp_trainer")
+
+EXAMPLES = 1024
+FEATURES = 16
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m vsp.examples.ddp_trainer")
+    parser.add_argument("--steps", type=int, default=200, help="training steps in all")
+    parser.add_argument("--seed", type=int, default=0, help="seed of data, weights and batches")
+    parser.add_argument("--save-every", type=int, default=20, help="steps between saves")
+    parser.add_argument("--keep", type=int, default=3, help="checkpoints kept")
+    parser.add_argument("--batch", type=int, default=64, help="global batch (all ranks)")
+    parser.add_argument("--hidden", type=int, default=32, help="hidden units")
+    parser.add_argument("--lr", type=float, default=0.05, help="learning rate")
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step, s")
+    parser.add_argument(
+        "--step-log",
+        type=Path,
+        default=None,
+        help="rank 0 appends STEP BEGAN ENDED PID per step (the goodput truth)",
+    )
+    parser.add_argument("--checkpoint-dir", default=os.environ.get(contract.CHECKPOINT_DIR_ENV))
+    parser.add_argument("--model-dir", default=os.environ.get(contract.MODEL_DIR_ENV))
+    args = parser.parse_args(argv)
+    if not args.checkpoint_dir or not args.model_dir:
+        parser.error(f"set ${contract.CHECKPOINT_DIR_ENV} and ${contract.MODEL_DIR_ENV}")
+    return args
+
+
+def dataset(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed regression data set: ``y = tanh(X w) + noise``."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(EXAMPLES, FEATURES, generator=gen)
+    w = torch.randn(FEATURES, 1, generator=gen)
+    return x, torch.tanh(x @ w) + 0.05 * torch.randn(EXAMPLES, 1, generator=gen)
+
+
+def batch_indices(seed: int, step: int, size: int, rank: int, world: int) -> torch.Tensor:
+    """This rank's examples of step ``step``'s global batch (the same batch at any world size)."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    return torch.randperm(EXAMPLES, generator=gen)[:size][rank::world]
+
+
+def model_for(seed: int, hidden: int) -> nn.Module:
+    torch.manual_seed(seed + 1)
+    return nn.Sequential(nn.Linear(FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+
+def run(args: argparse.Namespace) -> int:
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+    log.info("rank %d/%d on node %s (pid %d, restart %s)", rank, world, node, os.getpid(), restart)
+    if args.batch % world:
+        log.error("--batch %d is not a multiple of the world size %d", args.batch, world)
+        return 2
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    root = gcs_paths.to_local_path(args.checkpoint_dir)
+    x, y = dataset(args.seed)
+    module = model_for(args.seed, args.hidden)
+    ddp = DistributedDataParallel(module)
+    optim = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    # Rank 0 names the checkpoint to resume; once every rank loaded it, rank 0 records the
+    # attempt's start in the history (the time before counts as startup and reload).
+    looked_up = time.time()
+    found = torch.tensor([-1])
+    if rank == 0:
+        ref = collective.latest(root)
+        found[0] = -1 if ref is None else ref.step
+    dist.broadcast(found, 0)
+    step = int(found[0])
+    if step >= 0:
+        model_sd, optim_sd = dcp_state.get_state_dict(ddp, optim)
+        state = {"model": model_sd, "optim": optim_sd}
+        dcp.load(state, checkpoint_id=str(collective.state_dir(root, step)))
+        dcp_state.set_state_dict(
+            ddp, optim, model_state_dict=state["model"], optim_state_dict=state["optim"]
+        )
+    dist.barrier()
+    if rank == 0:
+        collective.record_resumed(root, step if step >= 0 else None, looked_up)
+        if step >= 0:
+            log.info("resumed from step %d (%d rank(s) now)", step, world)
+    step = max(step, 0)
+    loss_fn = nn.MSELoss()
+
+    def save(reason: str) -> None:
+        started = time.time()
+        if rank == 0:
+            collective.prepare(root, step)
+        dist.barrier()
+        model_sd, optim_sd = dcp_state.get_state_dict(ddp, optim)
+        dcp.save(
+            {"model": model_sd, "optim": optim_sd},
+            checkpoint_id=str(collective.state_dir(root, step)),
+        )
+        dist.barrier()  # every rank's part is written
+        if rank == 0:
+            collective.commit(root, step, reason, started=started, keep=args.keep)
+            log.info("checkpoint of step %d committed (%s)", step, reason)
+        dist.barrier()
+
+    step_log = StepLog(args.step_log if rank == 0 else None)
+    with trainer_notice.PreemptionNotice() as notice, step_log:
+        while step < args.steps:
+            began = time.time()  # a step: the notice check, the update and its sleep
+            flag = torch.tensor([1 if notice.requested else 0])
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            if int(flag[0]):
+                save("notice")
+                log.info("preemption notice: saved step %d, exit %d", step, contract.EXIT_PREEMPTED)
+                dist.destroy_process_group()
+                return contract.EXIT_PREEMPTED
+            idx = batch_indices(args.seed, step, args.batch, rank, world)
+            optim.zero_grad(set_to_none=True)
+            loss = loss_fn(ddp(x[idx]), y[idx])
+            loss.backward()
+            optim.step()
+            step += 1
+            if args.step_seconds:
+                time.sleep(args.step_seconds)
+            step_log.write(step, began, time.time())
+            if step % args.save_every == 0 and step < args.steps:
+                save("periodic")
+    # The final state, checkpointed too: the step's goodput counts the steps up to a save as
+    # useful, and a step retried after the model is written resumes from here.
+    save("final")
+    with torch.no_grad():
+        final = float(loss_fn(module(x), y))
+    if rank == 0:
+        arrays = {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
+        meta = {"step": step, "world_size": world, "final_loss": final, "seed": args.seed}
+        model_files.write_model_dir(gcs_paths.to_local_path(args.model_dir), arrays, meta)
+        log.info("final loss %.10f after %d steps; model written", final, step)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stdout, format="%(asctime)s ddp %(message)s", force=True
+    )
+    np.seterr(all="ignore")
+    return run(parse(argv))
