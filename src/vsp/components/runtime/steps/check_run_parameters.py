@@ -65,6 +65,13 @@ FLAT_RULES = {
 }
 
 
+# The flag of this step that says whether a pipeline runs the component at all.
+CHECKED_BY = {
+    "train_on_cluster": "check_training",
+    "decide_teardown": "check_teardown",
+}
+
+
 def main(**params: Any) -> bool:
     """The component's entry: every parameter it received (see the component)."""
     return step.run_step("check_run_parameters", lambda: check_component_params(params))
@@ -108,7 +115,13 @@ def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
                 merged[checked] = step.like(options[name], merged[checked])
                 overridden.add(checked)
     for name, (component, rule_name) in FLAT_RULES.items():
-        if name in merged and name not in overridden:
+        # A pipeline without that step (a CustomJob pipeline trains no Slurm job, keeps no
+        # cluster) turns its check off; the step's defaults then need not meet its rules.
+        # '' is this step's "not given" (no working directory in a CustomJob pipeline, the
+        # default checkpoint folder, no price file); register_model's are checked by check_run.
+        needed = merged.get(CHECKED_BY.get(component, ""), True)
+        given = name in merged and merged[name] != ""
+        if given and name not in overridden and needed is not False:
             found = param_rules.problems(component, {rule_name: merged[name]})
             problems += [dataclasses.replace(p, field=name) for p in found]
     if problems:
