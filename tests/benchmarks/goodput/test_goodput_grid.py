@@ -37,7 +37,7 @@ def test_goals_name_the_worst_cell():
     def row(restart, unannounced, step, save, ours, daly, bound):
         name = f"{restart}-{unannounced}-{step}-{save}"
         return dict(
-            restart_s=restart, unannounced=unannounced, step_s=step, notice_save=save,
+            nodes=1, restart_s=restart, unannounced=unannounced, step_s=step, notice_save=save,
             name=name, ours=ours, young_daly=daly, bound=bound,
         )  # fmt: skip
 
