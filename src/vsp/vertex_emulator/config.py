@@ -59,6 +59,10 @@ class EmulatorSettings:
             starts on the scheduler's next pass). Local runs and tests shorten it.
         slurm_preempt_notice_seconds: Spot preemption notice: SIGTERM to SIGKILL (GCE: 30 s).
         slurm_node_recovery_seconds: How long a preempted or drained node stays down.
+        slurm_node_return_seconds: How long a node set DOWN through the Slurm API stays down
+            (its slurmd registers again: ``ReturnToService=2``; about 3 s on Slurm 24.11.7).
+        slurm_time_limit_check_seconds: How often slurmctld looks for jobs past their time
+            limit (its periodic timer, 30 s): a limit is enforced at the next check after it.
         slurm_spot_preempt_after_seconds: Default plan for SPOT pools (clusters without their
             own plan): preempt each job run this long after it starts; 0 = off.
         slurm_spot_preempt_mean_seconds: Default Poisson plan: mean run time before a
@@ -110,6 +114,8 @@ class EmulatorSettings:
     slurm_requeue_delay_seconds: float = 121.0
     slurm_preempt_notice_seconds: float = 30.0
     slurm_node_recovery_seconds: float = 60.0
+    slurm_node_return_seconds: float = 3.0
+    slurm_time_limit_check_seconds: float = 30.0
     slurm_spot_preempt_after_seconds: float = 0.0
     slurm_spot_preempt_mean_seconds: float = 0.0
     slurm_spot_preempt_max_count: int = 1

@@ -12,8 +12,9 @@ HTTP status and body text come back in the same wrapper.
 
 Slurm paths (v0.0.42 only; others answer Slurm status 404): ``POST /slurm/v0.0.42/job/submit``,
 ``GET|POST|DELETE /slurm/v0.0.42/job/{id}``, ``GET /slurm/v0.0.42/jobs``, ``GET
-/slurm/v0.0.42/{nodes,partitions,ping}``, ``GET /slurmdb/v0.0.42/job/{id}``, ``GET
-/slurmdb/v0.0.42/jobs``, ``GET|POST /slurmdb/v0.0.42/{accounts,users,associations}``.
+/slurm/v0.0.42/{nodes,partitions,ping}``, ``GET|POST /slurm/v0.0.42/node/{name}``,
+``GET /slurmdb/v0.0.42/job/{id}``, ``GET /slurmdb/v0.0.42/jobs``,
+``GET|POST /slurmdb/v0.0.42/{accounts,users,associations}``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ SLURM_ROUTES: list[tuple[str, str, Handler]] = [
     ("DELETE", _JOB, slurm_api_jobs.cancel_job),
     ("GET", r"/jobs/?", slurm_api_jobs.list_jobs),
     ("GET", r"/nodes/?", slurm_api_jobs.nodes),
+    ("GET", r"/node/(?P<node>[^/]+)/?", slurm_api_jobs.node),
+    ("POST", r"/node/(?P<node>[^/]+)/?", slurm_api_jobs.update_node),
     ("GET", r"/partitions/?", slurm_api_jobs.partitions),
     ("GET", r"/ping/?", slurm_api_jobs.ping),
 ]
