@@ -75,7 +75,8 @@ class EmulatorSettings:
             ``:callSlurmRestApi`` of every cluster instead of the emulated Slurm; '' = emulate
             (see ``slurm.real``).
         slurmrestd_preemption: How Spot preemptions are made on that real Slurm: ``partition``
-            (a higher-tier job takes the node) or ``requeue`` (``scontrol requeue``).
+            (a higher-tier job takes the node), ``requeue`` (``scontrol requeue``) or
+            ``node_down`` (the node set DOWN through slurmrestd).
         custom_job_queue_delay_seconds: Time a new CustomJob stays JOB_STATE_QUEUED.
         custom_job_pending_delay_seconds: Time a CustomJob stays JOB_STATE_PENDING (capacity
             and VM start-up) before its process starts; also after each Spot restart.
@@ -158,9 +159,9 @@ class EmulatorSettings:
                 "slurm_filesystem_isolation must be 'auto', 'on' or 'off', not "
                 f"{self.slurm_filesystem_isolation!r}"
             )
-        if self.slurmrestd_preemption not in ("partition", "requeue"):
+        if self.slurmrestd_preemption not in ("partition", "requeue", "node_down"):
             raise ValueError(
-                "slurmrestd_preemption must be 'partition' or 'requeue', not "
+                "slurmrestd_preemption must be 'partition', 'requeue' or 'node_down', not "
                 f"{self.slurmrestd_preemption!r}"
             )
         if self.default_page_size < 1 or self.max_page_size < 1:

@@ -171,10 +171,11 @@ def start_kill(
 
 def _show_completing(job: dict[str, Any], outcome: str) -> None:
     if outcome == "REQUEUE":  # as Slurm 24.11 shows it: no REQUEUED flag, the count already up
+        counted = bool(job.get("requeue_counted"))  # once per requeue, epilogs or not
         job.update(
             state="PENDING",
             flags=["COMPLETING"],
-            restart_cnt=int(job.get("restart_cnt", 0)) + 1,
+            restart_cnt=int(job.get("restart_cnt", 0)) + (0 if counted else 1),
             requeue_counted=True,
         )
     else:
