@@ -257,6 +257,24 @@ def test_job_lookup_after_it_left_the_live_queue(slurm_backend):
     assert [(j.job_id, j.source) for j in found] == [(job_id, "slurmdb")]
 
 
+def test_without_accounting_slurmdb_is_a_plain_text_404(slurm_backend):
+    # The local real Slurm runs no slurmdbd; the emulated one is switched to match.
+    if slurm_backend.kind == "emulated":
+        slurm_backend.server.app.update_settings(slurm_accounting=False)
+    client = slurm_backend.client
+    answer = client.call("GET", client.slurmdb_path("jobs"), idempotent=True)
+    assert (answer.status, answer.payload, answer.text) == (
+        404,
+        {},
+        "Unable find requested URL. Please view /openapi/v3 for API reference.",
+    )
+    desc = job(slurm_backend, "noacct", sh("true"))
+    job_id = client.submit(desc)
+    slurm_backend.finish(job_id)
+    found = client.find_jobs(desc.run_key, include_accounting=True)
+    assert [(j.job_id, j.source) for j in found] == [(job_id, "live")]
+
+
 def _reference_model(tmp_path, steps: int) -> bytes:
     """The model of an uninterrupted run of the same trainer, outside Slurm."""
     import subprocess  # noqa: PLC0415

@@ -59,6 +59,8 @@ class EmulatorSettings:
             starts on the scheduler's next pass). Local runs and tests shorten it.
         slurm_preempt_notice_seconds: Spot preemption notice: SIGTERM to SIGKILL (GCE: 30 s).
         slurm_node_recovery_seconds: How long a preempted or drained node stays down.
+        slurm_accounting: Whether the emulated clusters run slurmdbd (as Vertex's do): off,
+            ``/slurmdb/`` paths answer slurmrestd's plain-text 404, as on a Slurm without it.
         slurm_node_return_seconds: How long a node set DOWN through the Slurm API stays down
             (its slurmd registers again: ``ReturnToService=2``; about 3 s on Slurm 24.11.7).
         slurm_time_limit_check_seconds: How often slurmctld looks for jobs past their time
@@ -116,6 +118,7 @@ class EmulatorSettings:
     slurm_preempt_notice_seconds: float = 30.0
     slurm_node_recovery_seconds: float = 60.0
     slurm_node_return_seconds: float = 3.0
+    slurm_accounting: bool = True
     slurm_time_limit_check_seconds: float = 30.0
     slurm_spot_preempt_after_seconds: float = 0.0
     slurm_spot_preempt_mean_seconds: float = 0.0

@@ -9,6 +9,7 @@ import time
 import pytest
 import requests
 
+from vsp.vertex_emulator.slurm import api as slurm_api
 from vsp.vertex_emulator.slurm.testing import API, DB, SlurmTestClient
 
 NUM = {"set": True, "infinite": False, "number": 0}
@@ -183,9 +184,18 @@ def test_slurm_level_errors_and_warnings(slurm_emulator_factory, cluster_body):
     assert as_object.status == 200 and as_object.payload["errors"] == []
     (warning,) = as_object.payload["warnings"]
     assert warning["source"] == "#/job/environment/"
-    assert client.call("GET", "/slurm/v0.0.40/jobs").status == 404
-    assert client.call("GET", f"{API}/nope").status == 404
-    assert client.call("DELETE", f"{API}/jobs").status == 405
+    # slurmrestd 24.11.7 answers a path (or method) it does not serve with a plain-text 404.
+    for method, path in (
+        ("GET", "/slurm/v0.0.40/jobs"),
+        ("GET", f"{API}/nope"),
+        ("DELETE", f"{API}/jobs"),
+    ):
+        missing = client.call(method, path)
+        assert (missing.status, missing.payload, missing.text) == (
+            404,
+            None,
+            slurm_api.NO_PATH_TEXT,
+        )
     unknown = client.call("GET", f"{API}/job/99")
     assert unknown.status == 404 and unknown.payload["jobs"] == []
     assert unknown.payload["errors"][0]["error_number"] == 2017
@@ -418,3 +428,11 @@ def test_signal_without_cancelling(slurm_emulator_factory, cluster_body, tmp_pat
     assert pending.payload["status"][0]["error"]["code"] == 2020
     client.cancel(job_id)
     client.cancel(held)
+
+
+def test_without_accounting_slurmdb_is_a_plain_text_404(slurm_emulator_factory, cluster_body):
+    _, client = start(slurm_emulator_factory, cluster_body, slurm_accounting=False)
+    for path in (f"{DB}/jobs", f"{DB}/job/1", f"{DB}/accounts"):
+        answer = client.call("GET", path)
+        assert (answer.status, answer.payload, answer.text) == (404, None, slurm_api.NO_PATH_TEXT)
+    assert client.call("GET", f"{API}/jobs").payload["jobs"] == []
