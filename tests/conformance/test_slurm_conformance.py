@@ -288,14 +288,14 @@ def _reference_model(tmp_path, steps: int) -> bytes:
     return (out / "model.npz").read_bytes()
 
 
-# slurmstepd's line for each mechanism: a requeue (by hand or by partition preemption in
-# REQUEUE mode) is DUE TO JOB REQUEUE; a node set DOWN is a node failure; an emulated Spot VM
-# that is reclaimed takes its slurmstepd with it, which then writes nothing.
+# slurmstepd's line for each mechanism: partition preemption (REQUEUE mode too) is DUE TO
+# PREEMPTION, scontrol requeue DUE TO JOB REQUEUE, a node set DOWN a node failure; an emulated
+# Spot VM that is reclaimed takes its slurmstepd with it, which then writes nothing.
 STEPD_LINES = {
     ("emulated", "spot"): [],
     ("real", "spot"): ["CANCELLED DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"],
-    ("emulated", "partition"): ["CANCELLED DUE TO JOB REQUEUE"],
-    ("real", "partition"): ["CANCELLED DUE TO JOB REQUEUE"],
+    ("emulated", "partition"): ["CANCELLED DUE TO PREEMPTION"],
+    ("real", "partition"): ["CANCELLED DUE TO PREEMPTION"],
     ("emulated", "requeue"): ["CANCELLED DUE TO JOB REQUEUE"],
     ("real", "requeue"): ["CANCELLED DUE TO JOB REQUEUE"],
 }
@@ -319,10 +319,13 @@ def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
     assert entry["jobId"] == job_id and entry["restartCount"] == 0
     seen = []
     requeued = slurm_backend.wait(
-        job_id, lambda j: j.state == ("PENDING",) and j.restart_cnt == 1, seen=seen
+        job_id,
+        lambda j: j.state == ("PENDING",) and j.restart_cnt == 1 and j.state_reason != "None",
+        seen=seen,
     )
-    # As Slurm 24.11 shows a requeue: PENDING (then COMPLETING beside it), no REQUEUED flag,
-    # held until its begin time, the last run's exit code forgotten.
+    # As Slurm 24.11 shows a requeue: PENDING (with COMPLETING while the script is killed; a
+    # node set DOWN shows none, and reason None until then), no REQUEUED flag, then held until
+    # its begin time, the last run's exit code forgotten.
     assert requeued.state_reason == "BeginTime" and requeued.is_requeued
     assert requeued.exit_status == ("SUCCESS",) and requeued.return_code == 0
     assert all("REQUEUED" not in s.flags for s in seen)
