@@ -14,14 +14,11 @@ every error of that check), instead of retrying storage.googleapis.com for 120 s
 from __future__ import annotations
 
 import pytest
+from google.api_core import client_options
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import aiplatform, aiplatform_v1
 
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
-
-from google.api_core import client_options  # noqa: E402
-from google.auth.credentials import AnonymousCredentials  # noqa: E402
-from google.cloud import aiplatform_v1  # noqa: E402
-
-from vsp.vertex_emulator import read_journal  # noqa: E402
+from vsp.vertex_emulator import read_journal
 
 PROJECT, LOCATION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
