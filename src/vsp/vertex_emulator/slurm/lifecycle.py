@@ -46,6 +46,7 @@ def begin_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], nodes: lis
         warned=False,
         outcome=None,
         stepd_said=False,
+        node_failed=False,
     )
     ctx.filesystem.prepare()
     _start_phase(ctx, job, "prolog", 0)
@@ -245,8 +246,9 @@ def node_down(ctx: slurm_context.ClusterContext, node: str, reason: str) -> None
         ctx.record_event(job, "node_down", outcome, [node])
         wait = ctx.scaled(ctx.settings.slurm_kill_wait_seconds)
         start_kill(ctx, job, outcome, wait, why=NODE_FAILURE)
-        if outcome == "REQUEUE":  # Slurm 24.11.7 shows it PENDING at once, not COMPLETING
-            job["flags"] = []
+        # slurmctld does not wait for a DOWN node's epilog: Slurm 24.11.7 shows the job PENDING
+        # at once, never COMPLETING.
+        job.update(flags=[], node_failed=True)
     until = ctx.now + ctx.scaled(ctx.settings.slurm_node_return_seconds)
     ctx.take_down([node], "DOWN", reason or "Not responding", until=until)
 
@@ -323,7 +325,7 @@ def _on_exit(
 def finish_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: str) -> None:
     """After the script: the epilogs (state shows COMPLETING), then ``finalize``."""
     job.update(kill=None, outcome=outcome)
-    if not ctx.topo.epilog:
+    if not ctx.topo.epilog or job.get("node_failed"):
         finalize(ctx, job, outcome)
         return
     _show_completing(job, outcome)
