@@ -13,10 +13,11 @@
 * ``cluster_body``: a fresh minimal valid cluster request body (snake_case).
 * ``slurm_emulator_factory``: like ``emulator_factory`` with fast Slurm timings
   (``SLURM_SETTINGS``); at teardown it SIGKILLs every Slurm job process the servers started.
-* ``slurm_cluster``: ``make(cluster_id, labels=None, **settings)`` -> a Slurm emulator with a
-  RUNNING cluster from ``tests/data/cluster_full.yaml`` (trivial prolog) whose caller has the
-  ``ml`` association on ``spot`` and ``ondemand``, as ``ensure_slurm_account`` leaves it (with
-  a ``slurmrestd`` setting, the real Slurm behind it needs none).
+* ``slurm_cluster``: ``make(cluster_id, labels=None, change=None, **settings)`` -> a Slurm
+  emulator with a RUNNING cluster from ``tests/data/cluster_full.yaml`` (trivial prolog;
+  ``change(body)`` edits the create body first) whose caller has the ``ml`` association on
+  ``spot`` and ``ondemand``, as ``ensure_slurm_account`` leaves it (with a ``slurmrestd``
+  setting, the real Slurm behind it needs none).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import copy
 import pathlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -255,7 +257,10 @@ def slurm_cluster(slurm_emulator_factory):
     from vsp.components.runtime.slurm import api
 
     def make(
-        cluster_id: str, labels: dict[str, str] | None = None, **settings: Any
+        cluster_id: str,
+        labels: dict[str, str] | None = None,
+        change: Callable[[dict[str, Any]], None] | None = None,
+        **settings: Any,
     ) -> server.EmulatorServer:
         emulator = slurm_emulator_factory(**settings)
         body = rules.load_cluster_spec(DATA / "cluster_full.yaml").to_request_body()
@@ -263,6 +268,8 @@ def slurm_cluster(slurm_emulator_factory):
         body["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = ["#!/bin/bash\ntrue\n"]
         if labels:
             body["labels"] = {**body.get("labels", {}), **labels}
+        if change is not None:
+            change(body)
         EmulatorApi(emulator).create_running(cluster_id, body)
         ref = resource.ClusterRef(PROJECT, LOCATION, cluster_id)
         client = api.SlurmClient(rest.VertexRestClient(LOCATION), ref)

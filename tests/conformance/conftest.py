@@ -1,14 +1,20 @@
 """The two Slurm backends the conformance suite runs every scenario on.
 
-* ``emulated``: the emulator's own Slurm (``tests/data/cluster_full.yaml``, partitions ``spot``
-  and ``ondemand``), Spot preemption modelled as the Spot VM being reclaimed.
+* ``emulated``: the emulator's own Slurm, shaped as the real one (``like_the_real_slurm``: one
+  Spot node under both partitions, ``ondemand`` preempting ``spot``).
 * ``real``: the same emulator forwarding ``:callSlurmRestApi`` to a real Slurm 24.11 slurmrestd
-  (``$VSP_REAL_SLURMRESTD``), whose partitions are also ``spot`` and ``ondemand``; preemptions
-  are Slurm's own: a higher-tier partition's job (``partition``) or ``scontrol requeue``.
+  (``$VSP_REAL_SLURMRESTD``), whose partitions are also ``spot`` and ``ondemand``.
+
+Both preempt a running job by each mechanism (``SlurmBackend.preempt``): ``partition`` (an
+``ondemand`` job that needs the node, submitted through the Slurm API), ``requeue`` (``scontrol
+requeue``; in the emulator ``app.slurm.requeue_now``) and ``spot`` (the Spot VM lost: the
+emulator reclaims it, with the 30 s notice scaled down; on the real Slurm the node is set DOWN
+through the Slurm API, which is what Slurm sees of a lost VM).
 
 Without ``$VSP_REAL_SLURMRESTD`` the real half is skipped with a message that says how to
 enable it (pytest's ``-ra`` prints it). Start the real Slurm with ``VSP_SLURM_CRED_EXPIRE=10``
-or a requeued job waits about 121 s before it runs again.
+or a requeued job waits about 121 s before it runs again; ``stock_requeue_hold`` tells the
+scenario that measures that wait which backend has it.
 """
 
 from __future__ import annotations
@@ -45,7 +51,27 @@ EMULATED_SETTINGS = {
     "slurm_kill_wait_seconds": 1.0,
     "slurm_preempt_notice_seconds": 1.0,
     "slurm_node_recovery_seconds": 0.5,
+    "slurm_node_return_seconds": 1.0,
 }
+# How long the preempting ``ondemand`` job holds the node (the real injector's job: 15 s).
+EMULATED_PREEMPTOR_SECONDS = 5
+# What ``preempt(mechanism)`` makes the real Slurm's injector do.
+REAL_MECHANISMS = {"spot": "node_down", "partition": "partition", "requeue": "requeue"}
+
+
+def like_the_real_slurm(body: dict[str, Any]) -> None:
+    """Shapes a cluster create body as start.sh shapes the real Slurm: one Spot node, the
+    ``ondemand`` partition (tier 10, never preempted) over it beside ``spot`` (tier 1,
+    PreemptMode REQUEUE), preemption at once (no PreemptExemptTime)."""
+    for pool in body["nodePools"]:
+        if pool["id"] == "spot":
+            pool["scalingSpec"]["maxNodeCount"] = 1
+    slurm = body["orchestratorSpec"]["slurmSpec"]
+    for partition in slurm["partitions"]:
+        if partition["id"] == "ondemand":
+            partition["nodePoolIds"] = ["spot"]
+            partition["config"]["PreemptMode"] = "OFF"
+    slurm["config"].pop("PreemptExemptTime")
 
 
 @dataclasses.dataclass
@@ -57,7 +83,6 @@ class SlurmBackend:
         server: The emulator (which forwards to the real Slurm for ``real``).
         client: The project's Slurm client, through ``:callSlurmRestApi``.
         workdir: A folder of this machine that the jobs see at the same path.
-        mechanisms: The preemption mechanisms this backend offers.
         timeout: Seconds a scenario waits for a state (a real requeue waits ``cred_expire``).
     """
 
@@ -65,16 +90,33 @@ class SlurmBackend:
     server: Any
     client: api.SlurmClient
     workdir: pathlib.Path
-    mechanisms: tuple[str, ...]
     timeout: float
 
     def preempt(self, job_id: int, mechanism: str) -> dict[str, Any]:
-        """Preempts a running job with ``mechanism``; returns the timeline entry."""
-        assert mechanism in self.mechanisms, f"{self.kind} cannot preempt by {mechanism}"
+        """Preempts a running job by ``mechanism`` (see the module); returns the timeline entry."""
+        slurm = self.server.app.slurm
         if self.kind == "real":
-            injector = self.server.app.slurm.real
-            injector.mechanism = mechanism
-        return self.server.app.slurm.preempt_now(CLUSTER_ID, job_id)
+            slurm.real.mechanism = REAL_MECHANISMS[mechanism]
+            return slurm.preempt_now(CLUSTER_ID, job_id)
+        if mechanism == "spot":
+            return slurm.preempt_now(CLUSTER_ID, job_id)
+        if mechanism == "requeue":
+            return slurm.requeue_now(CLUSTER_ID, job_id)
+        assert mechanism == "partition", mechanism
+        body = {
+            "job": {
+                "name": f"vsp-preemptor-{job_id}",
+                "partition": "ondemand",
+                "current_working_directory": "/tmp",
+                "environment": ["PATH=/usr/bin:/bin"],
+                "script": f"#!/bin/bash\nsleep {EMULATED_PREEMPTOR_SECONDS}\n",
+            }
+        }
+        answer = self.client.call(
+            "POST", self.client.slurm_path("job/submit"), body, idempotent=False
+        )
+        assert answer.ok, answer.describe_errors()
+        return slurm.preemptions(CLUSTER_ID)[-1]
 
     def wait(
         self,
@@ -219,21 +261,31 @@ def slurm_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
         if kind == "real":
             address = request.getfixturevalue("real_slurmrestd")
             address = held.enter_context(exclusive_real_slurm(address))
-            server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
-            mechanisms, timeout = ("partition", "requeue"), 240.0
+            server = slurm_cluster(CLUSTER_ID, change=like_the_real_slurm, slurmrestd=address)
+            timeout = 240.0
         else:
-            server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
-            mechanisms, timeout = ("spot",), 30.0
+            server = slurm_cluster(CLUSTER_ID, change=like_the_real_slurm, **EMULATED_SETTINGS)
+            timeout = 30.0
         ref = resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
         client = api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
         workdir = tmp_path / "work"
         workdir.mkdir()
         os.chmod(tmp_path, 0o755)
-        yield SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
+        yield SlurmBackend(kind, server, client, workdir, timeout)
         if kind == "real":  # leave the shared real Slurm as found, before letting it go
             for job in client.list_jobs():
-                if job.name.startswith("conf-") and not job.is_terminal:
+                if job.name.startswith(("conf-", "vsp-preemptor-")) and not job.is_terminal:
                     client.cancel(job.job_id)
+            _resume_nodes(client)
+
+
+def _resume_nodes(client: api.SlurmClient) -> None:
+    """Returns any node a scenario left DOWN (it usually registers again by itself)."""
+    nodes = client.read(client.slurm_path("nodes"), "nodes").get("nodes") or []
+    for node in nodes:
+        if "DOWN" in (node.get("state") or []):
+            body = {"state": ["RESUME"]}
+            client.call("POST", client.slurm_path(f"node/{node['name']}"), body, idempotent=True)
 
 
 # The start.sh folder of a real Slurm with two nodes or more (VSP_SLURM_NODES=2), for the

@@ -1,14 +1,17 @@
 """Slurm conformance: the same scenarios on the emulated Slurm and on a real Slurm 24.11.
 
 Every scenario goes through the project's own client and the ``:callSlurmRestApi`` proxy, so
-what passes here is what the training step relies on. Where the emulator cannot model the real
-Slurm, or the local real Slurm lacks what Vertex has (accounting), the test says so in a skip.
+what passes here is what the training step relies on. Where the local real Slurm lacks what
+Vertex has (accounting) or has what a scenario must not (a shortened requeue hold), the test
+says so in a skip.
 """
 
 from __future__ import annotations
 
 import os
+import pathlib
 import pwd
+import re
 import sys
 import time
 
@@ -77,6 +80,17 @@ def sh(text: str) -> list[str]:
     return ["/bin/bash", "-c", text]
 
 
+def stepd_lines(log: pathlib.Path, job_id: int) -> list[str]:
+    """slurmstepd's ``*** JOB N ON NODE CANCELLED AT T[ DUE TO ...] ***`` lines in a job's log,
+    with the node and time replaced by ``NODE`` and ``T``."""
+    pattern = re.compile(
+        rf"^slurmstepd: error: \*\*\* JOB {job_id} ON \S+ CANCELLED AT "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?P<why>.*) \*\*\*$"
+    )
+    found = (pattern.match(line) for line in log.read_text().splitlines())
+    return [f"CANCELLED{m.group('why')}" for m in found if m]
+
+
 def test_submit_poll_complete(slurm_backend):
     desc = job(slurm_backend, "done", sh('echo "hello $SLURM_JOB_NAME" > out.txt'))
     job_id = slurm_backend.client.submit(desc)
@@ -108,6 +122,21 @@ def test_cancel_while_pending(slurm_backend):
     job_id = slurm_backend.client.submit(desc)
     pending = slurm_backend.client.get_job(job_id)
     assert pending.state == ("PENDING",) and pending.state_reason == "JobHeldUser"
+    assert pending.exit_status == ("SUCCESS",) and pending.return_code == 0
+    path = slurm_backend.client.slurm_path(f"job/{job_id}")
+    # A job update reads its fields at the top: wrapped as a submit's, nothing changes.
+    wrapped = slurm_backend.client.call("POST", path, {"job": {"hold": False}}, idempotent=True)
+    assert wrapped.ok and [w["source"] for w in wrapped.payload["warnings"]] == ["#/job/hold/"]
+    assert slurm_backend.client.get_job(job_id).state_reason == "JobHeldUser"
+    later = {"set": True, "infinite": False, "number": int(time.time()) + 3600}
+    desc = job(slurm_backend, "admin-held", sh("true"), extra_fields={"begin_time": later})
+    other = slurm_backend.client.submit(desc)
+    other_path = slurm_backend.client.slurm_path(f"job/{other}")
+    held = slurm_backend.client.call("POST", other_path, {"hold": True}, idempotent=True)
+    assert held.ok
+    # Held by a job update, which the Slurm Job API makes as root: the administrator's hold.
+    assert slurm_backend.client.get_job(other).state_reason == "JobHeldAdmin"
+    assert slurm_backend.client.cancel(other) is True
     assert slurm_backend.client.cancel(job_id) is True
     cancelled = slurm_backend.finish(job_id)
     assert cancelled.base_state == "CANCELLED" and cancelled.outcome().value == "CANCELLED"
@@ -118,23 +147,54 @@ def test_cancel_while_running(slurm_backend):
     desc = job(slurm_backend, "long", sh("echo up > up.txt; sleep 300"))
     job_id = slurm_backend.client.submit(desc)
     slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",))
+    up = slurm_backend.workdir / "up.txt"
+    slurm_backend.wait(job_id, lambda j: up.exists())
     assert slurm_backend.client.cancel(job_id) is True
     cancelled = slurm_backend.finish(job_id)
     assert cancelled.state == ("CANCELLED",) and cancelled.outcome().value == "CANCELLED"
+    log = slurm_backend.workdir / f"long-{job_id}.out"
+    assert stepd_lines(log, job_id) == ["CANCELLED"]
     assert slurm_backend.client.cancel(job_id) is False
     assert slurm_backend.client.cancel(99_999_999) is False  # unknown job: nothing to cancel
 
 
+def test_signal_term_to_the_job_is_not_a_user_failure(slurm_backend):
+    # DELETE ?signal=TERM signals every process of the job: the batch shell and its payload
+    # both get it. The job ends FAILED 143 (not 255), which the client reads as a preemption.
+    desc = job(slurm_backend, "term", sh("echo up > term-up.txt; sleep 300"))
+    job_id = slurm_backend.client.submit(desc)
+    up = slurm_backend.workdir / "term-up.txt"
+    slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",) and up.exists())
+    path = slurm_backend.client.slurm_path(f"job/{job_id}?signal=TERM")
+    answer = slurm_backend.client.call("DELETE", path, idempotent=True)
+    assert answer.ok and answer.payload["status"] == []
+    failed = slurm_backend.finish(job_id)
+    assert failed.state == ("FAILED",) and failed.state_reason == "NonZeroExitCode"
+    assert failed.exit_status == ("ERROR",) and failed.return_code == 143
+    assert failed.outcome().value == "PREEMPTED"
+    log = slurm_backend.workdir / f"term-{job_id}.out"
+    assert stepd_lines(log, job_id) == ["CANCELLED"]
+    assert "vsp: forwarding SIGTERM to payload" in log.read_text()
+
+
 @pytest.mark.slow
 def test_time_limit_warns_then_times_out(slurm_backend):
+    scale = 1.0
     if slurm_backend.kind == "emulated":  # a minute of emulated time in 3 s
-        slurm_backend.server.app.update_settings(time_scale=0.05)
+        scale = 0.05
+        slurm_backend.server.app.update_settings(time_scale=scale)
     payload = sh("trap 'echo warned >> warn.txt' USR1; while :; do sleep 0.2; done")
     desc = job(slurm_backend, "limit", payload, time_limit_minutes=1, warning_signal="USR1@30")
     job_id = slurm_backend.client.submit(desc)
     timed_out = slurm_backend.finish(job_id, timeout=200)
     assert timed_out.state == ("TIMEOUT",) and timed_out.outcome().value == "USER_FAILURE"
     assert (slurm_backend.workdir / "warn.txt").read_text().startswith("warned")
+    # slurmctld looks for jobs past their limit every 30 s: the limit holds from 60 s to 90 s
+    # after the start (87.9 s measured once), then KillWait (5 s on the real Slurm).
+    ran = timed_out.end_time - timed_out.start_time
+    assert 60 * scale - 1 <= ran <= (60 + 30 + 5) * scale + 2, ran
+    log = slurm_backend.workdir / f"limit-{job_id}.out"
+    assert stepd_lines(log, job_id) == ["CANCELLED DUE TO TIME LIMIT"]
 
 
 @pytest.mark.slow
@@ -201,6 +261,24 @@ def test_job_lookup_after_it_left_the_live_queue(slurm_backend):
     assert [(j.job_id, j.source) for j in found] == [(job_id, "slurmdb")]
 
 
+def test_without_accounting_slurmdb_is_a_plain_text_404(slurm_backend):
+    # The local real Slurm runs no slurmdbd; the emulated one is switched to match.
+    if slurm_backend.kind == "emulated":
+        slurm_backend.server.app.update_settings(slurm_accounting=False)
+    client = slurm_backend.client
+    answer = client.call("GET", client.slurmdb_path("jobs"), idempotent=True)
+    assert (answer.status, answer.payload, answer.text) == (
+        404,
+        {},
+        "Unable find requested URL. Please view /openapi/v3 for API reference.",
+    )
+    desc = job(slurm_backend, "noacct", sh("true"))
+    job_id = client.submit(desc)
+    slurm_backend.finish(job_id)
+    found = client.find_jobs(desc.run_key, include_accounting=True)
+    assert [(j.job_id, j.source) for j in found] == [(job_id, "live")]
+
+
 def _reference_model(tmp_path, steps: int) -> bytes:
     """The model of an uninterrupted run of the same trainer, outside Slurm."""
     import subprocess  # noqa: PLC0415
@@ -214,17 +292,24 @@ def _reference_model(tmp_path, steps: int) -> bytes:
     return (out / "model.npz").read_bytes()
 
 
+# slurmstepd's line for each mechanism: partition preemption (REQUEUE mode too) is DUE TO
+# PREEMPTION, scontrol requeue DUE TO JOB REQUEUE, a node set DOWN a node failure; an emulated
+# Spot VM that is reclaimed takes its slurmstepd with it, which then writes nothing.
+STEPD_LINES = {
+    ("emulated", "spot"): [],
+    ("real", "spot"): ["CANCELLED DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"],
+    ("emulated", "partition"): ["CANCELLED DUE TO PREEMPTION"],
+    ("real", "partition"): ["CANCELLED DUE TO PREEMPTION"],
+    ("emulated", "requeue"): ["CANCELLED DUE TO JOB REQUEUE"],
+    ("real", "requeue"): ["CANCELLED DUE TO JOB REQUEUE"],
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["spot", "partition", "requeue"])
 def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
     slurm_backend, mechanism, tmp_path
 ):
-    if mechanism not in slurm_backend.mechanisms:
-        pytest.skip(
-            f"{slurm_backend.kind} Slurm does not preempt by {mechanism}: the emulator models "
-            "Spot preemption as the Spot VM being reclaimed; the local real Slurm has no Spot "
-            "VMs and preempts by partition priority or scontrol requeue."
-        )
     steps, model = 40, slurm_backend.workdir / "model"
     command = [*TRAINER, "--steps", str(steps), "--checkpoint-every-steps", "5"]
     command += ["--checkpoint-dir", str(slurm_backend.workdir / "ckpt"), "--model-dir", str(model)]
@@ -238,11 +323,15 @@ def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
     assert entry["jobId"] == job_id and entry["restartCount"] == 0
     seen = []
     requeued = slurm_backend.wait(
-        job_id, lambda j: j.state == ("PENDING",) and j.restart_cnt == 1, seen=seen
+        job_id,
+        lambda j: j.state == ("PENDING",) and j.restart_cnt == 1 and j.state_reason != "None",
+        seen=seen,
     )
-    # As Slurm 24.11 shows a requeue: PENDING (then COMPLETING beside it), no REQUEUED flag,
-    # held until its begin time.
+    # As Slurm 24.11 shows a requeue: PENDING (with COMPLETING while the script is killed; a
+    # node set DOWN shows none, and reason None until then), no REQUEUED flag, then held until
+    # its begin time, the last run's exit code forgotten.
     assert requeued.state_reason == "BeginTime" and requeued.is_requeued
+    assert requeued.exit_status == ("SUCCESS",) and requeued.return_code == 0
     assert all("REQUEUED" not in s.flags for s in seen)
     done = slurm_backend.finish(job_id)
     assert done.state == ("COMPLETED",) and done.restart_cnt == 1 and done.return_code == 0
@@ -252,4 +341,74 @@ def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
         "SLURM_RESTART_COUNT=1"
     )
     assert "vsp: forwarding SIGTERM to payload" in text
+    assert stepd_lines(log, job_id) == STEPD_LINES[slurm_backend.kind, mechanism]
     assert (model / "model.npz").read_bytes() == _reference_model(tmp_path, steps)
+
+
+def test_node_set_down_requeues_its_job_at_once(slurm_backend):
+    desc = job(slurm_backend, "down", sh("echo run $SLURM_RESTART_COUNT >> runs.txt; sleep 300"))
+    job_id = slurm_backend.client.submit(desc)
+    runs = slurm_backend.workdir / "runs.txt"
+    running = slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",) and runs.exists())
+    node = running.nodes
+    client = slurm_backend.client
+    body = {"state": ["DOWN"], "reason": "conformance"}
+    assert client.call("POST", client.slurm_path(f"node/{node}"), body, idempotent=True).ok
+    requeued = client.get_job(job_id)  # at once: no COMPLETING, and the count already up
+    assert requeued.state == ("PENDING",) and requeued.restart_cnt == 1
+    assert requeued.outcome().value == "PENDING"
+    nodes = client.read(client.slurm_path(f"node/{node}"), "node")["nodes"]
+    assert "DOWN" in nodes[0]["state"]
+
+    def node_back(_: object) -> bool:
+        shown = client.read(client.slurm_path(f"node/{node}"), "node")["nodes"][0]["state"]
+        return "DOWN" not in shown
+
+    slurm_backend.wait(job_id, node_back, timeout=30)
+    again = slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",))
+    assert again.restart_cnt == 1
+    slurm_backend.wait(job_id, lambda j: runs.read_text().count("run") == 2)
+    assert runs.read_text() == "run\nrun 1\n"
+    client.cancel(job_id)
+    log = slurm_backend.workdir / f"down-{job_id}.out"
+    slurm_backend.finish(job_id)
+    assert stepd_lines(log, job_id) == [
+        "CANCELLED DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS",
+        "CANCELLED",
+    ]
+
+
+STOCK_HOLD = 121.0  # cred_expire (120 s) + 1 s
+
+
+@pytest.mark.slow
+def test_requeue_waits_the_stock_hold(slurm_backend):
+    """A requeued job waits Slurm's stock ``cred_expire`` + 1 s before it runs again.
+
+    Emulated: with the stock ``slurm_requeue_delay_seconds`` (121 s) at ``time_scale`` 1. Real:
+    only on a real Slurm started without ``VSP_SLURM_CRED_EXPIRE`` (the suite's usual one
+    shortens the hold to about 11 s, and says so in the skip).
+    """
+    if slurm_backend.kind == "real":
+        conf = pathlib.Path(os.environ.get("SLURM_CONF", ""))
+        if "cred_expire=" in (conf.read_text() if conf.is_file() else "cred_expire="):
+            pytest.skip(
+                f"the real Slurm ({conf}) shortens the requeue hold (AuthInfo=cred_expire); "
+                "start one without VSP_SLURM_CRED_EXPIRE for the stock 121 s hold"
+            )
+    else:
+        slurm_backend.server.app.update_settings(slurm_requeue_delay_seconds=STOCK_HOLD)
+    desc = job(slurm_backend, "hold", sh("echo run >> hold-runs.txt; sleep 600"))
+    job_id = slurm_backend.client.submit(desc)
+    runs = slurm_backend.workdir / "hold-runs.txt"
+    slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",) and runs.exists())
+    slurm_backend.preempt(job_id, "requeue")
+    requeued_at = time.time()
+    held = slurm_backend.wait(job_id, lambda j: j.state == ("PENDING",) and j.restart_cnt == 1)
+    assert held.state_reason == "BeginTime"
+    again = slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",), timeout=STOCK_HOLD + 90)
+    waited = again.start_time - requeued_at
+    # Eligible after the hold; started on the scheduler's next pass (136-149 s measured).
+    assert STOCK_HOLD - 1 <= waited <= STOCK_HOLD + 60, waited
+    slurm_backend.client.cancel(job_id)
+    slurm_backend.finish(job_id)

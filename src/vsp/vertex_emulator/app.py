@@ -208,7 +208,11 @@ class EmulatorApp:
             return _body_error_response(body_error)
         route, request.params = found
         self.run_ticks()
-        return self._call(route.handler, request)
+        response = self._call(route.handler, request)
+        version = request.params.get("api_version")
+        if version:
+            response.body = operations.in_version(response.body, version)
+        return response
 
     def _call(self, handler: router.Handler, request: router.Request) -> router.Response:
         try:

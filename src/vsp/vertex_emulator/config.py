@@ -59,6 +59,12 @@ class EmulatorSettings:
             starts on the scheduler's next pass). Local runs and tests shorten it.
         slurm_preempt_notice_seconds: Spot preemption notice: SIGTERM to SIGKILL (GCE: 30 s).
         slurm_node_recovery_seconds: How long a preempted or drained node stays down.
+        slurm_accounting: Whether the emulated clusters run slurmdbd (as Vertex's do): off,
+            ``/slurmdb/`` paths answer slurmrestd's plain-text 404, as on a Slurm without it.
+        slurm_node_return_seconds: How long a node set DOWN through the Slurm API stays down
+            (its slurmd registers again: ``ReturnToService=2``; about 3 s on Slurm 24.11.7).
+        slurm_time_limit_check_seconds: How often slurmctld looks for jobs past their time
+            limit (its periodic timer, 30 s): a limit is enforced at the next check after it.
         slurm_spot_preempt_after_seconds: Default plan for SPOT pools (clusters without their
             own plan): preempt each job run this long after it starts; 0 = off.
         slurm_spot_preempt_mean_seconds: Default Poisson plan: mean run time before a
@@ -71,7 +77,8 @@ class EmulatorSettings:
             ``:callSlurmRestApi`` of every cluster instead of the emulated Slurm; '' = emulate
             (see ``slurm.real``).
         slurmrestd_preemption: How Spot preemptions are made on that real Slurm: ``partition``
-            (a higher-tier job takes the node) or ``requeue`` (``scontrol requeue``).
+            (a higher-tier job takes the node), ``requeue`` (``scontrol requeue``) or
+            ``node_down`` (the node set DOWN through slurmrestd).
         custom_job_queue_delay_seconds: Time a new CustomJob stays JOB_STATE_QUEUED.
         custom_job_pending_delay_seconds: Time a CustomJob stays JOB_STATE_PENDING (capacity
             and VM start-up) before its process starts; also after each Spot restart.
@@ -110,6 +117,9 @@ class EmulatorSettings:
     slurm_requeue_delay_seconds: float = 121.0
     slurm_preempt_notice_seconds: float = 30.0
     slurm_node_recovery_seconds: float = 60.0
+    slurm_node_return_seconds: float = 3.0
+    slurm_accounting: bool = True
+    slurm_time_limit_check_seconds: float = 30.0
     slurm_spot_preempt_after_seconds: float = 0.0
     slurm_spot_preempt_mean_seconds: float = 0.0
     slurm_spot_preempt_max_count: int = 1
@@ -152,9 +162,9 @@ class EmulatorSettings:
                 "slurm_filesystem_isolation must be 'auto', 'on' or 'off', not "
                 f"{self.slurm_filesystem_isolation!r}"
             )
-        if self.slurmrestd_preemption not in ("partition", "requeue"):
+        if self.slurmrestd_preemption not in ("partition", "requeue", "node_down"):
             raise ValueError(
-                "slurmrestd_preemption must be 'partition' or 'requeue', not "
+                "slurmrestd_preemption must be 'partition', 'requeue' or 'node_down', not "
                 f"{self.slurmrestd_preemption!r}"
             )
         if self.default_page_size < 1 or self.max_page_size < 1:

@@ -30,6 +30,9 @@ COLLECTION = "operations"
 DUE_COLLECTION = "operations_due"
 PRUNE_EVERY_SECONDS = 60.0
 TYPE_URL_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1beta1."
+# Messages are stored under the v1beta1 package; a /v1/ request sees them under v1, as the
+# service answers in the version asked for (Google's v1 client cannot read a v1beta1 type).
+_VERSIONED_PREFIX = "type.googleapis.com/google.cloud.aiplatform."
 EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 
 # (record, completion time) -> (response, error); exactly one of them should be non-None.
@@ -44,6 +47,29 @@ _LIST_PATTERN = r"(?P<parent>projects/[^/]+/locations/[^/]+)/operations"
 def type_url(message: str) -> str:
     """``type.googleapis.com/google.cloud.aiplatform.v1beta1.{message}``."""
     return TYPE_URL_PREFIX + message
+
+
+def in_version(body: Any, api_version: str) -> Any:
+    """``body`` with every aiplatform ``@type`` in ``api_version`` (``v1`` or ``v1beta1``).
+
+    Args:
+        body: An answer's JSON, as stored (v1beta1 type URLs).
+        api_version: The version of the request's path.
+
+    Returns:
+        ``body`` itself for v1beta1; otherwise a copy with the type URLs rewritten.
+    """
+    if api_version == "v1beta1":
+        return body
+    if isinstance(body, list):
+        return [in_version(item, api_version) for item in body]
+    if not isinstance(body, dict):
+        return body
+    copied = {key: in_version(value, api_version) for key, value in body.items()}
+    kind = copied.get("@type")
+    if isinstance(kind, str) and kind.startswith(TYPE_URL_PREFIX):
+        copied["@type"] = f"{_VERSIONED_PREFIX}{api_version}.{kind[len(TYPE_URL_PREFIX) :]}"
+    return copied
 
 
 def empty_response() -> dict[str, str]:

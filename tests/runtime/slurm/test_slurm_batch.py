@@ -243,3 +243,24 @@ def test_a_missing_working_directory_is_made_and_entered(tmp_path):
     )
     assert run_script(desc, tmp_path).wait(timeout=30) == 0
     assert out.read_text() == str(work)
+
+
+def test_term_to_the_whole_job_exits_143_not_255(tmp_path):
+    # Slurm's cancel and ``DELETE ?signal=TERM`` signal every process of the job at once: the
+    # payload can die while the trap runs, when bash 5.2 loses its status (exit 255 before).
+    codes = []
+    for _ in range(8):
+        process = run_script(
+            make(command=["sleep", "100"]),
+            tmp_path,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            time.sleep(0.3)
+            os.killpg(process.pid, signal.SIGTERM)
+            codes.append(process.wait(timeout=30))
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert codes == [143] * 8

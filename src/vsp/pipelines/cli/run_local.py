@@ -91,7 +91,8 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     type=click.Choice(real_slurm_api.PREEMPTION_MECHANISMS),
     default="partition",
     show_default=True,
-    help="With a real Slurm: preempt with a higher-tier partition's job, or scontrol requeue.",
+    help="With a real Slurm: preempt with a higher-tier partition's job, scontrol requeue, or "
+    "the node set DOWN.",
 )
 @click.option(
     "-v",

@@ -10,10 +10,12 @@ payload has ``meta``, ``errors`` and ``warnings``.
 With the ``slurmrestd`` setting the call goes to a real slurmrestd instead (``slurm.real``): its
 HTTP status and body text come back in the same wrapper.
 
-Slurm paths (v0.0.42 only; others answer Slurm status 404): ``POST /slurm/v0.0.42/job/submit``,
+Slurm paths (v0.0.42 only; any other path or method answers slurmrestd's plain-text 404):
+``POST /slurm/v0.0.42/job/submit``,
 ``GET|POST|DELETE /slurm/v0.0.42/job/{id}``, ``GET /slurm/v0.0.42/jobs``, ``GET
-/slurm/v0.0.42/{nodes,partitions,ping}``, ``GET /slurmdb/v0.0.42/job/{id}``, ``GET
-/slurmdb/v0.0.42/jobs``, ``GET|POST /slurmdb/v0.0.42/{accounts,users,associations}``.
+/slurm/v0.0.42/{nodes,partitions,ping}``, ``GET|POST /slurm/v0.0.42/node/{name}``,
+``GET /slurmdb/v0.0.42/job/{id}``, ``GET /slurmdb/v0.0.42/jobs``,
+``GET|POST /slurmdb/v0.0.42/{accounts,users,associations}``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from vsp.vertex_emulator.slurm import runtime as slurm_runtime
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 
 MAX_REQUEST_BYTES = 1_000_000
+# slurmrestd 24.11.7's answer (text/plain, status 404) to a path it does not serve.
+NO_PATH_TEXT = "Unable find requested URL. Please view /openapi/v3 for API reference."
 METHODS = {"HTTP_METHOD_GET": "GET", "HTTP_METHOD_POST": "POST", "HTTP_METHOD_DELETE": "DELETE"}
 REQUEST_FIELDS = frozenset({"method", "path", "body"})
 _ROUTE = (
@@ -62,6 +66,8 @@ SLURM_ROUTES: list[tuple[str, str, Handler]] = [
     ("DELETE", _JOB, slurm_api_jobs.cancel_job),
     ("GET", r"/jobs/?", slurm_api_jobs.list_jobs),
     ("GET", r"/nodes/?", slurm_api_jobs.nodes),
+    ("GET", r"/node/(?P<node>[^/]+)/?", slurm_api_jobs.node),
+    ("POST", r"/node/(?P<node>[^/]+)/?", slurm_api_jobs.update_node),
     ("GET", r"/partitions/?", slurm_api_jobs.partitions),
     ("GET", r"/ping/?", slurm_api_jobs.ping),
 ]
@@ -135,8 +141,11 @@ def call_slurm_rest_api(request: router.Request) -> router.Response:
     if app.slurm.real is not None:
         return _forward(app, method, path, slurm_body)
     ctx = app.slurm.context(record["cluster"])
-    status, payload = dispatch(ctx, request, method, path, slurm_body)
+    answer = dispatch(ctx, request, method, path, slurm_body)
     ctx.save()
+    if answer is None:  # no such path: slurmrestd's plain-text 404, also in structured mode
+        return router.Response({"status": 404, "body": NO_PATH_TEXT})
+    status, payload = answer
     if app.settings.slurm_structured_body:
         return router.Response({"status": status, "structuredBody": payload})
     return router.Response({"status": status, "body": json.dumps(payload, allow_nan=False)})
@@ -160,29 +169,31 @@ def _forward(app: Any, method: str, path: str, body: Any) -> router.Response:
 
 def dispatch(
     ctx: Any, request: router.Request, method: str, path: str, body: Any
-) -> tuple[int, dict[str, Any]]:
-    """Runs one Slurm REST call; returns (slurmrestd status, Slurm payload)."""
+) -> tuple[int, dict[str, Any]] | None:
+    """Runs one Slurm REST call; returns (slurmrestd status, Slurm payload), or None when
+    slurmrestd has no such path for that method (another version, a method the path does not
+    take, or ``/slurmdb/`` without accounting: ``slurm_accounting`` off), which it answers
+    with a plain-text 404 (``NO_PATH_TEXT``)."""
     split = urllib.parse.urlsplit(path)
     query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
     found = _PREFIX.match(split.path)
     assert found is not None  # checked by _parse_request
     api, version, rest = found.group("api"), found.group("version"), found.group("rest")
     plugin = "openapi/slurmdbd" if api == "slurmdb" else "openapi/slurmctld"
-    status, payload = 404, {"errors": [_no_path(split.path)]}
-    if version == "v0.0.42":
-        routes = SLURMDB_ROUTES if api == "slurmdb" else SLURM_ROUTES
-        matched = [(m, h, r) for m, pattern, h in routes if (r := re.fullmatch(pattern, rest))]
-        chosen = [(h, r) for m, h, r in matched if m == method]
-        if chosen:
-            handler, params = chosen[0]
-            call = slurm_api_jobs.Call(ctx, params.groupdict(), query, body, request)
-            try:
-                status, payload = handler(call)
-            except slurm_jobdesc.SlurmError as exc:
-                status, payload = exc.status, {"errors": exc.errors}
-        elif matched:
-            status = 405
-            payload = {"errors": [slurm_shapes.error(9005, "Method not allowed", split.path)]}
+    if version != "v0.0.42" or (api == "slurmdb" and not ctx.settings.slurm_accounting):
+        return None
+    routes = SLURMDB_ROUTES if api == "slurmdb" else SLURM_ROUTES
+    chosen = [
+        (h, r) for m, pattern, h in routes if m == method and (r := re.fullmatch(pattern, rest))
+    ]
+    if not chosen:
+        return None
+    handler, params = chosen[0]
+    call = slurm_api_jobs.Call(ctx, params.groupdict(), query, body, request)
+    try:
+        status, payload = handler(call)
+    except slurm_jobdesc.SlurmError as exc:
+        status, payload = exc.status, {"errors": exc.errors}
     user = ctx.settings.slurm_user_name
     return status, {
         **payload,
@@ -190,9 +201,3 @@ def dispatch(
         "errors": payload.get("errors", []),
         "warnings": payload.get("warnings", []),
     }
-
-
-def _no_path(path: str) -> dict[str, Any]:
-    return slurm_shapes.error(
-        9004, "Unable to find requested URL", f"Unable to find requested URL: {path}", "rest"
-    )

@@ -144,6 +144,8 @@ def cancel_job(call: Call) -> Reply:
         if name.upper() not in ("KILL", "SIGKILL", "9"):
             batch = "BATCH_JOB" in call.query.get("flags", "").upper()
             if job.get("phase") in ("prolog", "script"):
+                if signum in (signal_module.SIGTERM, signal_module.SIGKILL):
+                    slurm_lifecycle.stepd_says_cancelled(call.ctx, job, slurm_lifecycle.CANCELLED)
                 call.ctx.procs.signal(call.ctx.key(job), signum, leader_only=batch)
                 return 200, {"status": []}
             if job["state"] == "PENDING":
@@ -161,22 +163,25 @@ def _already_done(job: dict[str, Any]) -> dict[str, Any]:
 
 def update_job(call: Call) -> Reply:
     """POST /slurm/v0.0.42/job/{id}: ``hold`` (false releases a held job), ``comment``,
-    ``name`` and (pending jobs) ``time_limit``.
+    ``name`` and (pending jobs) ``time_limit``, given at the top of the body.
 
     As slurmrestd 24.11 answers a single job: ``results`` is null; an unknown job is 404 with
-    error 2017, a finished one 500 with error 2084.
+    error 2017, a finished one 500 with error 2084. The body is a job description itself: a
+    ``{"job": {...}}`` wrapper (the submit form) changes nothing, with a warning per field. A
+    hold set here is the administrator's (the Slurm Job API calls as root): reason
+    ``JobHeldAdmin``, where a job submitted held shows ``JobHeldUser``.
     """
     job = _live(call)
     if job is None:
         return _update_failed(404, slurm_jobdesc.ESLURM_INVALID_JOB_ID, "Invalid job id specified")
     if job["state"] in slurm_shapes.TERMINAL_STATES:
         return _update_failed(500, slurm_jobdesc.ESLURM_JOB_FINISHED, "Job has already finished")
-    body = call.body if isinstance(call.body, dict) else {}
-    desc = body.get("job") if isinstance(body.get("job"), dict) else body
+    desc = call.body if isinstance(call.body, dict) else {}
+    warnings = [_ignored(name, value) for name, value in _wrapped(desc)]
     if desc.get("hold") is False:
         slurm_sim.release(job)
     elif desc.get("hold") is True and job["state"] == "PENDING":
-        job["hold"] = True
+        job.update(hold=True, hold_reason=slurm_sim.HELD_ADMIN)
     for field in ("comment", "name"):
         if isinstance(desc.get(field), str):
             job[field] = desc[field]
@@ -184,7 +189,23 @@ def update_job(call: Call) -> Reply:
         minutes, infinite = slurm_jobdesc.number(desc["time_limit"], "time_limit")
         job["time_limit"] = None if infinite else minutes
     slurm_sim.schedule(call.ctx)
-    return 200, {"results": None}
+    return 200, {"results": None, "warnings": warnings}
+
+
+def _wrapped(desc: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The fields of a ``{"job": {...}}`` wrapper, which a job update does not read."""
+    inner = desc.get("job")
+    return sorted(inner.items()) if isinstance(inner, dict) else []
+
+
+def _ignored(name: str, value: Any) -> dict[str, Any]:
+    """slurmrestd's warning for a field it does not know in a job description."""
+    kinds = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
+    kind = kinds.get(type(value), "dictionary" if isinstance(value, dict) else "null")
+    return slurm_shapes.warning(
+        f'Ignoring unknown field "{name}" of type {kind} in DATA_PARSER_JOB_DESC_MSG',
+        f"#/job/{name}/",
+    )
 
 
 def _update_failed(status: int, code: int, text: str) -> Reply:
@@ -192,24 +213,65 @@ def _update_failed(status: int, code: int, text: str) -> Reply:
     return status, {"results": None, "errors": [error]}
 
 
+def _node_info(ctx: slurm_context.ClusterContext, node: str) -> dict[str, Any]:
+    state, reason = ctx.node_state(node)
+    return {
+        "name": node,
+        "hostname": node,
+        "state": ["IDLE", "DRAIN"] if state == "DRAIN" else [state],
+        "reason": reason,
+        "partitions": [p.id for p in ctx.topo.partitions.values() if node in p.nodes],
+        "gres": f"gpu:{ctx.topo.gpus[node]}" if ctx.topo.gpus.get(node) else "",
+    }
+
+
 def nodes(call: Call) -> Reply:
     """GET /slurm/v0.0.42/nodes."""
     ctx = call.ctx
-    listed = []
-    for node in ctx.topo.nodes:
-        state, reason = ctx.node_state(node)
-        shown = ["IDLE", "DRAIN"] if state == "DRAIN" else [state]
-        listed.append(
-            {
-                "name": node,
-                "hostname": node,
-                "state": shown,
-                "reason": reason,
-                "partitions": [p.id for p in ctx.topo.partitions.values() if node in p.nodes],
-                "gres": f"gpu:{ctx.topo.gpus[node]}" if ctx.topo.gpus.get(node) else "",
-            }
-        )
+    listed = [_node_info(ctx, node) for node in ctx.topo.nodes]
     return 200, {"nodes": listed, "last_update": slurm_shapes.number(int(ctx.now))}
+
+
+def _bad_node(name: str) -> Reply:
+    error = slurm_shapes.error(
+        slurm_jobdesc.ESLURM_INVALID_NODE_NAME,
+        "Invalid node name specified",
+        f"Failure to update node {name}",
+        "_update_node",
+    )
+    return 500, {"errors": [error]}
+
+
+def node(call: Call) -> Reply:
+    """GET /slurm/v0.0.42/node/{name}: one node (an unknown one: empty ``nodes``)."""
+    ctx, name = call.ctx, call.params["node"]
+    listed = [_node_info(ctx, name)] if name in ctx.topo.nodes else []
+    return 200, {"nodes": listed, "last_update": slurm_shapes.number(int(ctx.now))}
+
+
+def update_node(call: Call) -> Reply:
+    """POST /slurm/v0.0.42/node/{name}: ``state`` DOWN, DRAIN or RESUME, with a ``reason``.
+
+    As Slurm 24.11.7 does: DOWN requeues the node's requeue-able jobs at once (the others end
+    NODE_FAIL), each script told ``CANCELLED ... DUE TO NODE FAILURE``; DRAIN lets them run
+    and starts no new job there; RESUME returns the node. An unknown node is 500 with error
+    2018.
+    """
+    ctx, name = call.ctx, call.params["node"]
+    if name not in ctx.topo.nodes:
+        return _bad_node(name)
+    body = call.body if isinstance(call.body, dict) else {}
+    states = body.get("state") or []
+    states = [states] if isinstance(states, str) else [str(s).upper() for s in states]
+    reason = str(body.get("reason") or "")
+    if "DOWN" in states:
+        slurm_lifecycle.node_down(ctx, name, reason)
+    elif "DRAIN" in states:
+        ctx.take_down([name], "DRAIN", reason, until=None)
+    elif states and set(states) <= {"RESUME", "IDLE", "UNDRAIN"}:
+        ctx.state["nodes"].pop(name, None)
+    slurm_sim.schedule(ctx)
+    return 200, {}
 
 
 def partitions(call: Call) -> Reply:

@@ -137,9 +137,14 @@ class ClusterContext:
             return entry["state"], entry.get("reason", "")
         return ("ALLOCATED" if node in self.allocated() else "IDLE"), ""
 
-    def take_down(self, nodes: list[str], state: str, reason: str) -> None:
-        """Marks nodes DOWN/DRAIN until ``slurm_node_recovery_seconds`` from now."""
-        up_at = self.now + self.scaled(self.settings.slurm_node_recovery_seconds)
+    def take_down(
+        self, nodes: list[str], state: str, reason: str, *, until: float | None = -1.0
+    ) -> None:
+        """Marks nodes DOWN/DRAIN until ``until`` (epoch seconds; None: until resumed; the
+        default: ``slurm_node_recovery_seconds`` from now)."""
+        up_at = until
+        if up_at is not None and up_at < 0:
+            up_at = self.now + self.scaled(self.settings.slurm_node_recovery_seconds)
         for node in nodes:
             self.state["nodes"][node] = {
                 "state": state,

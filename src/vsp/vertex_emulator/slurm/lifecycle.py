@@ -12,7 +12,9 @@ after ``slurm_requeue_delay_seconds``) or
 
 from __future__ import annotations
 
+import math
 import signal
+import time
 from typing import Any
 
 from vsp.vertex_emulator.slurm import context as slurm_context
@@ -21,6 +23,11 @@ from vsp.vertex_emulator.slurm import process as slurm_process
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 
 HELD_REASON = "launch failed requeued held"
+# What slurmstepd writes to the batch script's standard error when it ends the script
+# (``*** JOB N ON NODE CANCELLED AT TIME<why> ***``, src/slurmd/slurmstepd/req.c), by cause.
+CANCELLED, TIME_LIMIT, REQUEUED = "", " DUE TO TIME LIMIT", " DUE TO JOB REQUEUE"
+PREEMPTED = " DUE TO PREEMPTION"
+NODE_FAILURE = " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"
 _REASONS = {"TIMEOUT": "TimeLimit", "NODE_FAIL": "NodeDown", "FAILED": "NonZeroExitCode"}
 
 
@@ -38,6 +45,8 @@ def begin_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], nodes: lis
         kill=None,
         warned=False,
         outcome=None,
+        stepd_said=False,
+        node_failed=False,
     )
     ctx.filesystem.prepare(ctx.topo.nodes)
     slurm_environment.install_step_tools(ctx.directory)
@@ -113,18 +122,40 @@ def _prolog_failed(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> No
     finalize(ctx, job, "REQUEUE_HOLD")
 
 
+def stepd_says_cancelled(
+    ctx: slurm_context.ClusterContext, job: dict[str, Any], why: str | None
+) -> None:
+    """Writes slurmstepd's ``*** JOB ... CANCELLED AT ...{why} ***`` line to the script's
+    standard error, once per run, while the script runs (``why`` None: nothing, as when the
+    node itself is gone)."""
+    if why is None or job.get("phase") != "script" or job.get("stepd_said"):
+        return
+    job["stepd_said"] = True
+    node = (job.get("alloc") or ["?"])[0]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ctx.now))
+    line = f"slurmstepd: error: *** JOB {job['job_id']} ON {node} CANCELLED AT {stamp}{why} ***\n"
+    try:
+        with open(ctx.filesystem.host_path(job["stderr_path"]), "a", encoding="utf-8") as handle:
+            handle.write(line)
+    except OSError:
+        pass
+
+
 def start_kill(
     ctx: slurm_context.ClusterContext,
     job: dict[str, Any],
     outcome: str,
     wait: float,
     *,
+    why: str | None,
     node_down: list[str] | None = None,
     node_reason: str = "",
     terminate: bool = True,
 ) -> None:
     """SIGCONT+SIGTERM now, SIGKILL after ``wait`` wall-clock seconds, then ``outcome``;
-    ``terminate`` False: SIGKILL now, no SIGTERM (a node lost without notice)."""
+    ``terminate`` False: SIGKILL now, no SIGTERM (a node lost without notice). ``why``: the
+    cause slurmstepd names in its line (``stepd_says_cancelled``)."""
+    stepd_says_cancelled(ctx, job, why)
     if terminate:
         ctx.procs.terminate(ctx.key(job))
     else:
@@ -142,10 +173,11 @@ def start_kill(
 
 def _show_completing(job: dict[str, Any], outcome: str) -> None:
     if outcome == "REQUEUE":  # as Slurm 24.11 shows it: no REQUEUED flag, the count already up
+        counted = bool(job.get("requeue_counted"))  # once per requeue, epilogs or not
         job.update(
             state="PENDING",
             flags=["COMPLETING"],
-            restart_cnt=int(job.get("restart_cnt", 0)) + 1,
+            restart_cnt=int(job.get("restart_cnt", 0)) + (0 if counted else 1),
             requeue_counted=True,
         )
     else:
@@ -172,7 +204,9 @@ def cancel(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> bool:
         if not kill["node_down"]:
             _show_completing(job, "CANCELLED")
         return True
-    start_kill(ctx, job, "CANCELLED", ctx.scaled(ctx.settings.slurm_kill_wait_seconds))
+    start_kill(
+        ctx, job, "CANCELLED", ctx.scaled(ctx.settings.slurm_kill_wait_seconds), why=CANCELLED
+    )
     return True
 
 
@@ -201,6 +235,41 @@ def advance(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
         _on_exit(ctx, job, phase, *result)
 
 
+def node_down(ctx: slurm_context.ClusterContext, node: str, reason: str) -> None:
+    """A node set DOWN: its jobs are killed (KillWait) and requeued at once, or end NODE_FAIL
+    when not requeue-able; the node returns after ``slurm_node_return_seconds``."""
+    for job in ctx.jobs.values():
+        if node not in (job.get("alloc") or []) or job.get("phase") not in ("prolog", "script"):
+            continue
+        if job.get("kill") is not None:
+            continue
+        outcome = "REQUEUE" if job.get("requeue") else "NODE_FAIL"
+        ctx.record_event(job, "node_down", outcome, [node])
+        wait = ctx.scaled(ctx.settings.slurm_kill_wait_seconds)
+        start_kill(ctx, job, outcome, wait, why=NODE_FAILURE)
+        # slurmctld does not wait for a DOWN node's epilog: Slurm 24.11.7 shows the job PENDING
+        # at once, never COMPLETING.
+        job.update(flags=[], node_failed=True)
+    until = ctx.now + ctx.scaled(ctx.settings.slurm_node_return_seconds)
+    ctx.take_down([node], "DOWN", reason or "Not responding", until=until)
+
+
+def requeue(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
+    """``scontrol requeue``: SIGTERM, SIGKILL after KillWait, then pending again
+    (``BeginTime``), the script told ``CANCELLED ... DUE TO JOB REQUEUE``."""
+    ctx.record_event(job, "requeue", "REQUEUE", list(job.get("alloc") or []))
+    wait = ctx.scaled(ctx.settings.slurm_kill_wait_seconds)
+    start_kill(ctx, job, "REQUEUE", wait, why=REQUEUED)
+
+
+def _limit_enforced_at(ctx: slurm_context.ClusterContext, limit_at: float) -> float:
+    """The first time-limit check at or after ``limit_at`` (slurmctld's periodic timer)."""
+    period = ctx.scaled(ctx.settings.slurm_time_limit_check_seconds)
+    if period <= 0:
+        return limit_at
+    return math.ceil(limit_at / period) * period
+
+
 def _check_limits(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     minutes = job.get("time_limit")
     if minutes is None or not job.get("start_time"):
@@ -211,8 +280,9 @@ def _check_limits(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> Non
             batch = bool(job.get("warn_batch_only"))
             ctx.procs.signal(ctx.key(job), job["warn_signal"], leader_only=batch)
             job["warned"] = True
-    if ctx.now >= limit_at:
-        start_kill(ctx, job, "TIMEOUT", ctx.scaled(ctx.settings.slurm_kill_wait_seconds))
+    if ctx.now >= _limit_enforced_at(ctx, limit_at):
+        wait = ctx.scaled(ctx.settings.slurm_kill_wait_seconds)
+        start_kill(ctx, job, "TIMEOUT", wait, why=TIME_LIMIT)
 
 
 def _node_gone(
@@ -256,7 +326,7 @@ def _on_exit(
 def finish_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: str) -> None:
     """After the script: the epilogs (state shows COMPLETING), then ``finalize``."""
     job.update(kill=None, outcome=outcome)
-    if not ctx.topo.epilog:
+    if not ctx.topo.epilog or job.get("node_failed"):
         finalize(ctx, job, outcome)
         return
     _show_completing(job, outcome)
@@ -305,6 +375,7 @@ def finalize(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: st
             start_time=None,
             end_time=None,
             finished_at=None,
+            exit=None,  # as Slurm 24.11 shows a requeued job: exit code SUCCESS, 0
             launch_held=held,
             reason=HELD_REASON if held else ("BeginTime" if delay else "None"),
         )

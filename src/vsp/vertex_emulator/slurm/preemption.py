@@ -241,6 +241,7 @@ def preempt(
         job,
         outcome,
         notice,
+        why=None,  # the Spot VM is gone, and its slurmstepd with it
         node_down=nodes,
         node_reason="Spot VM preempted",
         terminate=announced,

@@ -29,7 +29,7 @@ USER_ENV = "VSP_REAL_SLURMRESTD_USER"
 ADDRESS_ENV = "VSP_REAL_SLURMRESTD"
 TIMEOUT_SECONDS = 30.0
 # How injected Spot preemptions are made on the real Slurm (see ``real_preemption``).
-PREEMPTION_MECHANISMS = ("partition", "requeue")
+PREEMPTION_MECHANISMS = ("partition", "requeue", "node_down")
 
 
 class SlurmrestdUnavailable(Exception):

@@ -16,6 +16,9 @@ emulated clusters (``spot`` on the real Slurm that ``start.sh`` sets up).
   Spot job, as Spot capacity being taken back would.
 * ``requeue``: ``scontrol requeue JOBID`` (``scontrol`` from ``PATH``; ``SLURM_CONF`` as the
   real Slurm's ``env.sh`` sets it): the same signals and requeue, without a second job.
+* ``node_down``: the Spot job's first node set DOWN through slurmrestd (``POST
+  /slurm/v0.0.42/node/{name}``), as when its VM is lost: Slurm requeues the job at once and the
+  node, whose slurmd is still there, registers again about 3 s later (``ReturnToService=2``).
 
 Each preemption is recorded like the emulated ones (``kind`` = ``partition_prio`` or
 ``requeue``), in ``{state_dir}/slurm/real-slurm/preemptions.jsonl``, so reports and tests read
@@ -136,9 +139,13 @@ class RealPreemptor:
         """Preempts one running job now; records and returns the timeline entry."""
         job_id, restarts = int(job["job_id"]), int(job.get("restart_cnt") or 0)
         self._fired.add((job_id, restarts))
-        kind = "requeue" if self.mechanism == "requeue" else "partition_prio"
+        kind = {"requeue": "requeue", "node_down": "node_down"}.get(
+            self.mechanism, "partition_prio"
+        )
         if self.mechanism == "requeue":
             detail = self._requeue(job_id)
+        elif self.mechanism == "node_down":
+            detail = self._node_down(job)
         else:
             detail = self._claim_node(job)
         started = _number(job.get("start_time")) or time.time()
@@ -169,6 +176,13 @@ class RealPreemptor:
         if done.returncode:
             return f"scontrol requeue failed ({done.returncode}): {done.stderr.strip()}"
         return "scontrol requeue"
+
+    def _node_down(self, job: dict[str, Any]) -> str:
+        """Sets the first node of ``job`` DOWN."""
+        node = str(job.get("nodes", "")).split(",")[0]
+        body = {"state": ["DOWN"], "reason": "vsp: Spot VM preempted"}
+        status, text = self.slurmrestd.call("POST", f"{_API}/node/{node}", body)
+        return f"{node} set DOWN: {status} {text[:200]}"
 
     def _claim_node(self, job: dict[str, Any]) -> str:
         """Submits a higher-tier job that needs the whole first node of ``job``."""

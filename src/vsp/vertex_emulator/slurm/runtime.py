@@ -8,8 +8,8 @@ killing any leftover process group that provably runs the job's script. ``shutdo
 run at interpreter exit) SIGKILLs every job process group this emulator started.
 
 Python API (``server.app.slurm``): ``set_preemption_plan``, ``clear_preemption_plan``,
-``preemption_plan``, ``preempt_now``, ``preemptions``, ``host_path``, ``jobs``, ``nodes``,
-``shutdown``.
+``preemption_plan``, ``preempt_now``, ``requeue_now``, ``preemptions``, ``host_path``, ``jobs``,
+``nodes``, ``shutdown``.
 Clusters are named by id (``"c1"``) or full resource name.
 """
 
@@ -24,6 +24,7 @@ from vsp.vertex_emulator import errors
 from vsp.vertex_emulator.clusters import api as clusters
 from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import filesystem as cluster_filesystem
+from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
 from vsp.vertex_emulator.slurm import pending_plans, real_preemption
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 from vsp.vertex_emulator.slurm import process as slurm_process
@@ -243,6 +244,27 @@ class SlurmRuntime:
             if job.get("phase") not in ("prolog", "script") or job.get("kill") is not None:
                 raise errors.failed_precondition(f"Slurm job {job_id} is not running.")
             slurm_preemption.preempt(ctx, job, source="manual")
+            return dict(ctx.events[-1])
+
+        return self._edit(cluster, change)
+
+    def requeue_now(self, cluster: str, job_id: int) -> dict[str, Any]:
+        """Requeues a running job as ``scontrol requeue`` does; returns the timeline entry.
+
+        Raises:
+            errors.ApiException: NOT_FOUND (cluster or job), FAILED_PRECONDITION (not running),
+                FAILED_PRECONDITION with a real Slurm (which ``scontrol`` requeues).
+        """
+        if self.real is not None:
+            raise errors.failed_precondition("A real Slurm's jobs are requeued by scontrol.")
+
+        def change(ctx: Any) -> dict[str, Any]:
+            job = ctx.jobs.get(int(job_id))
+            if job is None:
+                raise errors.not_found(f"No Slurm job {job_id} on {ctx.name}.")
+            if job.get("phase") not in ("prolog", "script") or job.get("kill") is not None:
+                raise errors.failed_precondition(f"Slurm job {job_id} is not running.")
+            slurm_lifecycle.requeue(ctx, job)
             return dict(ctx.events[-1])
 
         return self._edit(cluster, change)

@@ -115,8 +115,8 @@ def signal_name(number_: int) -> str:
 def exit_code(job: dict[str, Any]) -> dict[str, Any]:
     """``exit_code`` of a job from its stored ``exit`` (``{"rc", "signal"}`` or None)."""
     code = job.get("exit")
-    if not code:
-        status, rc, sig = ["PENDING"], None, None
+    if not code:  # Slurm 24.11 shows a job that has not ended a run (yet) as exited 0
+        status, rc, sig = ["SUCCESS"], 0, None
     elif code.get("signal"):
         status, rc, sig = ["SIGNALED"], 0, int(code["signal"])
     else:

@@ -29,14 +29,16 @@ class SlurmReply:
     Attributes:
         http: The HTTP response.
         status: The Slurm status (None for a Google-level error).
-        payload: The Slurm JSON (None for a Google-level error).
+        payload: The Slurm JSON (None for a Google-level error or a plain-text answer).
         form: ``body`` or ``structuredBody`` (which field carried it).
+        text: The answer when it was not JSON (slurmrestd's plain-text 404), else "".
     """
 
     http: requests.Response
     status: int | None
     payload: dict[str, Any] | None
     form: str | None
+    text: str = ""
 
 
 class SlurmTestClient:
@@ -88,7 +90,10 @@ class SlurmTestClient:
         data = http.json()
         if "structuredBody" in data:
             return SlurmReply(http, data["status"], data["structuredBody"], "structuredBody")
-        return SlurmReply(http, data["status"], json.loads(data["body"]), "body")
+        try:
+            return SlurmReply(http, data["status"], json.loads(data["body"]), "body")
+        except ValueError:
+            return SlurmReply(http, data["status"], None, "body", data["body"])
 
     def submit(self, script: str, **job: Any) -> int:
         """Submits a batch job (``environment`` defaults to a minimal PATH); returns its id."""

@@ -8,6 +8,12 @@ label instead of uploading a second copy. When two versions of the run exist any
 the step racing, or a POST the service applied late), ``registry.versions.converge`` keeps the
 lowest one in every copy. A new model is uploaded with ``modelId``, a new version with
 ``parentModel``.
+
+Why REST by hand and not google-cloud-aiplatform, which covers this service: the step would have
+to install it at start on a stock image, 56 s and 302 MB more (46 packages, with grpcio and
+google-cloud-storage/-bigquery) and 8 s to import, measured on 2 cores; the few calls made here
+need only ``core.rest`` (requests + google-auth). The SDK is checked against the emulator in
+``tests/emulator/test_emu_google_sdk.py``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ notice. The script therefore:
    until the payload really exited (POSIX ``wait PID`` returns a known child's saved status);
 4. exits with the payload's exit code (128 + N when the payload died of signal N).
 
+When Slurm signals the whole job (a cancel, ``DELETE ?signal=TERM``) the payload may die while
+the trap runs, and bash 5.2 then loses its status: the second ``wait`` answers -1 (``exit -1``
+is 255), which made the job end FAILED with exit code 255, read as the user's failure (measured
+on Slurm 24.11.7, about one time in two). After an interrupted ``wait`` such an answer (-1, 255,
+or 127 for a child bash no longer knows) stands for "killed by the forwarded signal", so the
+script exits 128 + N for that signal N: a payload that really exits 255 or 127 just after a
+forwarded signal is reported as signalled.
+
 Before that it gives the job the account's ``USER``, ``LOGNAME``, ``HOME`` and ``SHELL`` (from
 ``id`` and ``getent passwd`` on the node) when the job's environment lacks them: a job submitted
 through slurmrestd gets only the variables its request lists, while trainers and libraries
@@ -107,9 +115,11 @@ export USER LOGNAME HOME SHELL
 _vsp_pending=""
 _vsp_signalled=0
 _vsp_noticed=0
+_vsp_sent=""
 _vsp_forward() {{
   _vsp_signalled=1
   _vsp_noticed=1
+  _vsp_sent="$1"
   _vsp_beacon notice
   if [ -n "$_vsp_child" ]; then
     echo "vsp: forwarding SIG$1 to payload pid $_vsp_child" >&2
@@ -126,6 +136,7 @@ if [ -n "$_vsp_pending" ]; then
   kill -s "$_vsp_pending" "$_vsp_child" 2>/dev/null || true
 fi
 _vsp_rc=0
+_vsp_interrupted=0
 while :; do
   _vsp_signalled=0
   wait "$_vsp_child"
@@ -133,7 +144,13 @@ while :; do
   if [ "$_vsp_signalled" = 0 ]; then
     break
   fi
+  _vsp_interrupted=1
 done
+if [ "$_vsp_interrupted" = 1 ] && [ -n "$_vsp_sent" ]; then
+  case "$_vsp_rc" in
+    -1|127|255) _vsp_rc=$((128 + $(kill -l "$_vsp_sent"))) ;;
+  esac
+fi
 {after}if [ -n "$_vsp_hbpid" ]; then
   kill "$_vsp_hbpid" 2>/dev/null || true
   wait "$_vsp_hbpid" 2>/dev/null || true

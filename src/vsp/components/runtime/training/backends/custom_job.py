@@ -5,6 +5,12 @@ the supervisor sees the in-place restarts as RUNNING -> PENDING transitions (cou
 preemptions) and a stockout failure as a preemption to recover by submitting a new job with the
 same ``baseOutputDirectory``, hence the same ``AIP_CHECKPOINT_DIR``. Jobs carry the run key as a
 label, so a retried step finds them again instead of submitting.
+
+Why REST by hand and not google-cloud-aiplatform, which covers this service: the step would have
+to install it at start on a stock image, 56 s and 302 MB more (46 packages, with grpcio and
+google-cloud-storage/-bigquery) and 8 s to import, measured on 2 cores; the few calls made here
+need only ``core.rest`` (requests + google-auth). The SDK is checked against the emulator in
+``tests/emulator/test_emu_google_sdk.py``.
 """
 
 from __future__ import annotations
