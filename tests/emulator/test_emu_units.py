@@ -157,6 +157,16 @@ def test_fault_rule_aliases_and_defaults():
     assert not fault_rules.FaultRule("status", body="job").matches(request)
 
 
+def test_a_freeze_rule_may_name_one_rank():
+    from vsp.vertex_emulator.slurm import freeze  # registers slurm_freeze
+
+    rule = fault_rules.FaultRule.from_dict({"action": freeze.FAULT_ACTION, "step": 5, "rank": 1})
+    assert (rule.step, rule.rank) == (5, 1)
+    assert fault_rules.FaultRule(freeze.FAULT_ACTION, step=5).rank is None
+    with pytest.raises(ValueError, match="'rank' must not be negative"):
+        fault_rules.FaultRule(freeze.FAULT_ACTION, rank=-1)
+
+
 def test_resource_modules_can_declare_fault_actions(emulator, monkeypatch):
     monkeypatch.setattr(fault_rules, "_RESOURCE_ACTIONS", set(fault_rules._RESOURCE_ACTIONS))
     with pytest.raises(ValueError):

@@ -60,6 +60,8 @@ class FaultRule:
         code: google.rpc.Code of an ``lro_error`` (8 = RESOURCE_EXHAUSTED, a stockout).
         cluster_state: State a failed operation leaves the cluster in; empty = the default.
         step: Training step at which ``slurm_freeze`` stops the trainer (``slurm.freeze``).
+        rank: The one rank (``SLURM_PROCID``) ``slurm_freeze`` stops; None = the first to reach
+            ``step``.
         matched: Matches counted so far (output).
         fired: Times fired so far (output).
     """
@@ -81,6 +83,7 @@ class FaultRule:
     code: int = 8
     cluster_state: str = ""
     step: int = 0
+    rank: int | None = None
     matched: int = 0
     fired: int = 0
 
@@ -105,6 +108,8 @@ class FaultRule:
             raise ValueError("fault 'seconds' must not be negative")
         if self.step < 0:
             raise ValueError("fault 'step' must not be negative")
+        if self.rank is not None and self.rank < 0:
+            raise ValueError("fault 'rank' must not be negative")
         if not 1 <= self.code <= 16:
             raise ValueError(f"lro_error code must be a google.rpc.Code 1-16, not {self.code}")
 

@@ -4,6 +4,7 @@ timeout (a scripted backend and a fake clock)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -19,9 +20,13 @@ SPOT = Target("spot", spot=True)
 FAST = polling.Backoff(initial=1, maximum=1, jitter=0)
 
 
-def record(step, time, *, rank=0, phase="step", step_seconds=0.0, pid=10, restart=0):
+def record(step, time, *, rank=0, phase="step", step_seconds=0.0, pid=10, restart=0, beat=None):
     host = f"node-{rank}"
-    return progress.Progress("7", restart, rank, host, pid, step, phase, time, step_seconds)
+    beating = beat is not None
+    beat = time if beat is None else beat
+    return progress.Progress(
+        "7", restart, rank, host, pid, step, phase, time, step_seconds, beat, beating
+    )
 
 
 def test_a_rank_without_progress_for_longer_than_the_floor_is_hung():
@@ -78,6 +83,46 @@ def test_several_ranks_name_the_one_that_stopped():
     both.observe("7", 0, [record(4, 0.0, rank=0), record(3, 0.0, rank=1)], now=0)
     stall = both.observe("7", 0, [record(4, 0.0, rank=0), record(3, 0.0, rank=1)], now=11)
     assert (stall.rank, stall.step, stall.all_stalled) == (1, 3, True)
+
+
+def test_a_rank_that_stopped_altogether_is_named_over_the_ranks_alive_waiting_for_it():
+    # Both ranks at step 55 (rank 0 blocked in the collective rank 1 never joins); rank 0's
+    # heartbeat goes on, rank 1's stopped. Seen stalled together, rank 1 is named.
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    frozen = record(55, 0.0, rank=1, beat=0.0)
+    watch.observe("7", 0, [record(55, 0.0, rank=0, beat=0.0), frozen], now=0)
+    for now in range(1, 11):
+        beats = [record(55, 0.0, rank=0, beat=float(now)), frozen]
+        assert watch.observe("7", 0, beats, now=now) is None  # a beat is no step
+    stall = watch.observe("7", 0, [record(55, 0.0, rank=0, beat=11.0), frozen], now=11)
+    assert (stall.rank, stall.host, stall.step, stall.silent) == (1, "node-1", 55, True)
+    assert "rank 1 on node-1 (of 2 ranks; its process stopped altogether" in stall.describe()
+    assert "its process stopped altogether, while the others are alive" in stall.describe()
+    # Every rank silent (the whole job stopped): the lowest step, then the lowest rank.
+    gone = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    both = [record(55, 0.0, rank=0, beat=0.0), frozen]
+    gone.observe("7", 0, both, now=0)
+    stall = gone.observe("7", 0, both, now=11)
+    assert (stall.rank, stall.silent, stall.all_stalled) == (0, False, True)
+    # Without heartbeats (files of an older trainer) the same.
+    old = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    old.observe("7", 0, [record(55, 0.0, rank=0), record(55, 0.0, rank=1)], now=0)
+    stall = old.observe("7", 0, [record(55, 0.0, rank=0), record(55, 0.0, rank=1)], now=11)
+    assert (stall.rank, stall.silent, stall.all_stalled) == (0, False, True)
+
+
+def test_the_reporter_heartbeat_writes_the_pending_step_then_only_the_beat(tmp_path):
+    reporter = progress.Reporter(tmp_path, "42", interval=0.05, heartbeat=True, host="n-3")
+    reporter.step(1)
+    reporter.step(2)  # within the interval: pending
+    first = progress.read_job(tmp_path, "42")[0]
+    assert (first.step, first.host) == (1, "n-3")
+    time.sleep(0.3)
+    flushed = progress.read_job(tmp_path, "42")[0]
+    assert flushed.step == 2 and flushed.time > first.time  # the heartbeat wrote step 2
+    time.sleep(0.3)
+    later = progress.read_job(tmp_path, "42")[0]
+    assert (later.step, later.time) == (2, flushed.time) and later.beat > flushed.beat
 
 
 def test_a_floor_of_zero_turns_detection_off():

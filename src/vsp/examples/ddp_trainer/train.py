@@ -11,7 +11,9 @@ ends within rounding of the uninterrupted run.
 Checkpoints: ``torch.distributed.checkpoint`` writes every rank's part into
 ``collective.state_dir(root, step)``; rank 0 commits it (``collective.commit``: manifest last,
 history lines) after a barrier, so the checkpoint library's retention, latest-valid selection
-and the step's goodput figures apply. A preemption notice (SIGTERM, or SIGUSR1 before the time
+and the step's goodput figures apply. Every rank calls the step hook (``progress.step``) after
+each step and marks its saves (``progress.saving``), so the supervisor's hang detection sees
+each rank, and names the one that stopped. A preemption notice (SIGTERM, or SIGUSR1 before the time
 limit) on any rank is shared at the next step boundary (an all-reduce of the flag), every rank
 saves, and all exit 143 (``contract.EXIT_PREEMPTED``).
 
@@ -43,7 +45,7 @@ from torch.distributed.checkpoint import state_dict as dcp_state
 from torch.nn.parallel import DistributedDataParallel
 
 from vsp.components.runtime.core import gcs_paths
-from vsp.components.runtime.trainer import collective, contract, model_files
+from vsp.components.runtime.trainer import collective, contract, model_files, progress
 from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.examples.trainer.step_log import StepLog
 
@@ -137,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     loss_fn = nn.MSELoss()
 
     def save(reason: str) -> None:
+        with progress.saving():  # a blocking save is not a stalled step
+            collective_save(reason)
+
+    def collective_save(reason: str) -> None:
         started = time.time()
         if rank == 0:
             collective.prepare(root, step)
@@ -172,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
             if args.step_seconds:
                 time.sleep(args.step_seconds)
             step_log.write(step, began, time.time())
+            progress.step(step)  # the step hook: hang detection reads it
             if step % args.save_every == 0 and step < args.steps:
                 save("periodic")
     # The final state, checkpointed too: the step's goodput counts the steps up to a save as

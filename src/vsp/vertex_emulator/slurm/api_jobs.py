@@ -77,6 +77,7 @@ def submit(call: Call) -> Reply:
         fields,
         None if fault is None else fault.seconds,
         None if frozen is None else frozen.step,
+        None if frozen is None else frozen.rank,
     )
     if job.get("hold"):
         # slurmrestd 24.11 accepts a held job with these two warnings (and no errors).

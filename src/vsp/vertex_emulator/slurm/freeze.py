@@ -3,10 +3,12 @@
 A fault rule with action ``slurm_freeze`` and ``step`` S on a submit request marks that job:
 once one of its ranks writes step S or later to its progress file (``trainer.progress``, under
 the job's ``VSP_CHECKPOINT_DIR``) outside a save, the emulator sends SIGSTOP to that rank's
-process (the pid in the file), as a deadlock or a stalled collective would leave it: the process
-stays alive, the batch shell and its beacon go on, no training step finishes. The job stays
-RUNNING until it is cancelled (a cancel's SIGKILL ends a stopped process). The timeline records
-a ``fault`` event ``FREEZE`` with the step, the rank and the pid.
+process (the pid in the file). With the rule's ``rank`` R only rank R's process is stopped: one
+rank of a multi-node job, while the others run on into their next collective and wait there.
+A stopped process is left as a deadlock or a stalled collective would leave it: it stays alive,
+the batch shell and its beacon go on, no training step finishes. The job stays RUNNING until it
+is cancelled (a cancel's SIGKILL ends a stopped process). The timeline records a ``fault`` event
+``FREEZE`` with the step, the rank and the pid.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ def fire_due(ctx: slurm_context.ClusterContext) -> None:
             continue
         local = gcs_paths.to_local_path(root, gcs_root=env.get(gcs_paths.GCS_FUSE_ROOT_ENV))
         found = progress.read_job(local, str(job["job_id"]))
-        reached = [r for r in found if r.step >= at and r.phase == "step"]
+        target = job.get("freeze_rank")
+        reached = [
+            r
+            for r in found
+            if r.step >= at and r.phase == "step" and (target is None or r.rank == target)
+        ]
         if not reached:
             continue
         record = reached[0]

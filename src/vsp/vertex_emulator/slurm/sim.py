@@ -46,6 +46,7 @@ def submit(
     fields: dict[str, Any],
     fault_after: float | None,
     freeze_at_step: int | None = None,
+    freeze_rank: int | None = None,
 ) -> dict[str, Any]:
     """Records a new PENDING job and runs the scheduler; returns the job.
 
@@ -54,6 +55,7 @@ def submit(
         fields: The parsed job description.
         fault_after: Seconds after its first start at which a fault preempts it (None: none).
         freeze_at_step: The training step at which a fault freezes its trainer (``freeze``).
+        freeze_rank: The rank it freezes (None: the first to reach the step).
     """
     job_id = int(ctx.state["next_job_id"])
     ctx.state["next_job_id"] = job_id + 1
@@ -83,6 +85,7 @@ def submit(
         "launch_held": False,
         "fault_preempt_after": fault_after,
         "freeze_at_step": freeze_at_step,
+        "freeze_rank": freeze_rank,
     }
     slurm_environment.expand_outputs(job)
     ctx.jobs[job_id] = job

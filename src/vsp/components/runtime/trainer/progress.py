@@ -9,13 +9,18 @@ starting up, which is not counted either. One small JSON file per job and rank, 
 checkpoint root (``<root>/progress/<JOB>.<RANK>.json``, never touched by retention)::
 
     {"job": "123", "restart": 0, "rank": 0, "host": "node-1", "pid": 4242, "step": 120,
-     "phase": "step", "time": 1767225615.2, "step_seconds": 0.05}
+     "phase": "step", "time": 1767225615.2, "step_seconds": 0.05, "beat": 1767225619.4}
 
-``time`` is the trainer's clock (the step compares it only with other ``time`` values),
-``step_seconds`` the trainer's smoothed time per step, saves left out, and ``phase`` ``step``
-or ``saving``. Outside a Slurm job (no ``SLURM_JOB_ID``) or without ``VSP_CHECKPOINT_DIR``
-nothing is written. Standard library only: the steps read it. Hand-rolled: one small file
-rewritten atomically (temp file and rename), which GCS FUSE uploads on close.
+``time`` is the trainer's clock at the last step or phase write (the step compares it only with
+other ``time`` values), ``step_seconds`` the trainer's smoothed time per step, saves left out,
+``phase`` ``step`` or ``saving``, and ``beat`` the time of the file's last rewrite: a small
+thread rewrites it every interval (first the newest step when one is not written yet, else only
+``beat``), so a process that is alive but blocked (in a collective waiting for a frozen peer) is
+told apart from one that stopped altogether (SIGSTOP, a dead node). ``host`` is
+``SLURMD_NODENAME`` under Slurm, else the host name. Outside a Slurm job (no ``SLURM_JOB_ID``)
+or without ``VSP_CHECKPOINT_DIR`` nothing is written. Standard library only: the steps read it.
+Hand-rolled: one small file rewritten atomically (temp file and rename), which GCS FUSE uploads
+on close.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import dataclasses
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -53,6 +59,8 @@ class Progress:
     phase: str
     time: float
     step_seconds: float
+    beat: float = 0.0
+    heartbeat: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Progress | None:
@@ -69,6 +77,8 @@ class Progress:
                 phase=str(raw["phase"]),
                 time=float(raw["time"]),
                 step_seconds=max(0.0, float(raw.get("step_seconds", 0.0))),
+                beat=float(raw.get("beat", raw["time"])),
+                heartbeat="beat" in raw,
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -118,16 +128,24 @@ class Reporter:
         rank: int = 0,
         interval: float = DEFAULT_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.time,
+        host: str = "",
+        heartbeat: bool = False,
     ):
         self.path = folder(checkpoint_dir) / f"{job}.{rank}.json"
         self.fields = {"job": job, "restart": restart, "rank": rank}
-        self.fields.update(host=socket.gethostname(), pid=os.getpid())
+        self.fields.update(host=host or socket.gethostname(), pid=os.getpid())
         self.interval, self.clock = interval, clock
         self.last_step: int | None = None
         self.step_seconds = 0.0
         self._step_time: float | None = None
         self._written: float | None = None
         self._saving = 0
+        self._phase = "step"
+        self._time = 0.0
+        self._written_step: int | None = None
+        self._lock = threading.Lock()
+        self._heartbeat = heartbeat and interval > 0
+        self._thread: threading.Thread | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Reporter | None:
@@ -149,14 +167,37 @@ class Reporter:
             restart=int(number("SLURM_RESTART_COUNT", 0)),
             rank=int(number("SLURM_PROCID", 0)),
             interval=max(0.0, number(INTERVAL_ENV, DEFAULT_INTERVAL_SECONDS)),
+            host=env.get("SLURMD_NODENAME", ""),
+            heartbeat=True,
         )
 
-    def _write(self, phase: str) -> None:
-        self._written = now = self.clock()
-        body = {**self.fields, "step": self.last_step or 0, "phase": phase, "time": round(now, 3)}
-        body["step_seconds"] = round(self.step_seconds, 6)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        file_primitives.write_file_atomic(self.path, json.dumps(body, sort_keys=True).encode())
+    def _write(self, phase: str | None) -> None:
+        """Writes the file: a step or phase change, or (``phase`` None) only a new ``beat``."""
+        with self._lock:
+            now = self.clock()
+            if phase is not None:
+                self._written, self._phase, self._time = now, phase, now
+                self._written_step = self.last_step
+            body = {**self.fields, "step": self._written_step or 0, "phase": self._phase}
+            body.update(time=round(self._time, 3), beat=round(now, 3))
+            body["step_seconds"] = round(self.step_seconds, 6)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            file_primitives.write_file_atomic(self.path, json.dumps(body, sort_keys=True).encode())
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            try:
+                pending = self._phase == "step" and self.last_step != self._written_step
+                self._write("step" if pending else None)
+            except OSError:
+                continue
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat and self._thread is None:
+            self._thread = threading.Thread(
+                target=self._beat, args=(threading.Event(),), name="vsp-progress", daemon=True
+            )
+            self._thread.start()
 
     def step(self, step: int) -> None:
         """Records that training step ``step`` finished; writes when the interval has passed."""
@@ -169,6 +210,8 @@ class Reporter:
         self.last_step, self._step_time = step, now
         if first or self._written is None or now - self._written >= self.interval:
             self._write("step")
+        if first:
+            self._start_heartbeat()
 
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:

@@ -14,9 +14,13 @@ finished)``, so a long save is not a hang but a save stuck on I/O is. Not counte
 process that has not reported its first step yet (start-up and resume). A hang is detected
 within its bound plus one write interval plus one poll.
 
-Several ranks: when every rank stalled, the one with the lowest step is named (the others wait
-for it in a collective); otherwise the ranks that stopped while others went on. Hand-rolled: a
-few timestamps per rank.
+Several ranks: a stalled rank whose file is not even rewritten any more (its ``beat``, written by
+a thread of the trainer process every interval, unchanged for more than half the bound) has
+stopped altogether (SIGSTOP, a dead node) and is named first when other ranks are alive (their
+beat goes on, as it does for a rank blocked in a collective waiting for the stopped one).
+Otherwise, when every rank stalled, the one with the lowest step is named (the others wait for
+it in a collective); else the ranks that stopped while others went on. Hand-rolled: a few
+timestamps per rank.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class _Rank:
     changed_at: float
     gap: float = 0.0
     longest_save: float = 0.0
+    beat_at: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +80,18 @@ class Stall:
     ranks: int
     all_stalled: bool = True
     saving: bool = False
+    silent: bool = False
 
     def describe(self) -> str:
         where = f"rank {self.rank} on {self.host or 'an unknown host'}"
         if self.saving:
             where += " (in a blocking save)"
-        if self.ranks > 1 and self.all_stalled:
+        if self.ranks > 1 and self.silent:
+            where += (
+                f" (of {self.ranks} ranks; its process stopped altogether, "
+                "while the others are alive)"
+            )
+        elif self.ranks > 1 and self.all_stalled:
             where += f" (of {self.ranks} ranks, all stalled: the lowest step; the others wait)"
         elif self.ranks > 1:
             where += f" (of {self.ranks} ranks; the others went on)"
@@ -118,13 +129,19 @@ class HangWatch:
                 record.restart,
             )
             if not same_process:
-                self._ranks[record.rank] = _Rank(record, now)
-            elif record != seen.record:
+                self._ranks[record.rank] = _Rank(record, now, beat_at=now)
+            elif dataclasses.replace(record, beat=0.0) == dataclasses.replace(
+                seen.record, beat=0.0
+            ):
+                if record.beat != seen.record.beat:  # alive, but no step since
+                    seen.record, seen.beat_at = record, now
+            else:
                 gap = record.time - seen.record.time if record.step > seen.record.step else 0.0
                 seen.gap = gap if gap > 0 else seen.gap
                 if seen.record.phase == "saving" and record.phase != "saving":
                     seen.longest_save = max(seen.longest_save, record.time - seen.record.time)
                 seen.record, seen.changed_at = record, now
+                seen.beat_at = now
         live = [self._ranks[r.rank] for r in current]
         if not live or not self.rule.enabled:
             return None
@@ -138,7 +155,15 @@ class HangWatch:
                 stalled.append((rank, bound))
         if not stalled:
             return None
-        rank, bound = min(stalled, key=lambda item: (item[0].record.step, item[0].record.rank))
+        # Stopped altogether: a rank with a heartbeat that has not beaten for half the bound,
+        # while other ranks are still alive (a rank waiting in a collective for it beats on).
+        silent = [
+            item
+            for item in stalled
+            if item[0].record.heartbeat and now - item[0].beat_at > item[1] / 2
+        ]
+        named = silent if silent and len(silent) < len(live) else stalled
+        rank, bound = min(named, key=lambda item: (item[0].record.step, item[0].record.rank))
         return Stall(
             step=rank.record.step,
             seconds=now - rank.changed_at,
@@ -148,4 +173,5 @@ class HangWatch:
             ranks=len(live),
             all_stalled=len(stalled) == len(live),
             saving=rank.record.phase == "saving",
+            silent=named is silent,
         )
