@@ -284,7 +284,7 @@ def _start_rank(item: pytest.Item) -> int:
     """0 for scenarios on a real Slurm, 1 for other slow tests, 2 for the rest."""
     if item.get_closest_marker("slow") is None:
         return 2
-    real = "[real" in item.nodeid or "real_slurm_pipeline" in item.nodeid
+    real = "[real" in item.nodeid or "/test_real_slurm_" in item.nodeid
     return 0 if real else 1
 
 

@@ -302,19 +302,21 @@ ENABLE_MULTI = (
 @pytest.fixture(params=["emulated", "real"])
 def multinode_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend]:
     """Like ``slurm_backend`` with at least two nodes: the emulated cluster's four Spot nodes,
-    or the real Slurm named by ``$VSP_REAL_SLURM_MULTI`` (held for the test alone).
+    or a real one of ``$VSP_REAL_SLURM_MULTI`` (start.sh folders separated by ``:``; held for
+    the test alone).
 
     ``environment["PATH"]`` in the backend's ``job_path`` is what jobs need to find ``srun``.
     """
     kind = request.param
     with contextlib.ExitStack() as held:
         if kind == "real":
-            folder = os.environ.get(MULTI_ENV, "")
-            if not folder:
+            # One start.sh folder, or several separated by ':' (a pool, one per test worker).
+            folders = [f for f in os.environ.get(MULTI_ENV, "").split(os.pathsep) if f]
+            if not folders:
                 pytest.skip(ENABLE_MULTI)
-            instance = instance_environments([folder])[0]
+            instances = instance_environments(folders)
             address = held.enter_context(
-                exclusive_real_slurm(instance[real_slurm.ADDRESS_ENV], [instance])
+                exclusive_real_slurm(instances[0][real_slurm.ADDRESS_ENV], instances)
             )
             server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
             mechanisms, timeout = ("partition", "requeue"), 240.0

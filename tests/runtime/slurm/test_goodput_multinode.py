@@ -22,7 +22,7 @@ pytest.importorskip("torch", reason="the DDP example needs the torch extra: pip 
 
 CLUSTER = "llmtrain"
 POLL = polling.Backoff(initial=0.05, maximum=0.1, jitter=0)
-STEPS, NODES = 150, 2
+STEPS, NODES = 600, 2  # long enough that the third preemption lands, however slow the start
 
 
 @pytest.mark.slow
