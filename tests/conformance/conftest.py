@@ -319,16 +319,16 @@ def multinode_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend
                 exclusive_real_slurm(instances[0][real_slurm.ADDRESS_ENV], instances)
             )
             server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
-            mechanisms, timeout = ("partition", "requeue"), 240.0
+            timeout = 240.0
         else:
             server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
-            mechanisms, timeout = ("spot",), 30.0
+            timeout = 30.0
         ref = resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
         client = api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
         workdir = tmp_path / "work"
         workdir.mkdir()
         os.chmod(tmp_path, 0o755)
-        yield SlurmBackend(kind, server, client, workdir, mechanisms, timeout)
+        yield SlurmBackend(kind, server, client, workdir, timeout)
         if kind == "real":
             for job in client.list_jobs():
                 if job.name.startswith("conf-") and not job.is_terminal:

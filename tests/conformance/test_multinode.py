@@ -14,6 +14,10 @@ import pytest
 
 from vsp.components.runtime.slurm import script
 
+# How the scenarios preempt: the emulator reclaims a Spot VM (one of the job's nodes), the real
+# Slurm preempts by partition priority (an on-demand job needing a node).
+MULTINODE_PREEMPTION = {"emulated": "spot", "real": "partition"}
+
 pytestmark = [pytest.mark.slurm_conformance, pytest.mark.slow]
 
 # Every task writes one line: its rank variables, Slurm's per-task variables, an extra
@@ -107,7 +111,7 @@ def test_preempting_a_two_node_job_requeues_it_whole(multinode_backend):
     desc = job(backend, "preempt", text)
     job_id = backend.client.submit(desc)
     starts = wait_for(backend.workdir / "starts.txt", 2, backend.timeout)
-    backend.preempt(job_id, backend.mechanisms[0])
+    backend.preempt(job_id, MULTINODE_PREEMPTION[backend.kind])
     signals = wait_for(backend.workdir / "signals.txt", 2, backend.timeout)
     assert sorted(signals)[:2] == ["term 0 0", "term 1 0"]  # both ranks got SIGTERM
     starts = wait_for(backend.workdir / "starts.txt", 4, backend.timeout)

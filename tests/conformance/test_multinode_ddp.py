@@ -17,7 +17,7 @@ import sys
 import time
 
 import pytest
-from test_multinode import assert_no_process_left
+from test_multinode import MULTINODE_PREEMPTION, assert_no_process_left
 
 from vsp.components.runtime.slurm import script
 from vsp.components.runtime.trainer import model_files
@@ -112,7 +112,7 @@ def test_ddp_survives_three_preemptions_bit_identical(multinode_backend):
     job_id, desc = submit(backend, "ddp")
     for attempt in range(3):
         wait_for_progress(backend, "ddp", attempt)
-        backend.preempt(job_id, backend.mechanisms[0])
+        backend.preempt(job_id, MULTINODE_PREEMPTION[backend.kind])
     done = backend.finish(job_id, timeout=backend.timeout * 4 + 120)
     log = (backend.workdir / f"ddp-{job_id}.out").read_text()
     assert done.state == ("COMPLETED",) and done.restart_cnt == 3, log
@@ -137,7 +137,7 @@ def test_ddp_resumes_from_two_nodes_on_one(multinode_backend):
     backend = multinode_backend
     job_id, _ = submit(backend, "shrink")
     wait_for_progress(backend, "shrink", 0)
-    backend.preempt(job_id, backend.mechanisms[0])
+    backend.preempt(job_id, MULTINODE_PREEMPTION[backend.kind])
     # Requeued: stop it there, as a step giving up the second node would.
     backend.wait(job_id, lambda j: j.restart_cnt >= 1)
     backend.client.cancel(job_id)
