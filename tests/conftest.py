@@ -23,9 +23,7 @@
 from __future__ import annotations
 
 import copy
-import fcntl
 import pathlib
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -299,18 +297,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each rank is the collection order.
     """
     items.sort(key=_start_rank)
-
-
-@pytest.fixture
-def emulated_multinode_ports():
-    """Holds the machine's emulated multi-node jobs to one at a time.
-
-    On the emulator every node of every cluster is this machine, and a job's head port is
-    derived from its job id and restart count (``slurm.launcher``): two emulators' first jobs
-    pick the same port, and both may find it free before either binds it. On a real cluster the
-    nodes, and so the ports, are each job's own.
-    """
-    path = pathlib.Path(tempfile.gettempdir()) / "vsp-emulated-multinode.lock"
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield

@@ -321,7 +321,6 @@ def multinode_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend
             server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
             timeout = 240.0
         else:
-            request.getfixturevalue("emulated_multinode_ports")
             server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
             timeout = 30.0
         ref = resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)

@@ -26,7 +26,6 @@ STEPS, NODES = 600, 2  # long enough that the third preemption lands, however sl
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("emulated_multinode_ports")
 def test_two_node_goodput_is_within_two_percent_of_the_truth(slurm_cluster, tmp_path):
     emulator = slurm_cluster(CLUSTER, slurm_preempt_notice_seconds=1.0)
     # Seed 5: draws of 5.9, 8.1 and 9.5 s, after the trainer's start (torch, rendezvous: ~3 s).

@@ -83,7 +83,6 @@ def model(work: pathlib.Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("emulated_multinode_ports")
 def test_one_frozen_rank_of_two_nodes_is_named_cancelled_resumed_bit_identical(
     slurm_cluster, tmp_path
 ):

@@ -78,7 +78,8 @@ def test_srun_gives_every_task_its_rank_and_the_head_of_this_allocation(tmp_path
     done = run(describe(tmp_path, "srun", nccl_env_file=str(nccl)), tmp_path)
     assert done.returncode == 0, done.stderr
     first, second = ranks(tmp_path)
-    port = str(20000 + (4242 * 7) % 20000)  # free here: this test holds no such port
+    port = first["env"]["MASTER_PORT"]  # drawn by the script: checked below
+    assert 20000 <= int(port) < 40000
     common = {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "node-3"}
     assert first["env"] == {
         **common,
@@ -100,14 +101,24 @@ def test_srun_gives_every_task_its_rank_and_the_head_of_this_allocation(tmp_path
     assert not list(tmp_path.glob("pwned*"))
 
 
-def test_the_head_port_changes_with_each_restart_and_a_missing_nccl_file_is_skipped(tmp_path):
+def test_the_head_port_is_drawn_at_every_start_and_a_missing_nccl_file_is_skipped(tmp_path):
+    # Two clusters' jobs with one id and restart count (every emulated node is this machine)
+    # must not start from one port: the draw changes it from start to start.
     desc = describe(tmp_path, "srun", nccl_env_file="/nonexistent/nccl.sh")
     ports = []
-    for restarts in (0, 1, 2):
-        assert run(desc, tmp_path, restarts).returncode == 0
+    for _ in range(4):
+        assert run(desc, tmp_path).returncode == 0
         ports.append(ranks(tmp_path)[0]["env"]["MASTER_PORT"])
         assert ranks(tmp_path)[0]["env"]["NCCL_FROM_FILE"] is None
-    assert len(set(ports)) == 3
+    assert all(20000 <= int(p) < 40000 for p in ports)
+    assert len(set(ports)) > 1  # four equal draws of 20,000 ports: odds 1 in 8e12
+
+
+@pytest.mark.parametrize("given", ["70000", "80", "12ab", "1234567890123"])
+def test_an_unusable_master_port_in_the_environment_is_replaced_by_a_drawn_one(tmp_path, given):
+    desc = describe(tmp_path, "srun", environment={"MASTER_PORT": given})
+    assert run(desc, tmp_path).returncode == 0
+    assert 20000 <= int(ranks(tmp_path)[0]["env"]["MASTER_PORT"]) < 40000
 
 
 def test_srun_with_two_tasks_per_node_numbers_local_ranks(tmp_path):
@@ -126,9 +137,15 @@ def test_torchrun_runs_once_per_node_with_a_rendezvous_id_per_start(tmp_path):
         '#!/bin/bash\nprintf \'%s\\n\' "$SLURM_NODEID" "$@" > "torchrun-$SLURM_NODEID.txt"\n'
     )
     fake.chmod(0o755)
-    desc = describe(tmp_path, "torchrun", tasks_per_node=3, command=["python", "t.py", "$X"])
+    port = 31337  # the job's own head port
+    desc = describe(
+        tmp_path,
+        "torchrun",
+        tasks_per_node=3,
+        command=["python", "t.py", "$X"],
+        environment={"MASTER_PORT": str(port)},
+    )
     assert run(desc, tmp_path, restarts=2).returncode == 0
-    port = 20000 + (4242 * 7 + 2 * 1009) % 20000
     for node in (0, 1):
         argv = (tmp_path / f"torchrun-{node}.txt").read_text().splitlines()
         assert argv == [
@@ -208,9 +225,10 @@ def test_emulated_scontrol_shows_hostnames(tmp_path):
 def test_a_port_in_use_on_the_head_node_is_skipped(tmp_path):
     import socket
 
-    wanted = 20000 + (4242 * 7) % 20000
     with socket.socket() as held:
-        held.bind(("127.0.0.1", wanted))
+        held.bind(("127.0.0.1", 0))
         held.listen()
-        assert run(describe(tmp_path, "srun"), tmp_path).returncode == 0
+        wanted = held.getsockname()[1]
+        desc = describe(tmp_path, "srun", environment={"MASTER_PORT": str(wanted)})
+        assert run(desc, tmp_path).returncode == 0
     assert ranks(tmp_path)[0]["env"]["MASTER_PORT"] == str(wanted + 1)

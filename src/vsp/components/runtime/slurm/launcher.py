@@ -4,7 +4,8 @@
 * ``srun``: ``srun --kill-on-bad-exit=1`` starts ``tasks_per_node`` tasks on every node; each task
   gets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``NODE_RANK``,
   ``MASTER_ADDR`` and ``MASTER_PORT`` (from ``SLURM_PROCID``, ``SLURM_LOCALID``,
-  ``SLURM_NODEID`` and the allocation).
+  ``SLURM_NODEID`` and the allocation). ``MASTER_PORT`` is the job's own when its environment
+  sets one, else drawn at every start.
 * ``torchrun``: ``srun`` starts one ``torchrun`` per node with ``--nnodes=$SLURM_NNODES``,
   ``--nproc-per-node=tasks_per_node`` and a c10d rendezvous at the first node of this
   allocation, under a rendezvous id made of the job id and its restart count.
@@ -45,14 +46,22 @@ _vsp_jobid=${SLURM_JOB_ID:-0}
 case "$_vsp_jobid" in ''|*[!0-9]*) _vsp_jobid=0 ;; esac
 _vsp_restarts=${SLURM_RESTART_COUNT:-0}
 case "$_vsp_restarts" in ''|*[!0-9]*) _vsp_restarts=0 ;; esac
-# A port that changes with each restart, moved up past any port in use on this (the head) node.
-MASTER_PORT=$(( 20000 + (_vsp_jobid * 7 + _vsp_restarts * 1009) % 20000 ))
+# The head port: the job's own MASTER_PORT when its environment sets one (1024-65535), else one
+# drawn at every start, so that neither a restart (its predecessor's port may linger in
+# TIME_WAIT) nor another job whose head shares this node starts from the same port; then moved
+# up past any port in use on this (the head) node.
+case "${MASTER_PORT:-}" in
+  ''|*[!0-9]*|?????????*) MASTER_PORT=0 ;;
+esac
+if [ "$MASTER_PORT" -lt 1024 ] || [ "$MASTER_PORT" -gt 65535 ]; then
+  MASTER_PORT=$(( 20000 + (RANDOM * 32768 + RANDOM + _vsp_jobid * 7 + _vsp_restarts) % 20000 ))
+fi
 _vsp_used=$(awk 'NR > 1 { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
 _vsp_used=" $(printf '%s ' $_vsp_used) "
 for _ in $(seq 1 200); do
   case "$_vsp_used" in
     *" $(printf '%04X' "$MASTER_PORT") "*)
-      MASTER_PORT=$(( 20000 + (MASTER_PORT - 19999) % 20000 )) ;;
+      MASTER_PORT=$(( MASTER_PORT >= 65535 ? 20000 : MASTER_PORT + 1 )) ;;
     *) break ;;
   esac
 done
