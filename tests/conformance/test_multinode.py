@@ -12,11 +12,8 @@ import time
 
 import pytest
 
+from tests.conformance.scenario_jobs import MULTINODE_PREEMPTION, assert_no_process_left
 from vsp.components.runtime.slurm import script
-
-# How the scenarios preempt: the emulator reclaims a Spot VM (one of the job's nodes), the real
-# Slurm preempts by partition priority (an on-demand job needing a node).
-MULTINODE_PREEMPTION = {"emulated": "spot", "real": "partition"}
 
 pytestmark = [pytest.mark.slurm_conformance, pytest.mark.slow]
 
@@ -44,29 +41,6 @@ def job(backend, name: str, text: str, **fields) -> script.JobDescription:
         environment=environment,
         **fields,
     )
-
-
-def job_processes(run_key: str) -> list[int]:
-    """Pids of this machine's processes whose environment carries the job's run key."""
-    needle = f"VSP_RUN_KEY={run_key}".encode()
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def assert_no_process_left(run_key: str, within: float = 15.0) -> None:
-    """Every process of the job is gone (the process table is read until ``within`` s)."""
-    deadline = time.monotonic() + within
-    while (left := job_processes(run_key)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == [], f"processes of job {run_key} remain: {left}"
 
 
 def wait_for(path: pathlib.Path, count: int, timeout: float) -> list[str]:

@@ -17,8 +17,8 @@ import sys
 import time
 
 import pytest
-from test_multinode import MULTINODE_PREEMPTION, assert_no_process_left
 
+from tests.conformance.scenario_jobs import MULTINODE_PREEMPTION, assert_no_process_left
 from vsp.components.runtime.slurm import script
 from vsp.components.runtime.trainer import model_files
 

@@ -22,8 +22,8 @@ import uuid
 
 import numpy as np
 import pytest
-from test_multinode import assert_no_process_left
 
+from tests.conformance.scenario_jobs import assert_no_process_left
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.steps import train_on_cluster

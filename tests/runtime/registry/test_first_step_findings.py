@@ -7,6 +7,7 @@ component that would have failed applies the same rule at its start (``param_rul
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 
@@ -208,69 +209,59 @@ def test_each_component_applies_the_same_rule_at_its_start(component, params):
     assert caught.value.fields == list(params)
 
 
-def test_register_model_refuses_a_dot_segment_at_its_start_with_exit_2(
-    tmp_path, monkeypatch, caplog
-):
-    from vsp.components.runtime.steps import register_model
-
-    declaration = catalog.declarations()["register_model"]
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(declaration).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")  # nothing listens: no request
-    step.configure_logging()
-    monkeypatch.setattr(logging.getLogger("vsp"), "propagate", True)  # to caplog
-    with pytest.raises(SystemExit) as caught:
-        register_model.main(
-            **{**defaults, "options": {"model_dir": "gs://bucket/run/../../other/model"}},
-            project="p",
-            location="us-central1",
-            model_id="m1",
-            model_dir="gs://bucket/run/model",
-            serving_image="us-docker.pkg.dev/p/r/serve:1",
-            model=str(tmp_path / "model"),
-            gcp_resources=str(tmp_path / "gcp_resources"),
-        )
-    assert caught.value.code == errors.EXIT_USER_ERROR
-    assert "model_dir = 'gs://bucket/run/../../other/model': has a '.' or '..' segment." in (
-        caplog.text
-    )
-    assert not (tmp_path / "gcp_resources").exists()
+REGISTER_ARGS = {
+    "project": "p",
+    "location": "us-central1",
+    "model_id": "m1",
+    "model_dir": "gs://bucket/run/model",
+    "serving_image": "us-docker.pkg.dev/p/r/serve:1",
+}
+CREATE_ARGS = {"project": "p", "location": "us-central1", "cluster_id": "c1"}
 
 
 @pytest.mark.parametrize(
-    ("options", "text"),
+    ("component", "arguments", "options", "text"),
     [
-        ({"slurm_config": "x"}, "slurm_config = 'x': is not a dict."),
-        ({"labels": ["a"]}, "labels = ['a']: is not a dict."),
-        ({"boot_disk_size_gb": 10**15}, "must be a whole number of GB from 0 to 65536"),
+        # slurm_config='x' and labels=['a'] once failed inside the step (exit 70).
+        (
+            "create_cluster",
+            CREATE_ARGS,
+            {"slurm_config": "x"},
+            "slurm_config = 'x': is not a dict.",
+        ),
+        ("create_cluster", CREATE_ARGS, {"labels": ["a"]}, "labels = ['a']: is not a dict."),
+        (
+            "create_cluster",
+            CREATE_ARGS,
+            {"boot_disk_size_gb": 10**15},
+            "must be a whole number of GB from 0 to 65536",
+        ),
+        (
+            "register_model",
+            REGISTER_ARGS,
+            {"model_dir": "gs://bucket/run/../../other/model"},
+            "model_dir = 'gs://bucket/run/../../other/model': has a '.' or '..' segment.",
+        ),
     ],
 )
-def test_create_cluster_refuses_them_at_its_start_with_exit_2(
-    tmp_path, monkeypatch, caplog, options, text
+def test_a_step_refuses_them_at_its_start_with_exit_2_before_any_request(
+    tmp_path, monkeypatch, caplog, component, arguments, options, text
 ):
-    # slurm_config='x' and labels=['a'] once failed inside the step (exit 70).
-    from vsp.components.runtime.steps import create_cluster
-
-    declaration = catalog.declarations()["create_cluster"]
+    steps = importlib.import_module(f"vsp.components.runtime.steps.{component}")
+    declaration = catalog.declarations()[component]
     defaults = {
         name: parameter.default
         for name, parameter in inspect.signature(declaration).parameters.items()
         if parameter.default is not inspect.Parameter.empty
     }
+    outputs = {"gcp_resources": str(tmp_path / "gcp_resources")}
+    if component == "register_model":
+        outputs["model"] = str(tmp_path / "model")
     monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")  # nothing listens: no request
     step.configure_logging()
     monkeypatch.setattr(logging.getLogger("vsp"), "propagate", True)  # to caplog
     with pytest.raises(SystemExit) as caught:
-        create_cluster.main(
-            **{**defaults, "options": options},
-            project="p",
-            location="us-central1",
-            cluster_id="c1",
-            gcp_resources=str(tmp_path / "gcp_resources"),
-        )
+        steps.main(**{**defaults, "options": options}, **arguments, **outputs)
     assert caught.value.code == errors.EXIT_USER_ERROR
     assert text in caplog.text
     assert not (tmp_path / "gcp_resources").exists()

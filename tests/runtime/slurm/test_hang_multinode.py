@@ -13,11 +13,11 @@ import io
 import pathlib
 import re
 import sys
-import time
 
 import numpy as np
 import pytest
 
+from tests.conformance.scenario_jobs import assert_no_process_left
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.steps import train_on_cluster
@@ -62,21 +62,6 @@ def run(tmp_path, name: str, run_key: str, max_hangs: int = 1):
     return outcome, work
 
 
-def job_processes(run_key: str) -> list[int]:
-    """Pids of this machine's processes whose environment carries the run key."""
-    needle = f"VSP_RUN_KEY={run_key}".encode()
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def model(work: pathlib.Path) -> dict[str, bytes]:
     arrays = np.load(io.BytesIO((work / "model" / "model.npz").read_bytes()))
     return {key: arrays[key].tobytes() for key in arrays.files}
@@ -112,10 +97,7 @@ def test_one_frozen_rank_of_two_nodes_is_named_cancelled_resumed_bit_identical(
     # Cancelled once (both ranks' processes ended), resubmitted once, resumed from a checkpoint.
     resumed = (work / f"slurm-{second.job_id}.out").read_text()
     assert re.search(r"resumed from step [1-9]\d* ", resumed), resumed[-2000:]
-    deadline = time.monotonic() + 15
-    while (left := job_processes("hang-rank-1")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == [], f"processes of the job remain: {left}"
+    assert_no_process_left("hang-rank-1")
 
     reference, reference_work = run(tmp_path, "reference", "hang-reference")
     assert [a.outcome for a in reference.result.attempts] == [Outcome.SUCCEEDED]
