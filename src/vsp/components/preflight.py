@@ -53,6 +53,7 @@ def check_run_parameters(
     model_options: dict = {},  # noqa: B006
     teardown_options: dict = {},  # noqa: B006
     option_names: dict = {},  # noqa: B006
+    notify_topic: str = "",
 ) -> bool:
     """Fails fast, before any cluster or job exists, on parameters a later step would refuse.
 
@@ -118,6 +119,7 @@ def check_run_parameters(
             teardown_policy).
         option_names: Group -> the names it may hold (the pipeline passes them, from its
             components' parameters); a group without an entry is not checked for names.
+        notify_topic: The exit task's Pub/Sub topic, ``projects/P/topics/T`` ('' = none).
 
     Returns:
         True (the step fails with every problem listed otherwise).

@@ -209,6 +209,46 @@ def test_each_component_applies_the_same_rule_at_its_start(component, params):
     assert caught.value.fields == list(params)
 
 
+@pytest.mark.parametrize(
+    "topic",
+    ["mytopic", "projects/p/topics/t", "projects/my-proj/topics/goog-runs", "projects/my-proj/x/t"],
+)
+def test_a_notification_topic_that_is_no_topic_name_is_refused_first(topic):
+    # The exit task once sent to it only at the run's end, and logged the failure.
+    error = refused(notify_topic=topic)
+    assert error.fields == ["notify_topic"]
+    assert f"notify_topic = {topic!r}: is not a Pub/Sub topic name." in str(error)
+
+
+@pytest.mark.parametrize(
+    "topic", ["", "projects/my-proj/topics/runs", "projects/a.com:p-1/topics/x~y"]
+)
+def test_a_notification_topic_name_passes(topic):
+    assert check(notify_topic=topic) is True
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "text"),
+    [
+        ({"gate": "loss <<= 3"}, "model_options.gate", "gate 'loss <<= 3' is not METRIC OP VALUE."),
+        ({"gate": 3}, "model_options.gate", "the gate is not a string."),
+        ({"metrics_file": "m.json"}, "model_options.metrics_file", "is not gs://BUCKET/PATH"),
+    ],
+)
+def test_the_evaluation_gate_and_its_metrics_file_are_refused_before_training(options, field, text):
+    # register_model once parsed them only after the training had run.
+    names = {**OPTION_NAMES, "model_options": [*OPTION_NAMES["model_options"], *options]}
+    error = refused(model_options=options, option_names=names)
+    assert error.fields == [field]
+    assert text in str(error)
+
+
+def test_a_gate_and_metrics_file_that_parse_pass():
+    options = {"gate": "final_loss < default", "metrics_file": "gs://bucket/run/metrics.json"}
+    names = {**OPTION_NAMES, "model_options": [*OPTION_NAMES["model_options"], *options]}
+    assert check(model_options=options, option_names=names) is True
+
+
 REGISTER_ARGS = {
     "project": "p",
     "location": "us-central1",

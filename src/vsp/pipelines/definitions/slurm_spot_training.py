@@ -181,6 +181,7 @@ def build(components: dict):
                 model_options=model_options,
                 teardown_options=teardown_options,
                 option_names=option_names,
+                notify_topic=notify_topic,
             )
             task_policy.apply(check, "check-parameters")
             create = create_cluster(

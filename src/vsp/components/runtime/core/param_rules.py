@@ -13,6 +13,7 @@ the training bounds) stay with their domain and are called by both too.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +39,12 @@ STEP_ENV = frozenset(
 MAX_BOOT_DISK_GB = 65536
 # Node counts are int32 in the cluster request (``cluster.rules_pools.MAX_NODE_COUNT``).
 MAX_NODE_COUNT = 2**31 - 1
+# "projects/PROJECT/topics/TOPIC": a topic name starts with a letter, holds letters, digits and
+# - . _ ~ + %, has 3-255 characters and does not start with "goog" (Pub/Sub resource names); a
+# project id is 6-30 lowercase letters, digits and hyphens (domain-scoped ids hold "." and ":").
+PUBSUB_TOPIC = re.compile(
+    r"projects/[a-z][a-z0-9.:-]{4,61}[a-z0-9]/topics/(?!goog)[A-Za-z][A-Za-z0-9._~+%-]{2,254}"
+)
 # Ten years: the longest expected gap between scheduled runs (a time past it overflows).
 MAX_INTERVAL_HOURS = 10 * 365 * 24.0
 
@@ -105,6 +112,19 @@ def gcs_uri(value: Any) -> tuple[str, str] | None:
         return "is not a gs://BUCKET/PATH URI.", "give gs://BUCKET/PATH."
     if _dot_segments(value[len("gs://") :]):
         return "has a '.' or '..' segment.", "give gs://BUCKET/PATH without '.' or '..'."
+    return None
+
+
+def pubsub_topic(value: Any) -> tuple[str, str] | None:
+    """A Pub/Sub topic ``projects/PROJECT/topics/TOPIC`` ('' = none)."""
+    if value == "":
+        return None
+    if not isinstance(value, str) or not PUBSUB_TOPIC.fullmatch(value):
+        return (
+            "is not a Pub/Sub topic name.",
+            "give projects/PROJECT/topics/TOPIC (the topic: 3-255 letters, digits and - . _ ~ + %, "
+            "starting with a letter, not with 'goog'), or '' for no notification.",
+        )
     return None
 
 
@@ -217,6 +237,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "version_aliases": string_list,
         "display_name": display_name,
         "serving_image": image_uri,
+        "metrics_file": path_rule(gcs=True, optional=True),
     },
     "decide_teardown": {
         "schedule_cron": one_line,
@@ -224,6 +245,9 @@ RULES: dict[str, dict[str, Rule]] = {
         "price_file": one_line,
         "expiry_slack_fraction": non_negative,
         "storage_price_per_hour": non_negative,
+    },
+    "finalize_cluster": {
+        "notify_topic": pubsub_topic,
     },
 }
 

@@ -20,6 +20,7 @@ from typing import Any
 from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.core import errors, gcp_labels, param_rules, step
 from vsp.components.runtime.registry import client
+from vsp.components.runtime.registry import gate as registry_gate
 from vsp.components.runtime.steps import register_model
 from vsp.components.runtime.teardown import cost, price_book
 from vsp.components.runtime.teardown import inputs as teardown_inputs
@@ -62,6 +63,7 @@ FLAT_RULES = {
     "schedule_cron": ("decide_teardown", "schedule_cron"),
     "interval_hours": ("decide_teardown", "interval_hours"),
     "price_file": ("decide_teardown", "price_file"),
+    "notify_topic": ("finalize_cluster", "notify_topic"),
 }
 
 
@@ -177,6 +179,7 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
             "model_dir": p["model_dir"],
             "version_aliases": list(p["version_aliases"] or []),
             "labels": dict(p["model_labels"] or {}),
+            "gate": (params.get("model_options") or {}).get("gate", ""),
         },
         inputs,
         failure_keep_minutes=p["failure_keep_minutes"],
@@ -229,9 +232,16 @@ def model_problems(
     model_dir: str,
     version_aliases: Iterable[str],
     labels: Mapping[str, str],
+    gate: Any = "",
 ) -> list[errors.SpecProblem]:
-    """What ``register_model`` would refuse, found now."""
+    """What ``register_model`` would refuse, found now (``gate``: its evaluation gate)."""
     problems = []
+    try:
+        if not isinstance(gate, str):
+            raise errors.UserError("the gate is not a string. Fix: write e.g. 'eval_loss <= 0.35'.")
+        registry_gate.Gate.parse(gate)
+    except errors.UserError as exc:
+        problems.append(_problem("model_options.gate", gate, str(exc)))
     if not client.MODEL_ID.match(model_id or ""):
         problems.append(
             errors.SpecProblem(
