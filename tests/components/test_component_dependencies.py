@@ -15,14 +15,15 @@ import ast
 import collections
 import importlib.metadata
 import os
+import pathlib
 import re
 import subprocess
 import sys
-import venv
 
 import pytest
 
 from tests.components import compiled_steps
+from vsp.pipelines.local import step_envs
 
 NAMES = compiled_steps.component_names()
 _NAME = re.compile(r"^[A-Za-z0-9._-]+")
@@ -127,31 +128,48 @@ print("imported", len(sys.argv) - 3, "modules of", sys.argv[2])
 @pytest.mark.parametrize("group", range(len(_install_groups())))
 def test_every_component_imports_in_a_fresh_venv_with_only_its_declared_packages(group, tmp_path):
     """The YAML's install stage, unchanged but for the interpreter path (as kfp.local's venv
-    runner rewrites it), in a new venv; then each step's program and modules load there."""
+    runner rewrites it), in a fresh venv; then each step's program and modules load there.
+
+    The fresh venv sees the base environment of the stage's install list (``step_envs``), as
+    every step of a faithful local run does: built once per install list by running the stage's
+    own ``pip install`` commands, verbatim, in a new venv, and never written after; so the
+    stage's install finds its requirements present, and anything else stays out.
+    """
     install_stage, steps = sorted(_install_groups().items())[group]
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    environment["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{environment.get('PATH', '')}"
-    for step in steps:
-        program = step.write_program(tmp_path / step.name)
-        command = [
-            "sh",
-            "-c",
-            install_stage.replace("python3", python),
-            python,
-            "-c",
-            _CHECK,
-            str(program),
-            step.name,
-            *[m for m in step.runtime_modules() if m.startswith("vsp.components.runtime.")],
-        ]
-        done = subprocess.run(
-            command, cwd=tmp_path, env={**environment, "_KFP_RUNTIME": "true"},
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert done.returncode == 0, f"{step.name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        assert f"of {step.name}" in done.stdout
-    numpy = subprocess.run([python, "-c", "import numpy"], capture_output=True, env=environment)
-    assert numpy.returncode != 0, "the venv must hold only what the YAML installs"
+    commands = step_envs.install_commands([install_stage])
+    assert commands, "the stage installs nothing"
+    with step_envs.step_environment(commands) as python:
+        environment = {
+            k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")
+        }
+        environment["PATH"] = f"{os.path.dirname(python)}{os.pathsep}{environment.get('PATH', '')}"
+        for step in steps:
+            program = step.write_program(tmp_path / step.name)
+            command = [
+                "sh",
+                "-c",
+                install_stage.replace("python3", python),
+                python,
+                "-c",
+                _CHECK,
+                str(program),
+                step.name,
+                *[m for m in step.runtime_modules() if m.startswith("vsp.components.runtime.")],
+            ]
+            done = subprocess.run(
+                command, cwd=tmp_path, env={**environment, "_KFP_RUNTIME": "true"},
+                capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            assert done.returncode == 0, (
+                f"{step.name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
+            assert f"of {step.name}" in done.stdout
+        # The stages found every requirement in the base: the venv's own installs are pip's.
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        own = sorted(p.name.split("-")[0] for p in pathlib.Path(site).glob("*.dist-info"))
+        assert own in ([], ["pip"]), own
+        numpy = subprocess.run([python, "-c", "import numpy"], capture_output=True, env=environment)
+        assert numpy.returncode != 0, "the venv must hold only what the YAML installs"
