@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 
 from vsp.components.runtime.core import errors, polling
@@ -148,6 +149,39 @@ def test_the_reporter_writes_rate_limited_and_marks_saves(tmp_path):
     now[0] = 131.0
     reporter.step(3)  # the 29 s save is not a step's time
     assert progress.read_job(tmp_path, "42")[0].step_seconds == pytest.approx(1.0)
+
+
+def test_past_the_final_checkpoint_a_slow_exit_has_the_save_bound_and_a_stuck_one_is_named():
+    # A torch process group's teardown and the interpreter's exit once took longer than the
+    # step bound after the model was written, and the finished job was cancelled as hung.
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=3, step_factor=1))
+    watch.observe("7", 0, [record(120, 50.0, phase="finishing")], now=0)
+    assert watch.observe("7", 0, [record(120, 50.0, phase="finishing")], now=8.9) is None
+    stall = watch.observe("7", 0, [record(120, 50.0, phase="finishing")], now=9.1)
+    assert (stall.step, stall.bound, stall.finishing, stall.saving) == (120, 9, True, False)
+    assert "rank 0 on node-0 (after its final checkpoint: writing the model or exiting)" in (
+        stall.describe()
+    )
+
+
+def test_a_final_save_marks_the_progress_file_finishing_until_training_goes_on(
+    tmp_path, monkeypatch
+):
+    from vsp.components.runtime.trainer import checkpoint, contract  # noqa: PLC0415
+
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv(contract.CHECKPOINT_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(progress.INTERVAL_ENV, "0")  # every step written
+    monkeypatch.setattr(progress, "_active", [])
+    progress.step(7)
+    checkpoint.save(tmp_path, 7, {"w": np.zeros(2)}, {}, reason="periodic")
+    assert progress.read_job(tmp_path, "42")[0].phase == "step"
+    with progress.saving():  # a trainer marking its own save around the library's
+        checkpoint.save(tmp_path, 8, {"w": np.zeros(2)}, {}, reason="final")
+        assert progress.read_job(tmp_path, "42")[0].phase == "saving"
+    assert progress.read_job(tmp_path, "42")[0].phase == "finishing"
+    progress.step(9)
+    assert progress.read_job(tmp_path, "42")[0].phase == "step"
 
 
 class HangingBackend(TrainingBackend):

@@ -120,7 +120,7 @@ def save(
             crashed saves are removed either way.
         reason: Why the save is taken: ``periodic``, ``notice`` (a preemption notice) or
             ``final``; recorded with its start time and the seconds it blocked in the
-            history.
+            history. After a ``final`` save the progress file says ``finishing``.
         blocked_before: Seconds the caller already held training for this save before
             calling (serialising, snapshotting); the recorded start moves back by as much,
             and the recorded blocking time includes it.
@@ -133,9 +133,13 @@ def save(
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
     """
     if in_background:
-        return _save(directory, step, arrays, metadata, keep, reason, blocked_before, True)
-    with progress.saving():  # a blocking save is not a stalled step (``progress``)
-        return _save(directory, step, arrays, metadata, keep, reason, blocked_before, False)
+        saved = _save(directory, step, arrays, metadata, keep, reason, blocked_before, True)
+    else:
+        with progress.saving():  # a blocking save is not a stalled step (``progress``)
+            saved = _save(directory, step, arrays, metadata, keep, reason, blocked_before, False)
+    if reason == "final":  # what follows (the model, the exit) is no training step
+        progress.finishing()
+    return saved
 
 
 def _save(

@@ -13,10 +13,13 @@ checkpoint root (``<root>/progress/<JOB>.<RANK>.json``, never touched by retenti
 
 ``time`` is the trainer's clock at the last step or phase write (the step compares it only with
 other ``time`` values), ``step_seconds`` the trainer's smoothed time per step, saves left out,
-``phase`` ``step`` or ``saving``, and ``beat`` the time of the file's last rewrite: a small
-thread rewrites it every interval (first the newest step when one is not written yet, else only
-``beat``), so a process that is alive but blocked (in a collective waiting for a frozen peer) is
-told apart from one that stopped altogether (SIGSTOP, a dead node). ``host`` is
+``phase`` ``step``, ``saving`` or ``finishing`` (after the final checkpoint: writing the model,
+evaluating, tearing the process group down and exiting, which the stall rule bounds like a
+save; the checkpoint library's ``save(reason="final")`` marks it), and ``beat`` the time of the
+file's last rewrite: a small thread rewrites it every interval (first the newest step when one
+is not written yet, else only ``beat``), so a process that is alive but blocked (in a collective
+waiting for a frozen peer) is told apart from one that stopped altogether (SIGSTOP, a dead
+node). ``host`` is
 ``SLURMD_NODENAME`` under Slurm, else the host name. Outside a Slurm job (no ``SLURM_JOB_ID``)
 or without ``VSP_CHECKPOINT_DIR`` nothing is written. Standard library only: the steps read it.
 Hand-rolled: one small file rewritten atomically (temp file and rename), which GCS FUSE uploads
@@ -41,7 +44,7 @@ from vsp.components.runtime.trainer import contract
 FOLDER = "progress"
 INTERVAL_ENV = "VSP_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_SECONDS = 5.0
-PHASES = ("step", "saving")
+PHASES = ("step", "saving", "finishing")
 SMOOTHING = 0.2
 MAX_BYTES = 4096
 
@@ -140,6 +143,7 @@ class Reporter:
         self._step_time: float | None = None
         self._written: float | None = None
         self._saving = 0
+        self._finishing = False
         self._phase = "step"
         self._time = 0.0
         self._written_step: int | None = None
@@ -207,6 +211,7 @@ class Reporter:
             smoothed = self.step_seconds + SMOOTHING * (took - self.step_seconds)
             self.step_seconds = took if not self.step_seconds else smoothed
         first = self.last_step is None
+        self._finishing = False  # training went on after a final save
         self.last_step, self._step_time = step, now
         if first or self._written is None or now - self._written >= self.interval:
             self._write("step")
@@ -225,7 +230,13 @@ class Reporter:
             self._saving -= 1
             if self._saving == 0 and self.last_step is not None:
                 self._step_time = self.clock()
-                self._write("step")
+                self._write("finishing" if self._finishing else "step")
+
+    def finishing(self) -> None:
+        """Marks the end of training (the final checkpoint is saved): written at once."""
+        self._finishing = True
+        if self._saving == 0 and self.last_step is not None:
+            self._write("finishing")
 
 
 _active: list[Reporter | None] = []
@@ -243,6 +254,13 @@ def step(number: int) -> None:
     found = reporter()
     if found is not None:
         found.step(number)
+
+
+def finishing() -> None:
+    """Marks the end of training in this process's progress file (no-op without a reporter)."""
+    found = reporter()
+    if found is not None:
+        found.finishing()
 
 
 @contextlib.contextmanager

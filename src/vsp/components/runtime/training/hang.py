@@ -10,7 +10,9 @@ where the expected gap is what the rank itself last showed: its smoothed time pe
 time between its last two writes (at least the write interval), whichever is longer, so the rule
 learns a slow step rate instead of assuming one. A blocking save (``phase: saving``) has its own,
 wider bound, ``max(SAVE_FLOOR_FACTOR x floor_seconds, step_factor x the longest save the rank
-finished)``, so a long save is not a hang but a save stuck on I/O is. Not counted at all: a
+finished)``, so a long save is not a hang but a save stuck on I/O is; so has a rank past its
+final checkpoint (``phase: finishing``: writing the model, tearing down, exiting), so a slow exit
+is not a hang but a teardown stuck in a collective is. Not counted at all: a
 process that has not reported its first step yet (start-up and resume). A hang is detected
 within its bound plus one write interval plus one poll.
 
@@ -81,11 +83,14 @@ class Stall:
     all_stalled: bool = True
     saving: bool = False
     silent: bool = False
+    finishing: bool = False
 
     def describe(self) -> str:
         where = f"rank {self.rank} on {self.host or 'an unknown host'}"
         if self.saving:
             where += " (in a blocking save)"
+        if self.finishing:
+            where += " (after its final checkpoint: writing the model or exiting)"
         if self.ranks > 1 and self.silent:
             where += (
                 f" (of {self.ranks} ranks; its process stopped altogether, "
@@ -147,7 +152,7 @@ class HangWatch:
             return None
         stalled = []
         for rank in live:
-            if rank.record.phase == "saving":
+            if rank.record.phase in ("saving", "finishing"):
                 bound = self.rule.save_bound(rank.longest_save)
             else:
                 bound = self.rule.bound(max(rank.gap, rank.record.step_seconds))
@@ -174,4 +179,5 @@ class HangWatch:
             all_stalled=len(stalled) == len(live),
             saving=rank.record.phase == "saving",
             silent=named is silent,
+            finishing=rank.record.phase == "finishing",
         )
