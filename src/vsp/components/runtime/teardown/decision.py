@@ -16,10 +16,11 @@ Rule (deterministic ski rental with a prediction):
 * ``policy == "auto"``: the choice that costs least for ``G`` (ties: keep, then shrink, then
   delete: the one the next run waits least for). With no cadence known, delete (the one-shot
   rule with an unknown gap cannot bound the idle cost).
-* With only run history (at least three gaps), the keep time that would have cost least over
-  the observed idle gaps among the reaper's ticks (``teardown_history``), whole or shrunk: keep
-  or shrink for it, or delete when that is zero; irregular arrivals make a single predicted time
-  a poor guide.
+* With only run history (at least three gaps; fewer delete), the keep time that would have
+  cost least over the observed idle gaps (measured from the runs' end times when listed) among
+  the reaper's ticks (``teardown_history``), whole or shrunk: keep or shrink for it when its
+  saving over deleting clearly exceeds the gaps' noise (``teardown_history.clearly_cheaper``),
+  else delete; irregular arrivals make a single predicted time a poor guide.
 * ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
 A kept or shrunk cluster is labelled with ``vsp-expires-at`` (keep-with-TTL, which is what
