@@ -128,3 +128,11 @@ def test_two_gaps_are_too_few_to_keep():
     six = _decide([600.0] * 6)
     assert six.action == "keep"
     assert six.why == "keeping costs less on average"
+
+
+def test_a_keep_policy_where_the_history_deletes_keeps_past_the_break_even_time():
+    decision = _decide([600.0, 7200.0, 600.0, 7200.0, 600.0], policy="keep")
+    assert decision.action == "keep"
+    assert decision.why == "policy is 'keep', overriding the cost rule"
+    # The median gap's expiry, max(t_K + slack, now + B): never now, which the reaper would take.
+    assert decision.expires_at is not None and decision.expires_at >= NOW + 3600.0

@@ -246,7 +246,9 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
         facts += f": {_costs_text(costs, inputs)}, break-even idle time {be_text}"
     if history is not None:
         best, ttl, costs, noise = history
-        expires_at = now + ttl
+        # A policy that keeps where the history deletes keeps the cadence's expiry (or, below,
+        # the break-even one), not one that has already passed.
+        expires_at = now + ttl if best != DELETE else expires_at
         kept_for = readable_time.duration(ttl)
         chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {kept_for}"
         if noise is None:
