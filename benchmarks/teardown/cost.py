@@ -139,11 +139,11 @@ def run(
                     collected.setdefault((trace.name, policy), []).append(metrics)
             if progress:
                 progress(f"beta {prices.label}: seed {seed - first_seed + 1}/{seeds}")
-        for (name, policy), per_seed in collected.items():
-            trace = info[name]
+        for (trace_name, policy), per_seed in collected.items():
+            trace = info[trace_name]
             rows.append(
                 {
-                    "trace": name,
+                    "trace": trace_name,
                     "family": trace.family,
                     "beta": prices.label,
                     "beta_hours": prices.beta_s / 3600.0,
