@@ -34,6 +34,8 @@ def _measured(value: object) -> str:
 def _listed_goals(name: str, data: dict) -> Iterator[Row]:
     for goal in data.get("goals") or []:
         where = f" ({goal['where']})" if goal.get("where") else ""
+        if goal.get("command"):  # the run that measured it, and its wall time
+            where += f"; `{goal['command']}`, {goal['seconds']:.0f} s"
         yield {
             "benchmark": name,
             "goal": str(goal.get("goal") or goal.get("what")),

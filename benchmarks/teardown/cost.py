@@ -7,7 +7,12 @@ benchmark's goals, from ``goals`` below, each met or not met with the measured n
 
 Usage::
 
-    python -m benchmarks.teardown.cost [--out benchmarks/results] [--seeds N] [--ttl-draws N]
+    python -m benchmarks.teardown.cost [--out benchmarks/results] [--seeds N] [--first-seed S]
+        [--ttl-draws N] [--name teardown_cost]
+
+``--first-seed`` replays other traces than the committed results' (seeds ``S .. S + N - 1``),
+to check that the goals hold off the seeds they were first measured on; ``--name`` names the
+results files (``teardown_cost`` by default).
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ import numpy as np
 
 from benchmarks import results_files
 from benchmarks.teardown import goals as goals_module
-from benchmarks.teardown import law, ours, policies, report, traces
+from benchmarks.teardown import law, ours, policies, prewarm, report, traces
 from vsp.components.runtime.teardown import cadence, inputs, run_history
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "results"
 DEFAULT_SEEDS = 10
 DEFAULT_TTL_DRAWS = 1000
+NAME = "teardown_cost"
 BEST_FIXED = goals_module.BEST_FIXED
 CRON_FAMILIES = goals_module.CRON_FAMILIES
 goals = goals_module.goals
@@ -76,6 +82,12 @@ def run_cell(
     metrics[BEST_FIXED]["ttl_minutes"] = best / 60.0
     if trace.family in law.FAMILIES:
         metrics[law.POLICY] = law.evaluate(trace, prices)
+    if trace.family in prewarm.FAMILIES:
+        warm = prewarm.evaluate(trace, prices)
+        warm["over_ours"] = warm["cost"] / metrics["ours-auto"]["cost"]
+        if not np.isnan(warm["bound"]):
+            warm["over_bound"] = warm["ratio"] / warm["bound"]
+        metrics[prewarm.POLICY] = warm
     return metrics
 
 
@@ -92,11 +104,25 @@ def _aggregate(per_seed: list[dict[str, float]]) -> dict[str, object]:
     for key in per_seed[0]:
         if key not in ("ratio", "worst_gap_ratio"):
             out[key] = float(np.mean([m[key] for m in per_seed]))
+    for key in ("over_bound", "over_ours"):
+        if key in per_seed[0]:
+            out[f"{key}_max"] = float(np.max([m[key] for m in per_seed]))
     return out
 
 
-def run(seeds: int, ttl_draws: int, progress=None) -> dict[str, object]:
-    """Runs every (trace, break-even time, policy) over ``seeds`` trace seeds.
+def command(seeds: int, ttl_draws: int, first_seed: int = 0, name: str = NAME) -> str:
+    """The command line that runs the benchmark with these settings."""
+    first = f" --first-seed {first_seed}" if first_seed else ""
+    named = f" --name {name}" if name != NAME else ""
+    return (
+        f"python -m benchmarks.teardown.cost --seeds {seeds}{first} --ttl-draws {ttl_draws}{named}"
+    )
+
+
+def run(
+    seeds: int, ttl_draws: int, progress=None, first_seed: int = 0, name: str = NAME
+) -> dict[str, object]:
+    """Runs every (trace, break-even time, policy) over ``seeds`` trace seeds from ``first_seed``.
 
     Returns:
         The JSON-ready results: config, one row per (trace, beta, policy), goals.
@@ -106,18 +132,18 @@ def run(seeds: int, ttl_draws: int, progress=None) -> dict[str, object]:
     for prices in policies.PRICES:
         collected: dict[tuple[str, str], list[dict[str, float]]] = {}
         info: dict[str, traces.Trace] = {}
-        for seed in range(seeds):
+        for seed in range(first_seed, first_seed + seeds):
             for trace in traces.all_traces(prices.beta_s, seed):
                 info.setdefault(trace.name, trace)
                 for policy, metrics in run_cell(trace, prices, seed, ttl_draws).items():
                     collected.setdefault((trace.name, policy), []).append(metrics)
             if progress:
-                progress(f"beta {prices.label}: seed {seed + 1}/{seeds}")
-        for (name, policy), per_seed in collected.items():
-            trace = info[name]
+                progress(f"beta {prices.label}: seed {seed - first_seed + 1}/{seeds}")
+        for (trace_name, policy), per_seed in collected.items():
+            trace = info[trace_name]
             rows.append(
                 {
-                    "trace": name,
+                    "trace": trace_name,
                     "family": trace.family,
                     "beta": prices.label,
                     "beta_hours": prices.beta_s / 3600.0,
@@ -126,16 +152,21 @@ def run(seeds: int, ttl_draws: int, progress=None) -> dict[str, object]:
                     **_aggregate(per_seed),
                 }
             )
+    seconds = time.perf_counter() - started
+    listed = goals(rows, ttl_draws)
+    for goal in listed:  # every goal is measured by the one run
+        goal["command"] = command(seeds, ttl_draws, first_seed, name)
+        goal["seconds"] = round(seconds, 1)
     return {
-        "benchmark": "teardown_cost",
-        "run_seconds": time.perf_counter() - started,
+        "benchmark": name,
+        "run_seconds": seconds,
         "cpu_seconds": time.process_time() - cpu_started,
         "machine": machine(),
-        "config": _config(seeds, ttl_draws),
+        "config": _config(seeds, ttl_draws, first_seed, name),
         "results": rows,
         "families": families(rows),
         "reaper_cost": goals_module.reaper_cost(rows, ["ours-auto", "ours-auto-hourly-reaper"]),
-        "goals": goals(rows, ttl_draws),
+        "goals": listed,
     }
 
 
@@ -151,9 +182,11 @@ def machine() -> dict[str, object]:
     }
 
 
-def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
+def _config(seeds: int, ttl_draws: int, first_seed: int = 0, name: str = NAME) -> dict:
     return {
         "seeds": seeds,
+        "first_seed": first_seed,
+        "command": command(seeds, ttl_draws, first_seed, name),
         "ttl_draws": ttl_draws,
         "trace_start": "2027-01-04T00:00:00Z",
         "prices": [
@@ -178,6 +211,7 @@ def _config(seeds: int, ttl_draws: int) -> dict[str, object]:
         "shift_delayed_share": traces.SHIFT_DELAYED_SHARE,
         "shift_delay_s": list(traces.SHIFT_DELAY_S),
         "reapers": REAPERS,
+        "prewarm_margin_s": prewarm.MARGIN_S,
         "poisson_mean_gaps_beta": list(traces.POISSON_MEAN_GAPS),
         "pareto_alpha": traces.PARETO_ALPHA,
         "duration_median_s": traces.DURATION_MEDIAN_S,
@@ -199,17 +233,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="trace seeds per cell")
     parser.add_argument(
+        "--first-seed", type=int, default=0, help="the first trace seed (default 0)"
+    )
+    parser.add_argument("--name", default=NAME, help="results file name, without extension")
+    parser.add_argument(
         "--ttl-draws", type=int, default=DEFAULT_TTL_DRAWS, help="randomized TTL draws per trace"
     )
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.ttl_draws < 1:
-        parser.error("--seeds and --ttl-draws must be >= 1")
-    results = run(args.seeds, args.ttl_draws, progress=lambda m: print(m, file=sys.stderr))
+    if args.seeds < 1 or args.ttl_draws < 1 or args.first_seed < 0:
+        parser.error("--seeds and --ttl-draws must be >= 1, --first-seed >= 0")
+    results = run(
+        args.seeds,
+        args.ttl_draws,
+        progress=lambda m: print(m, file=sys.stderr),
+        first_seed=args.first_seed,
+        name=args.name,
+    )
     print(
         f"ran in {results['run_seconds']:.1f} s ({results['cpu_seconds']:.1f} s of CPU)",
         file=sys.stderr,
     )
-    results_files.write(args.out, "teardown_cost", results, report.markdown(results))
+    results_files.write(args.out, args.name, results, report.markdown(results))
     return 0
 
 

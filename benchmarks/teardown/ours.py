@@ -1,8 +1,9 @@
 """Ours in the teardown benchmarks: ``teardown.decide`` at every run end, enforced by the reaper.
 
 At the end of run ``i`` of a trace the decision gets what the component would have: the start
-times ``teardown_step.run_history`` lists (the newest ``HISTORY_MAX_JOBS`` runs, the running
-one included) and, when a schedule started the run, its cron. A kept or shrunk cluster is
+times ``run_history.run_times`` lists (the newest ``HISTORY_MAX_JOBS`` runs, the running one
+included), the end times of those that finished, and, when a schedule started the run, its
+cron. A kept or shrunk cluster is
 labelled ``vsp-expires-at``; the reaper, scheduled on ``cadence.REAPER_CRON``, deletes it at its
 first tick after that label (``gcp_labels.expired`` is ``now > expires_at``), so a run that starts
 before that tick still reuses it. The keep time of a decision is that tick minus the run end.
@@ -87,6 +88,7 @@ def decisions(
         cadence: dict = {"policy": policy, "now": float(ends[i])}
         if policy == "auto":
             cadence["run_start_times"] = starts[max(0, i + 1 - page) : i + 1].tolist()
+            cadence["run_end_times"] = ends[max(0, i + 1 - page) : i].tolist()
             if trace.crons[i] is not None:
                 cadence["schedule_cron"] = trace.crons[i]
         decision = teardown_decision.decide(dataclasses.replace(inputs, **cadence))

@@ -24,6 +24,15 @@ def test_listed_goals_and_the_campaign_reader_give_one_row_per_goal(tmp_path):
                 "goals": [
                     {"id": "1", "goal": "x <= 2", "measured": 1.23456, "met": True},
                     {"id": "2", "what": "y | z", "measured": 7, "where": "hourly", "met": False},
+                    {
+                        "id": "3",
+                        "goal": "w <= 1",
+                        "measured": 0.5,
+                        "where": "daily",
+                        "met": True,
+                        "command": "python -m alpha --seeds 2",
+                        "seconds": 12.4,
+                    },
                 ]
             }
         )
@@ -36,6 +45,7 @@ def test_listed_goals_and_the_campaign_reader_give_one_row_per_goal(tmp_path):
     assert [(r["benchmark"], r["measured"], r["met"]) for r in found] == [
         ("alpha", "1.235", True),
         ("alpha", "7 (hourly)", False),
+        ("alpha", "0.5 (daily); `python -m alpha --seeds 2`, 12 s", True),
         ("fault_campaign", "1 violations in 10 fault plans and 5 bad inputs", False),
     ]
     lines = summary.table(found).splitlines()

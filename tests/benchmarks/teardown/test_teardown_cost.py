@@ -228,3 +228,12 @@ def test_p95_delay_from_counts_is_numpy_percentile(n):
     delays = np.where(recreated, BETA_1H.provisioning_minutes, 0.0)
     got = policies.p95_delay(recreated.sum(axis=1), n, BETA_1H)
     assert got == pytest.approx(np.percentile(delays, 95, axis=1), abs=1e-12)
+
+
+def test_the_command_names_the_seeds_and_the_results_file():
+    default = "python -m benchmarks.teardown.cost --seeds 10 --ttl-draws 1000"
+    assert cost.command(10, 1000) == default
+    assert cost.command(5, 100, first_seed=1000, name="fresh") == (
+        "python -m benchmarks.teardown.cost --seeds 5 --first-seed 1000 --ttl-draws 100 "
+        "--name fresh"
+    )

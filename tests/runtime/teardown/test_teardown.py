@@ -141,7 +141,9 @@ def test_cadence_in_future_and_long_gap_deletes():
     runs = [NOW - 2 * 86400, NOW - 86400 + 60]
     d = decide(_inputs(run_start_times=runs))
     assert d.next_run == NOW + 120  # last (now - 86340) + median gap 86460
-    assert d.action == "keep"
+    # One gap is too few to tell a cadence by (the next run is 2 min away only if it repeats).
+    assert d.action == "delete"
+    assert d.why == "only 1 earlier idle gap(s), too few to tell the cadence, so deleting"
     runs = [NOW - 7 * 86400 - 3600, NOW - 3600]  # weekly: next run in 7 d - 1 h
     d = decide(_inputs(run_start_times=runs))
     assert (d.action, d.idle_seconds) == ("delete", 7 * 86400 - 3600.0)

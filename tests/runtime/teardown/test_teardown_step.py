@@ -80,8 +80,24 @@ def test_history_stops_at_the_most_runs_it_reads(monkeypatch):
     assert len(client.calls) == 2
 
 
+def test_run_times_list_the_end_of_every_finished_run():
+    jobs = [
+        {**_job(0.0, "PIPELINE_STATE_RUNNING"), "endTime": _iso(-1.0)},  # running: no end
+        {**_job(1.0), "endTime": _iso(0.75)},
+        {**_job(2.0, "PIPELINE_STATE_FAILED"), "endTime": _iso(1.5)},
+        _job(3.0),  # finished without an end time listed
+        {**_job(4.0, "PIPELINE_STATE_CANCELLED"), "endTime": _iso(3.5)},
+    ]
+    starts, ends = run_history.run_times(RecordingClient(jobs), PROJECT, LOCATION, "p")
+    assert starts == [NOW - 3 * 3600, NOW - 2 * 3600, NOW - 3600, NOW]
+    assert ends == [NOW - 1.5 * 3600, NOW - 0.75 * 3600]
+
+
 def test_history_of_hourly_runs_keeps_the_cluster():
-    jobs = [_job(h) for h in (0.0, 1.0, 2.0, 3.0)] + [_job(0.5, "PIPELINE_STATE_CANCELLED")]
+    # Five hourly gaps: keeping an hour saves 3.67 - 1 USD on each, clearly more than deleting
+    # (three would not be: the next gap may be the first longer than the keep).
+    hours = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
+    jobs = [_job(h) for h in hours] + [_job(0.5, "PIPELINE_STATE_CANCELLED")]
     client = RecordingClient(jobs)
     inputs = teardown_inputs.TeardownInputs(**PRICES, now=NOW)
     weighed, decision = decide_teardown.decide_teardown(
@@ -95,10 +111,10 @@ def test_history_of_hourly_runs_keeps_the_cluster():
     ]
     assert decision.action == "keep"
     assert decision.next_run == pytest.approx(NOW + 3600)
-    assert "median gap 3600 s of 4 earlier runs" in decision.reason
+    assert "median gap 3600 s of 6 earlier runs" in decision.reason
     metrics = decide_teardown.decision_metrics(weighed, decision)
     assert metrics["teardown_keep"] == 1.0
-    assert metrics["teardown_input_earlier_runs"] == 4.0
+    assert metrics["teardown_input_earlier_runs"] == 6.0
     assert metrics["teardown_input_provisioning_minutes"] == 20.0
     assert metrics["teardown_cost_if_kept"] == pytest.approx(1.0)
 

@@ -214,9 +214,9 @@ def decide_teardown(
             unpriced = f"machine type {exc.machine_type} has no price."
             inputs = dataclasses.replace(inputs, unpriced=unpriced)
     if inputs.interval_seconds is None and client is not None:
-        history = run_history.run_history(client, project, location, pipeline_name)
+        history, ends = run_history.run_times(client, project, location, pipeline_name)
         log.info("%d earlier runs of %s found for the cadence", len(history), pipeline_name)
-        inputs = dataclasses.replace(inputs, run_start_times=history)
+        inputs = dataclasses.replace(inputs, run_start_times=history, run_end_times=ends)
     chosen = decision.decide(inputs)
     log.info("teardown decision: %s", chosen.reason)
     return inputs, chosen

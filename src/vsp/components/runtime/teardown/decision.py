@@ -16,10 +16,11 @@ Rule (deterministic ski rental with a prediction):
 * ``policy == "auto"``: the choice that costs least for ``G`` (ties: keep, then shrink, then
   delete: the one the next run waits least for). With no cadence known, delete (the one-shot
   rule with an unknown gap cannot bound the idle cost).
-* With only run history (at least three gaps), the keep time that would have cost least over
-  the observed idle gaps among the reaper's ticks (``teardown_history``), whole or shrunk: keep
-  or shrink for it, or delete when that is zero; irregular arrivals make a single predicted time
-  a poor guide.
+* With only run history (at least three gaps; fewer delete), the keep time that would have
+  cost least over the observed idle gaps (measured from the runs' end times when listed) among
+  the reaper's ticks (``teardown_history``), whole or shrunk: keep or shrink for it when its
+  saving over deleting clearly exceeds the gaps' noise (``teardown_history.clearly_cheaper``),
+  else delete; irregular arrivals make a single predicted time a poor guide.
 * ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
 A kept or shrunk cluster is labelled with ``vsp-expires-at`` (keep-with-TTL, which is what
@@ -132,15 +133,19 @@ _EXPIRY_BEFORE_TICK_SECONDS = 30.0
 
 def _history_choice(
     inputs: teardown_inputs.TeardownInputs, gaps: list[float], now: float
-) -> tuple[str, float, dict[str, float]]:
+) -> tuple[str, float, dict[str, float], str | None]:
     """The cheapest of keeping or shrinking for the best time over ``gaps``, or deleting.
 
     The keep times weighed are the reaper's: a kept cluster lives until the first reaper tick
     after its expiry, so a keep time between two ticks costs as much as the later tick, and
-    pricing it as shorter would keep clusters that deleting would have beaten.
+    pricing it as shorter would keep clusters that deleting would have beaten. A keep (or
+    shrink) is a candidate only when its saving over deleting stands out from the gaps' noise
+    (``teardown_history.clearly_cheaper``): the keep time is chosen on the very gaps it is
+    priced on, so its average there is optimistic.
 
     Returns:
-        (action, seconds from now to the expiry, average cost per gap of each weighed choice).
+        (action, seconds from now to the expiry, average cost per gap of each weighed choice,
+        the choice that would have cost least on average but is within the noise, or ``None``).
     """
     deleted = inputs.recreation_cost
     ticks = teardown_cadence.reaper_keep_times(now, gaps)
@@ -151,14 +156,24 @@ def _history_choice(
         options[SHRINK] = teardown_history.best_ttl(
             gaps, inputs.shrunk_price_per_hour or 0.0, deleted, inputs.scale_up_cost, ticks
         )
-    candidates = {a: (ttl, cost) for a, (ttl, cost) in options.items() if ttl > 0}
+    prices = {KEEP: (inputs.idle_price_per_hour, 0.0)}
+    prices[SHRINK] = (inputs.shrunk_price_per_hour or 0.0, inputs.scale_up_cost)
+    candidates = {
+        a: (ttl, cost)
+        for a, (ttl, cost) in options.items()
+        if teardown_history.clearly_cheaper(gaps, ttl, prices[a][0], deleted, prices[a][1])
+    }
     candidates[DELETE] = (0.0, deleted)
     best = _cheapest({a: round(cost, 12) for a, (_ttl, cost) in candidates.items()})
     averages = {a: cost for a, (_ttl, cost) in options.items()}
     averages[DELETE] = deleted
+    in_sample = {a: (ttl, cost) for a, (ttl, cost) in options.items() if ttl > 0}
+    in_sample[DELETE] = (0.0, deleted)
+    cheapest = _cheapest({a: round(cost, 12) for a, (_ttl, cost) in in_sample.items()})
+    noise = cheapest if best == DELETE and cheapest != DELETE else None
     keep = candidates[best][0]
     expiry = keep - min(_EXPIRY_BEFORE_TICK_SECONDS, keep / 2.0) if keep > 0 else 0.0
-    return best, expiry, averages
+    return best, expiry, averages, noise
 
 
 _GERUND = {KEEP: "keeping", SHRINK: "shrinking", DELETE: "deleting"}
@@ -202,10 +217,12 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
         inputs.schedule_cron, inputs.interval_seconds, inputs.run_start_times, now
     )
     history = None
+    gaps: list[float] = []
     if inputs.schedule_cron is None and inputs.interval_seconds is None:
-        gaps = teardown_history.idle_gaps(inputs.run_start_times, now)
+        gaps = teardown_history.idle_gaps(inputs.run_start_times, now, inputs.run_end_times)
         if len(gaps) >= teardown_history.MIN_GAPS:
             history = _history_choice(inputs, gaps, now)
+    too_few = history is None and 0 < len(gaps) < teardown_history.MIN_GAPS
     costs: dict[str, float] = {}
     planned = None
     expiry_text = ""
@@ -228,21 +245,35 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
             )
         facts += f": {_costs_text(costs, inputs)}, break-even idle time {be_text}"
     if history is not None:
-        best, ttl, costs = history
-        expires_at = now + ttl
+        best, ttl, costs, noise = history
+        # A policy that keeps where the history deletes keeps the cadence's expiry (or, below,
+        # the break-even one), not one that has already passed.
+        expires_at = now + ttl if best != DELETE else expires_at
         kept_for = readable_time.duration(ttl)
         chosen = "deleting at once" if best == DELETE else f"{_GERUND[best]} {kept_for}"
-        facts += (
-            f"; over the last {len(gaps)} idle gaps, {chosen} costs least on average "
-            f"({_costs_text(costs, inputs)})"
-        )
+        if noise is None:
+            facts += (
+                f"; over the last {len(gaps)} idle gaps, {chosen} costs least on average "
+                f"({_costs_text(costs, inputs)})"
+            )
+        else:
+            facts += (
+                f"; over the last {len(gaps)} idle gaps, {_GERUND[noise]} would have cost least "
+                f"on average ({_costs_text(costs, inputs)}), but by less than the gaps' noise "
+                "(one-sided 95 % t-test on the per-gap savings)"
+            )
     if inputs.policy == "auto" and history is not None:
         action = history[0]
         why = f"{_GERUND[action]} costs less on average"
         why = "deleting is cheaper" if action == DELETE else why
+        if history[3] is not None:
+            why = f"{_GERUND[history[3]]} is not clearly cheaper, so deleting"
     elif inputs.policy == "auto":
         if idle is None:
             action, why = DELETE, "unknown cadence, so deleting"
+        elif too_few:
+            action = DELETE
+            why = f"only {len(gaps)} earlier idle gap(s), too few to tell the cadence, so deleting"
         else:
             action = _cheapest(costs)
             why = f"{_GERUND[action]} is cheaper"

@@ -17,28 +17,55 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Sequence
 
 MIN_GAPS = 3
+# The one-sided normal quantile of the test that keeping beats deleting (95 %): a keep time is
+# chosen on the very gaps it is priced on, so its saving must stand out from their noise.
+CONFIDENCE_Z = 1.6449
 
 
-def idle_gaps(start_times: Sequence[float], now: float) -> list[float]:
-    """Idle gaps estimated from run start times: start-to-start gaps less this run's duration.
+def idle_gaps(
+    start_times: Sequence[float], now: float, end_times: Sequence[float] = ()
+) -> list[float]:
+    """Idle gaps of the earlier runs: measured from their end times, else estimated.
+
+    With the end of every earlier run, the gap after a run is its end to the first start after it
+    (exact); an end at which another listed run was still running left the cluster busy, not
+    idle, and gives no gap. Without them (ends missing), the gaps are estimated from start times
+    alone: start-to-start gaps less this run's duration, which is off by each earlier run's
+    duration less this one's.
 
     Args:
         start_times: Epoch start times of runs, this one included when listed.
         now: The end of this run (epoch seconds).
+        end_times: Epoch end times of the earlier runs that have finished.
     """
     times = sorted(float(t) for t in start_times)
     starts = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
     if not starts:
         return []
+    ends = sorted(float(t) for t in end_times)
+    if ends and len(ends) >= len(times) - 1:  # every earlier run has its end
+        return _measured_gaps(times, ends)
     # The run history lists this run too (it is RUNNING), so the newest start is normally this
     # run's; one older than every gap between runs cannot be, and then the duration is unknown
     # (taken as 0).
     since = now - times[-1]
     duration = since if 0.0 <= since <= max(starts) else 0.0
     return [max(0.0, gap - duration) for gap in starts]
+
+
+def _measured_gaps(starts: list[float], ends: list[float]) -> list[float]:
+    """Each end to the first start after it, where no other run was running (both sorted)."""
+    gaps = []
+    for end in ends:
+        started = bisect.bisect_right(starts, end)
+        running = started - bisect.bisect_right(ends, end)
+        if running == 0 and started < len(starts):
+            gaps.append(starts[started] - end)
+    return gaps
 
 
 def best_ttl(
@@ -69,6 +96,58 @@ def best_ttl(
     averages = average_costs(gaps, candidates, idle_price_per_hour, recreation_cost, reuse_cost)
     best = cheapest_index(averages, longest=False)
     return candidates[best], averages[best]
+
+
+def clearly_cheaper(
+    gaps: Sequence[float],
+    ttl: float,
+    idle_price_per_hour: float,
+    recreation_cost: float,
+    reuse_cost: float = 0.0,
+) -> bool:
+    """Whether keeping for ``ttl`` beats deleting at once by more than the gaps' noise.
+
+    Each gap ``g`` saves ``C - (r min(g, T) + reuse)`` when reused (``g <= T``) and loses
+    ``r T`` when missed. Keeping is clearly cheaper when the mean saving exceeds its standard
+    error times the one-sided 95 % quantile of Student's t (``t_quantile``), over the gaps and
+    one more that the keep misses (the next gap is longer than every observed one with
+    probability ``1 / (n + 1)``): on memoryless arrivals slower than the break-even time,
+    deleting is the cheaper bet in expectation and an in-sample saving is noise; on few gaps
+    all short by chance, their own spread says nothing of the tail.
+
+    Args:
+        gaps: Observed idle gaps, seconds.
+        ttl: The keep time weighed, seconds.
+        idle_price_per_hour: What the kept (or shrunk) cluster costs per hour.
+        recreation_cost: What deleting and re-creating costs.
+        reuse_cost: What the next run pays to reuse the cluster within ``ttl``.
+    """
+    if len(gaps) < 2 or ttl <= 0:
+        return False
+    price = idle_price_per_hour / 3600.0
+    savings = [recreation_cost - price * g - reuse_cost if g <= ttl else -price * ttl for g in gaps]
+    if price * ttl == 0:  # free to keep: no gap can lose, so any saving is a saving
+        return sum(savings) > 0
+    # The gaps exchangeable, the next is the longest of all n + 1 with probability 1 / (n + 1):
+    # one gap the keep misses completes the sample, so a few gaps all reused by chance do not
+    # make keeping look certain.
+    savings.append(-price * ttl)
+    n = len(savings)
+    mean = sum(savings) / n
+    variance = sum((s - mean) ** 2 for s in savings) / (n - 1)
+    return mean > t_quantile(CONFIDENCE_Z, n - 1) * math.sqrt(variance / n)
+
+
+def t_quantile(z: float, degrees: int) -> float:
+    """Student's t quantile for the normal quantile ``z`` (Cornish-Fisher, two terms).
+
+    Within 6 % of the exact value at 2 degrees of freedom (2.76 against 2.92 at 95 %), within
+    1 % from 4 on; the runtime does not depend on scipy.
+    """
+    nu = float(degrees)
+    first = (z**3 + z) / (4.0 * nu)
+    second = (5.0 * z**5 + 16.0 * z**3 + 3.0 * z) / (96.0 * nu**2)
+    return z + first + second
 
 
 def cheapest_index(averages: Sequence[float], longest: bool) -> int:

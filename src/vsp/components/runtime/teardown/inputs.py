@@ -70,6 +70,9 @@ class TeardownInputs:
         run_start_times: Epoch start times of earlier runs of the same pipeline; their median
             gap is the cadence when there is neither a cron nor an interval, and with a cron
             they show how often runs were missed or started late (``teardown_expiry``).
+        run_end_times: Epoch end times of the earlier runs that have finished (as many as
+            listed, possibly fewer than the start times); with them an idle gap is measured
+            from a run's end to the next start instead of estimated (``teardown_history``).
         now: The current epoch time; ``None`` means ``time.time()``.
         slack_fraction: Slack added to a predicted run for the expiry, as a fraction of the
             run interval (``teardown_expiry``).
@@ -92,6 +95,7 @@ class TeardownInputs:
     schedule_cron: str | None = None
     interval_seconds: float | None = None
     run_start_times: Sequence[float] = ()
+    run_end_times: Sequence[float] = ()
     now: float | None = None
     slack_fraction: float = DEFAULT_SLACK_FRACTION
     min_slack_seconds: float = DEFAULT_MIN_SLACK_SECONDS
