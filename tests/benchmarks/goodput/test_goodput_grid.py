@@ -23,14 +23,27 @@ def test_the_bound_is_at_least_every_fixed_interval_and_notice_only_on_the_same_
 
 
 def test_the_policy_learns_the_notice_failures_it_sees():
-    # A 10 s step makes a 26 s save miss a 30 s notice more than half the time: the policy,
-    # told so after each attempt, saves more often than its prior would have it.
-    scenario = _scenario(step_s=10.0)
+    # Half the preemptions come without a notice: the policy, told so after each attempt,
+    # saves more often than its prior would have it.
+    scenario = _scenario(p_no_notice=0.5)
     policy = sim.make_policy("ours", scenario)
     prior = policy.interval_s
     sim.simulate_with(scenario, policy, seed=0)
-    assert policy.notices_failed > policy.notices_landed > 0
+    assert policy.notices_failed > 0 and policy.notices_landed > 0
     assert policy.interval_s < prior / 2
+
+
+def test_the_policy_is_told_the_step_time_and_expects_step_late_notices():
+    # A 10 s step makes a 26 s save miss a 30 s notice 60% of the time (the notice is seen up
+    # to a step late, and only 4 s of slack remain): the prior is centred there from the start.
+    policy = sim.make_policy("ours", _scenario(step_s=10.0))
+    assert policy.step_s == 10.0
+    p = 0.02 + 0.98 * 0.6
+    assert policy.strategy.p(policy.costs()) == pytest.approx(p)
+    assert policy.interval_s == pytest.approx((2 * 2.0 * 3600.0 / p) ** 0.5)
+    assert sim.make_policy("ours", _scenario(step_s=1.0)).interval_s == pytest.approx(
+        (2 * 2.0 * 3600.0 / 0.02) ** 0.5
+    )
 
 
 def test_goals_name_the_worst_cell():
