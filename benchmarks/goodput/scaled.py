@@ -250,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "daly_blocking_0_5": daly_reference(0.5),
         "wall_seconds": round(time.monotonic() - started, 1),
         "cases": cases,
+        "cases_not_run": [name for name in CASES if name not in names],
         "goals": goals(cases, args.seeds),
     }
     _write(args.out, results)
