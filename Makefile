@@ -36,7 +36,7 @@ campaign:
 # Goodput of checkpoint policies: scaled runs on the emulator (~20 min), then the full-scale
 # simulation.
 goodput:
-	nice -n 10 $(PYTHON) -m benchmarks.goodput.scaled --out benchmarks/results
+	nice -n 10 $(PYTHON) -m benchmarks.goodput.scaled --out benchmarks/results --seeds 6 --work-steps 20000 --parallel 2 --cases ours-async
 	$(PYTHON) -m benchmarks.goodput.policy --out benchmarks/results
 
 # The runtime lock the prebuilt step image installs: requirements/runtime.in from the

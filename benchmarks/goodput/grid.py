@@ -1,6 +1,7 @@
 """Goodput of the checkpoint policy over a grid of settings, against a notice-aware bound.
 
-``python -m benchmarks.goodput.grid [--out benchmarks/results] [--seeds 3] [--work-hours 300]``
+``python -m benchmarks.goodput.grid [--out benchmarks/results] [--seeds 3] [--first-seed 0]
+[--work-hours 300] [--name goodput_grid]``
 
 The full-scale simulation of ``benchmarks.goodput.sim`` (M = 1 h exponential, 30 s notice,
 restart gaps billed) over every combination of:
@@ -25,7 +26,9 @@ with the same notice save.
 
 Goals: in every cell ours (``NoticeFirst``, the default) is at least 0.98 of the bound and never
 below Young/Daly; the headline cell (2 min restart, every preemption announced, 1 s steps, a
-save that fits) at least 0.95 with the restart gaps billed.
+save that fits) at least 0.95 with the restart gaps billed. ``--first-seed`` runs other
+preemption traces (seeds ``first .. first + seeds - 1``) under another ``--name``, to check that
+the goals do not hold only on the traces they were first measured on.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import json
 import pathlib
 import statistics
 import time
@@ -99,12 +103,14 @@ def _goodput(scenario: sim.Scenario, policy, seed: int) -> float:
     return sim.simulate_with(scenario, policy, seed).goodput
 
 
-def measure_cell(scenario: sim.Scenario, seeds: int) -> dict:
-    """Ours, Young/Daly and the bound (the best fixed interval, per seed) for one cell."""
-    ours = [_goodput(scenario, "ours", s) for s in range(seeds)]
-    young_daly = [_goodput(scenario, "young-daly", s) for s in range(seeds)]
+def measure_cell(scenario: sim.Scenario, seeds: int, first_seed: int = 0) -> dict:
+    """Ours, Young/Daly and the bound (the best fixed interval, per seed) for one cell, on the
+    seeds ``first_seed .. first_seed + seeds - 1``."""
+    numbers = range(first_seed, first_seed + seeds)
+    ours = [_goodput(scenario, "ours", s) for s in numbers]
+    young_daly = [_goodput(scenario, "young-daly", s) for s in numbers]
     bound, best_interval = [], []
-    for seed in range(seeds):
+    for seed in numbers:
         sweep = {None: _goodput(scenario, None, seed)}
         for interval in SWEEP:
             sweep[interval] = _goodput(scenario, FixedInterval(interval), seed)
@@ -116,13 +122,38 @@ def measure_cell(scenario: sim.Scenario, seeds: int) -> dict:
         "young_daly": statistics.fmean(young_daly),
         "bound": statistics.fmean(bound),
         "ours_per_seed": ours,
+        "young_daly_per_seed": young_daly,
         "bound_per_seed": bound,
         "best_interval_s_per_seed": best_interval,
     }
 
 
-def goals(rows: list[dict]) -> list[dict]:
-    """The grid's three goals, each with its worst cell."""
+def _per_seed_differences(row: dict) -> str:
+    """ "; per seed: +0.0001, ..." (ours minus Young/Daly), when the row has them."""
+    pairs = zip(row.get("ours_per_seed", []), row.get("young_daly_per_seed", []), strict=True)
+    differences = [f"{ours - daly:+.5f}" for ours, daly in pairs]
+    return f"; per seed {', '.join(differences)}" if differences else ""
+
+
+def _daly_where(rows: list[dict], worst: dict) -> str:
+    """The worst cell for "never below Young/Daly", and when it is a tie (both policies took
+    the same interval, e.g. Daly's when the save does not fit), also the closest cell where
+    they differ."""
+    where = worst["name"] + _per_seed_differences(worst)
+    differ = [r for r in rows if r["ours"] != r["young_daly"]]
+    if worst["ours"] == worst["young_daly"] and differ:
+        closest = min(differ, key=lambda r: r["ours"] - r["young_daly"])
+        where = (
+            f"{worst['name']}: a tie; closest where they differ: {closest['name']},"
+            f" {closest['ours'] - closest['young_daly']:+.5f}{_per_seed_differences(closest)}"
+        )
+    return where
+
+
+def goals(rows: list[dict], seeds: str = "") -> list[dict]:
+    """The grid's three goals, each with its worst cell (``seeds``: which traces, for the
+    goals' text, e.g. "seeds 0 to 4")."""
+    on = f", {seeds}" if seeds else ""
     to_bound = min(rows, key=lambda r: r["ours"] / r["bound"])
     to_daly = min(rows, key=lambda r: r["ours"] - r["young_daly"])
     [headline] = [
@@ -135,7 +166,7 @@ def goals(rows: list[dict]) -> list[dict]:
         {
             "id": "grid-bound",
             "goal": f"ours >= {TO_BOUND} of the notice-aware bound (best fixed interval in "
-            "hindsight) in every cell of the grid, 1- and 2-node jobs",
+            f"hindsight) in every cell of the grid, 1- and 2-node jobs{on}",
             "measured": to_bound["ours"] / to_bound["bound"],
             "where": to_bound["name"],
             "met": to_bound["ours"] >= TO_BOUND * to_bound["bound"],
@@ -143,15 +174,15 @@ def goals(rows: list[dict]) -> list[dict]:
         {
             "id": "grid-daly",
             "goal": "ours never below Young/Daly (with the same notice save) in any cell "
-            "(ours minus Young/Daly, worst cell)",
+            f"(ours minus Young/Daly, worst cell{on})",
             "measured": to_daly["ours"] - to_daly["young_daly"],
-            "where": to_daly["name"],
+            "where": _daly_where(rows, to_daly),
             "met": to_daly["ours"] >= to_daly["young_daly"],
         },
         {
             "id": "grid-headline",
             "goal": f"ours >= {HEADLINE} in the headline cell (2 min restart billed, every "
-            "preemption announced, 1 s steps, a save that fits)",
+            f"preemption announced, 1 s steps, a save that fits{on})",
             "measured": headline["ours"],
             "where": headline["name"],
             "met": headline["ours"] >= HEADLINE,
@@ -161,12 +192,16 @@ def goals(rows: list[dict]) -> list[dict]:
 
 def markdown(results: dict) -> str:
     """The results page."""
+    start = results.get("first_seed", 0)
+    first = f" --first-seed {start}" if start else ""
+    name = "" if results.get("name", NAME) == NAME else f" --name {results['name']}"
+    seeds = f"{start} to {start + results['seeds'] - 1}"
     lines = [
         "# Goodput over a grid of settings, against the notice-aware bound",
         "",
-        f"`python -m benchmarks.goodput.grid --seeds {results['seeds']} --work-hours "
-        f"{results['work_hours']:g}` (all numbers: `{NAME}.json`), run on "
-        f"{results['machine']['date']} in {results['run_seconds']:.0f} s.",
+        f"`python -m benchmarks.goodput.grid --seeds {results['seeds']}{first} --work-hours "
+        f"{results['work_hours']:g}{name}` (seeds {seeds}; all numbers: `{results['name']}.json`),"
+        f" run on {results['machine']['date']} in {results['run_seconds']:.0f} s.",
         "",
         "Full-scale simulation (`benchmarks.goodput.sim`): M = 1 h exponential per node (a "
         "2-node job: M / 2), 30 s notice, "
@@ -199,24 +234,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--seeds", type=int, default=3, help="preemption traces per cell")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first trace's seed")
     parser.add_argument("--work-hours", type=float, default=300.0, help="training per run, h")
+    parser.add_argument("--name", default=NAME, help=f"results file name (default {NAME})")
+    parser.add_argument(
+        "--from-json", action="store_true", help="only re-render the goals and page from the JSON"
+    )
     args = parser.parse_args(argv)
+    if args.from_json:
+        results = json.loads((args.out / f"{args.name}.json").read_text())
+        first = results.get("first_seed", 0)
+        seeds = f"seeds {first} to {first + results['seeds'] - 1}"
+        results["goals"] = goals(results["rows"], seeds)
+        results_files.write(args.out, args.name, results, markdown(results))
+        return 0
     started = time.perf_counter()
     rows = []
     for cell, scenario in scenarios():
         scenario = dataclasses.replace(scenario, work_s=args.work_hours * 3600.0)
-        rows.append({**cell, "name": scenario.name, **measure_cell(scenario, args.seeds)})
+        measured = measure_cell(scenario, args.seeds, args.first_seed)
+        rows.append({**cell, "name": scenario.name, **measured})
         print(f"{scenario.name}: ours {rows[-1]['ours']:.4f}, bound {rows[-1]['bound']:.4f}")
     results = {
         "benchmark": NAME,
+        "name": args.name,
         "machine": goodput_policy.machine(),
         "seeds": args.seeds,
+        "first_seed": args.first_seed,
         "work_hours": args.work_hours,
         "run_seconds": time.perf_counter() - started,
         "rows": rows,
-        "goals": goals(rows),
+        "goals": goals(rows, f"seeds {args.first_seed} to {args.first_seed + args.seeds - 1}"),
     }
-    results_files.write(args.out, NAME, results, markdown(results))
+    results_files.write(args.out, args.name, results, markdown(results))
     return 0
 
 

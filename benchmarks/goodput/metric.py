@@ -33,6 +33,7 @@ from typing import Any
 
 import requests
 
+import vsp
 from vsp.components.runtime.cluster import resource, rules
 from vsp.components.runtime.core import polling, rest
 from vsp.components.runtime.slurm import api
@@ -136,10 +137,23 @@ def trainer_training(
     command += ["--step-log", str(work / "steps.log")]
     return slurm.SlurmTraining(
         command=command,
+        environment=trainer_environment(),
         working_directory=str(work),
         checkpoint_dir=str(work / "ckpt"),
         model_dir=str(work / "model"),
     )
+
+
+def trainer_environment() -> dict[str, str]:
+    """``PYTHONPATH`` for the trainer job: the folder this process imports ``vsp`` from first.
+
+    Slurm gives a job none of the step's environment, so without it the trainer would import
+    whatever ``vsp`` the interpreter finds by itself (e.g. another checkout's editable install)
+    and the benchmark would measure other code than its own.
+    """
+    here = str(pathlib.Path(vsp.__file__).resolve().parents[1])
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
+    return {"PYTHONPATH": os.pathsep.join([here, *rest])}
 
 
 def run_seed(seed: int, root: pathlib.Path, notice: float = 0.4) -> dict[str, Any]:

@@ -57,6 +57,13 @@ def markdown(results: dict[str, Any]) -> str:
             f" {gap} | {_seconds(case['startup_mean_s'])} | {case['step_time_mean_s']:.4f} |"
             f" {case.get('goal', '')} |"
         )
+    not_run = results.get("cases_not_run") or []
+    if not_run:
+        lines += [
+            "",
+            f"Not run here (`--cases`): {'; '.join(not_run)}. Their last results, with the date"
+            " and command of their run, are kept in `benchmarks/results/previous/`.",
+        ]
     for case in cases:
         unannounced = case.get("unannounced_per_seed") or []
         if any(unannounced):

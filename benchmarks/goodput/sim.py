@@ -80,6 +80,7 @@ def make_policy(kind: str, sc: Scenario) -> checkpoint_policy.CheckpointPolicy |
     )
     policy.record_save(0, sc.block_s, persisted=False)
     policy.record_persist(sc.block_s + sc.persist_s)
+    policy.record_step(sc.step_s)
     return policy
 
 

@@ -177,6 +177,9 @@ def test_in_process_run_writes_verified_model_and_metrics(tmp_path: Path, capsys
     assert manifests.latest_valid_checkpoint(tmp_path / "c").step == 6  # final checkpoint
     saved = checkpoint.load_latest(tmp_path / "c")
     assert metrics["train_seconds"] == saved.metadata["train_seconds"] > 0
+    # every step's time reaches the policy (the notice is seen at the next step boundary)
+    assert saved.metadata["policy"]["measured_steps"] == 6
+    assert 0 < saved.metadata["policy"]["step_s"] <= metrics["train_seconds"]
     assert (
         _main(tmp_path, "--model-dir", str(tmp_path / "m"), "--checkpoint-dir", str(tmp_path / "c"))
         == 0

@@ -177,3 +177,39 @@ def test_the_unannounced_case_is_reported_without_a_target() -> None:
         " no notice save): 1, 2, 0 of 5, 5, 6."
     ) in text
     assert "**0.9600** (16 preemptions (5/5/6 per seed)): reported" in text
+
+
+def test_the_goal_billing_the_restart_gaps_needs_6_seeds_and_30_preemptions() -> None:
+    def elapsed_goal(counts: list[int], seeds: int, elapsed: float = 0.96) -> dict:
+        ours = {
+            **_case(scaled.OURS_ASYNC, 0.97, elapsed, counts),
+            "goodput_elapsed_per_seed": [elapsed] * len(counts),
+        }
+        [_, goal] = scaled.goals([ours], seeds=seeds)  # only the goal's case ran
+        return goal
+
+    goal = elapsed_goal([5, 5, 5, 5, 5, 5], seeds=6)
+    assert goal["met"] is True and goal["measured"] == 0.96
+    assert "(6 seeds, 30 preemptions, restart gaps billed;" in goal["goal"]
+    assert goal["where"] == "restart gap mean 2.03 s" + "".join(
+        f"; seed {seed}: 0.960" for seed in range(6)
+    )
+    assert elapsed_goal([5, 5, 5, 5, 5, 4], seeds=6)["met"] is False  # 29 preemptions
+    assert elapsed_goal([10, 10, 10], seeds=3)["met"] is False  # 3 seeds
+    assert elapsed_goal([5, 5, 5, 5, 5, 5], seeds=6, elapsed=0.949)["met"] is False
+
+
+def test_the_report_names_the_cases_not_run() -> None:
+    cases = [_case(scaled.OURS_ASYNC, 0.97, 0.96, [5, 5, 6])]
+    results = {
+        **_results(cases, scaled.goals(cases, 3)),
+        "cases_not_run": [scaled.YOUNG_DALY, scaled.OURS_BLOCKING],
+    }
+    text = scaled_report.markdown(results)
+    assert (
+        f"Not run here (`--cases`): {scaled.YOUNG_DALY}; {scaled.OURS_BLOCKING}. Their last"
+        " results, with the date and command of their run, are kept in"
+        " `benchmarks/results/previous/`."
+    ) in text
+    assert "Not run here" not in scaled_report.markdown(_results(cases, []))
+    assert set(scaled.CASE_KEYS.values()) == set(scaled.CASES)

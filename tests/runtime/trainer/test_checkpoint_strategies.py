@@ -161,3 +161,67 @@ def test_policy_feeds_the_notice_outcomes_to_the_strategy() -> None:
     assert "notice saves resumed from 4, preemptions without one 1" in policy.explain()
     policy.observe_notices(-3, 0)
     assert (policy.notices_landed, policy.notices_failed) == (0, 0)
+
+
+def _stepped(step_s: float, landed: int = 0, failed: int = 0, total: float = 26.0):
+    return strategies.Costs(
+        2.0, total, HOUR, 30.0, notices_landed=landed, notices_failed=failed, step_s=step_s
+    )
+
+
+def test_a_step_longer_than_the_notice_slack_makes_notice_saves_fail() -> None:
+    # A 26 s save in a 30 s notice leaves 4 s for the step boundary that sees the notice.
+    assert _stepped(0.0).p_late == 0.0  # not measured yet
+    assert _stepped(1.0).p_late == 0.0
+    assert _stepped(4.0).p_late == 0.0
+    assert _stepped(5.0).p_late == 0.2
+    assert _stepped(10.0).p_late == 0.6
+    assert _stepped(1.0, total=30.0).p_late == 1.0  # no slack at all
+    assert _stepped(1.0, total=35.0).p_late == 1.0
+
+
+def test_notice_first_centres_its_prior_on_the_step_late_notices() -> None:
+    notice_first = strategies.NoticeFirst()
+    # 0.02 + 0.98 x 0.6: the notice missed, or seen too late for the save
+    assert notice_first.prior_p(_stepped(10.0)) == pytest.approx(0.608, abs=1e-15)
+    assert notice_first.p(_stepped(10.0)) == pytest.approx(0.608, abs=1e-15)
+    assert notice_first.interval(_stepped(10.0)) == pytest.approx(
+        math.sqrt(2 * 2.0 * HOUR / 0.608), abs=1e-9
+    )
+    assert round(notice_first.interval(_stepped(10.0)), 1) == 153.9
+    # short steps: exactly the old prior and interval
+    assert notice_first.p(_stepped(1.0)) == 0.02
+    assert notice_first.interval(_stepped(1.0)) == math.sqrt(2 * 2.0 * HOUR / 0.02)
+    # the history still updates it: Beta(0.608 x 50, 0.392 x 50) with 3 landed and 7 failed
+    assert notice_first.p(_stepped(10.0, 3, 7)) == pytest.approx((30.4 + 7) / 60, abs=1e-15)
+    assert round(notice_first.interval(_stepped(10.0, 3, 7)), 1) == 152.0  # sqrt(14400 / 0.623)
+    assert notice_first.explain(_stepped(10.0)) == (
+        "notice-first: a save takes 26 s (2 s blocking), mean time between preemptions 3600 s"
+        " (prior); the save fits in the 30 s notice with a 1.1x margin, so periodic saves only"
+        " insure against a failed notice save (p = 0.608: Beta prior centred on 0.608 (0.02, or"
+        " a 10 s step seeing the notice too late for the save: 0.6) worth 50 preemptions; none"
+        " in the checkpoint history yet): every 153.9 s of training = sqrt(2 x 2 s x 3600 s /"
+        " 0.608)"
+    )
+    # a save that does not fit falls back to Young/Daly, whatever the step
+    assert notice_first.interval(_stepped(10.0, total=30.0)) == strategies.daly_interval(2.0, HOUR)
+
+
+def test_policy_measures_the_step_time_and_carries_it_across_restarts() -> None:
+    policy = cp.CheckpointPolicy(mtbf_s=HOUR, smoothing=0.5)
+    policy.record_save(10, 2.0, persisted=False)
+    policy.record_persist(26.0)
+    assert policy.step_s == 0.0 and policy.interval_s == math.sqrt(2 * 2.0 * HOUR / 0.02)
+    policy.record_step(8.0)
+    assert policy.step_s == 8.0  # the first measurement is taken as is
+    policy.record_step(12.0)
+    assert policy.step_s == 10.0  # then a moving average (smoothing 0.5)
+    assert policy.costs().step_s == 10.0
+    assert policy.interval_s == pytest.approx(math.sqrt(2 * 2.0 * HOUR / 0.608), abs=1e-9)
+    restored = cp.CheckpointPolicy(mtbf_s=HOUR)
+    restored.load_state_dict(policy.state_dict())
+    assert (restored.step_s, restored.measured_steps) == (10.0, 2)
+    assert restored.interval_s == policy.interval_s
+    older = cp.CheckpointPolicy(mtbf_s=HOUR)
+    older.load_state_dict({"save_cost_s": 2.0, "save_total_s": 26.0})  # saved before step_s
+    assert older.step_s == 0.0

@@ -157,7 +157,11 @@ class Trainer:
                 state.step += 1
                 if cfg.sleep_for(state.step) > 0:
                     time.sleep(cfg.sleep_for(state.step))
-                state.train_seconds += time.monotonic() - step_started
+                step_seconds = time.monotonic() - step_started
+                state.train_seconds += step_seconds
+                # The notice is seen at the next step boundary: the policy weighs how often a
+                # step ends too late for the notice save to fit.
+                self.policy.record_step(step_seconds)
                 if state.step % cfg.log_every == 0 or state.step == cfg.steps:
                     log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
                 step_log.write(state.step, began, time.time())

@@ -121,6 +121,8 @@ class CheckpointPolicy:
         self.run_seconds = 0.0
         self.notices_landed = 0
         self.notices_failed = 0
+        self.step_s = 0.0
+        self.measured_steps = 0
         self.start(0)
 
     @classmethod
@@ -159,6 +161,7 @@ class CheckpointPolicy:
             preemptions=self.preemptions,
             notices_landed=self.notices_landed,
             notices_failed=self.notices_failed,
+            step_s=self.step_s,
         )
 
     @property
@@ -231,6 +234,13 @@ class CheckpointPolicy:
             self.record_persist(duration_s)
         self.start(step)
 
+    def record_step(self, duration_s: float) -> None:
+        """Records the time of one training step, in s (the notice is seen at the next step
+        boundary, so a step longer than the notice's slack makes notice saves fail)."""
+        duration_s = max(0.0, float(duration_s))
+        self.step_s = self._average(self.step_s, duration_s, self.measured_steps)
+        self.measured_steps += 1
+
     def record_persist(self, total_s: float) -> None:
         """Records the time from the start of a save until its manifest was written, in s."""
         total_s = max(0.0, float(total_s))
@@ -246,6 +256,8 @@ class CheckpointPolicy:
             "measured_persists": self.measured_persists,
             "preemptions": self.preemptions,
             "run_seconds": self.run_seconds,
+            "step_s": self.step_s,
+            "measured_steps": self.measured_steps,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -254,4 +266,6 @@ class CheckpointPolicy:
         self.save_total_s = float(state.get("save_total_s", self.save_cost_s))
         self.measured_saves = int(state.get("measured_saves", self.measured_saves))
         self.measured_persists = int(state.get("measured_persists", self.measured_saves))
+        self.step_s = float(state.get("step_s", self.step_s))
+        self.measured_steps = int(state.get("measured_steps", self.measured_steps))
         self.observe(state.get("preemptions", 0), state.get("run_seconds", 0.0))

@@ -21,6 +21,16 @@ sentence with the numbers.
   ``p`` is the posterior mean ``(a + f) / (n0 + k + f)``: a few observations barely move it
   (n0 = 50: one failure in 5 preemptions gives 0.036 from 0.02, 5 landed notice saves 0.018).
 
+  The trainer sees the notice only at its next step boundary, up to one step later: with steps
+  of ``S`` seconds and a slack ``s = notice - save_total`` (the notice window less a whole save),
+  a notice that lands uniformly within a step leaves too little time for the save with
+  probability ``q = (S - s) / S`` when ``S > s`` (0 otherwise; e.g. 10 s steps, a 26 s save in a
+  30 s notice: ``q = 0.6``). The policy measures ``S``, so the prior is centred on the failure
+  probability it can compute, ``p_notice_fail + (1 - p_notice_fail) q``, not on ``p_notice_fail``
+  alone: otherwise the history has to correct a prior that is known to be wrong, and until it
+  has, the insurance interval is far longer than it should be (the saves a step-late notice
+  misses are lost).
+
 Hand-written: the formulas are a few lines, and no maintained library computes them.
 """
 
@@ -73,6 +83,8 @@ class Costs:
         preemptions: Preemptions observed so far (for the explanation).
         notices_landed: Preemptions whose notice save the next trainer process resumed from.
         notices_failed: Preemptions after which the next process found no notice save.
+        step_s: Measured time of one training step (the notice is seen at the next step
+            boundary); 0 when not measured yet.
     """
 
     save_block_s: float
@@ -83,11 +95,23 @@ class Costs:
     preemptions: int = 0
     notices_landed: int = 0
     notices_failed: int = 0
+    step_s: float = 0.0
 
     @property
     def fits_notice(self) -> bool:
         """Whether a whole save, with the margin, completes within the notice window."""
         return self.save_total_s * self.notice_margin <= self.notice_s
+
+    @property
+    def p_late(self) -> float:
+        """Probability that the notice is seen too late for a whole save to complete: the
+        step boundary after the notice comes uniformly within ``step_s``, and the save needs
+        ``save_total_s`` of the ``notice_s`` window (see the module docstring)."""
+        slack = self.notice_s - self.save_total_s
+        if slack <= 0:
+            return 1.0
+        step = max(0.0, self.step_s)
+        return 0.0 if step <= slack else (step - slack) / step
 
     def describe(self) -> str:
         """The measured costs in words."""
@@ -169,15 +193,26 @@ class NoticeFirst(IntervalStrategy):
         self.prior_strength = float(prior_strength)
         self.fallback = fallback or YoungDaly()
 
+    def prior_p(self, costs: Costs) -> float:
+        """The prior centre: ``p_notice_fail``, or else the notice seen a step too late."""
+        return self.p_notice_fail + (1.0 - self.p_notice_fail) * costs.p_late
+
     def p(self, costs: Costs) -> float:
         """The posterior mean of the notice-save failure probability (module docstring)."""
         landed, failed = max(0, costs.notices_landed), max(0, costs.notices_failed)
-        prior_failed = self.p_notice_fail * self.prior_strength
+        prior_failed = self.prior_p(costs) * self.prior_strength
         return (prior_failed + failed) / (self.prior_strength + landed + failed)
 
     def evidence(self, costs: Costs) -> str:
         """Where ``p`` comes from, in words."""
-        prior = f"Beta prior centred on {self.p_notice_fail:.3g} worth {self.prior_strength:.3g}"
+        centre = self.prior_p(costs)
+        prior = f"Beta prior centred on {centre:.3g}"
+        if costs.p_late > 0:
+            prior += (
+                f" ({self.p_notice_fail:.3g}, or a {costs.step_s:.3g} s step seeing the notice"
+                f" too late for the save: {costs.p_late:.3g})"
+            )
+        prior += f" worth {self.prior_strength:.3g}"
         seen = costs.notices_landed + costs.notices_failed
         if seen <= 0:
             return f"{prior} preemptions; none in the checkpoint history yet"
