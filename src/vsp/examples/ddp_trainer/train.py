@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     def save(reason: str) -> None:
         with progress.saving():  # a blocking save is not a stalled step
             collective_save(reason)
+        if reason == "final":  # the model write, the teardown and the exit are no steps
+            progress.finishing()
 
     def collective_save(reason: str) -> None:
         started = time.time()
