@@ -21,9 +21,9 @@ batch script calls them as on a cluster. What they model of Slurm 24.11:
 * ``scontrol show hostnames [LIST]``: one host name a line (``LIST`` default
   ``SLURM_JOB_NODELIST``).
 * ``scontrol update JobId=ID Comment=TEXT``: the job's comment, as its owner may set it. The
-  tool leaves the update in ``{state}/slurm/<cluster>/comment-updates`` (beside its own ``bin``
-  folder) and the emulator applies every such update, in order, before it answers the next
-  Slurm call (``comment_updates``).
+  emulated command leaves the update in ``{state}/slurm/<cluster>/comment-updates`` (beside
+  its ``bin`` folder) and the emulator applies every such update, in order, before it answers
+  the next Slurm call (``comment_updates``).
 """
 
 from __future__ import annotations
