@@ -15,9 +15,11 @@ visible on Cloud Storage. Traces are drawn from a seeded ``random.Random``, at f
   visible 0.2-2 s later. ``beacon-lost``: writes stop for good at a random time in the first
   hour (the job carries on). ``no-beacon``: the step never sees a beacon.
 
-``run_plan`` drives the project's ``poll_plan.PollPlan`` and ``run_fixed`` the fixed poller the
-step used before (``polling.Backoff(initial=2, maximum=20)``, jitter 0.2); both read the trace at
-the times they look, so no test or result depends on the wall clock.
+``run_plan`` drives the project's ``poll_plan.PollPlan`` (counting its beacon reads, the
+reads a FUSE cache would serve left out, or with the beacon in the job's comment) and
+``run_fixed`` the fixed poller the step used before (``polling.Backoff(initial=2,
+maximum=20)``, jitter 0.2); both read the trace at the times they look, so no test or result
+depends on the wall clock.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class Trace:
         index = bisect.bisect_right(self._visible, t) - 1
         return self.beacons[index][1] if index >= 0 else None
 
+    def restart_at(self, t: float) -> int:
+        """The job's restart count a Vertex call at ``t`` returns (requeues so far)."""
+        return sum(1 for at, state in self.changes[1:] if at <= t and state == PENDING)
+
     def __post_init__(self) -> None:
         self._visible = [b[0] for b in self.beacons]
 
@@ -101,7 +107,7 @@ def make_trace(
         write(start + 0.05, "started", start + 0.05, restart)
         write(start + 0.1, "running", start + 0.1, restart)
         beat = start + heartbeat
-        while beat < end:
+        while beat < end - 0.05:  # the batch script stops its heartbeat before ``exiting``
             noticed = beat >= notice_at
             state, since = ("notice", notice_at) if noticed else ("running", start + 0.1)
             write(beat, state, since, restart)
@@ -126,19 +132,35 @@ def make_trace(
     return Trace(changes, writes, changes[-1][0])
 
 
-def run_plan(trace: Trace, settings: poll_plan.PlanSettings) -> list[tuple[float, str]]:
-    """The Vertex calls the poll plan makes on ``trace``: ``(time, state seen)``."""
+def run_plan(
+    trace: Trace, settings: poll_plan.PlanSettings, channel: str = poll_plan.BEACON
+) -> tuple[list[tuple[float, str]], int]:
+    """The poll plan on ``trace``: its Vertex calls ``(time, state seen)`` and its beacon reads.
+
+    In the ``beacon`` channel the plan reads the beacon file when ``read_due`` says so (each
+    read a Cloud Storage call; the reads it skips are the ones the FUSE cache would serve); in
+    the ``comment`` channel the beacon comes with each Vertex call (the job's comment) and
+    nothing else is read.
+    """
     clock = polling.FakeClock()
     plan = poll_plan.PollPlan(settings)
     calls: list[tuple[float, str]] = []
+    reads = 0
     while True:
         now = clock.now()
-        if plan.look(now, trace.beacon_at(now)):
+        read = channel == poll_plan.BEACON and plan.read_due(now)
+        reads += read
+        beacon = trace.beacon_at(now) if read else plan.last_beacon
+        if plan.look(now, beacon, read=read):
             state = trace.state_at(now)
-            plan.called(now, state)
+            if channel == poll_plan.COMMENT:
+                comment = trace.beacon_at(now)
+                plan.called(now, state, comment, poll_plan.COMMENT, trace.restart_at(now))
+            else:
+                plan.called(now, state, restart=trace.restart_at(now))
             calls.append((now, state))
             if state == SUCCEEDED:
-                return calls
+                return calls, reads
         clock.sleep(plan.next_look())
 
 
@@ -179,19 +201,22 @@ def percentile(values: list[float], q: float) -> float:
 
 def run_shared(
     traces: list[Trace], settings: poll_plan.PlanSettings
-) -> tuple[int, list[tuple[float, bool]]]:
-    """Jobs on one cluster polled with one list call per cycle (``poll_plan.SharedPlan``).
+) -> tuple[int, int, list[tuple[float, bool]]]:
+    """Jobs on one cluster polled with one list call per cycle (``poll_plan.SharedPlan``), each
+    job's beacon read once per read interval.
 
     Returns:
-        The number of list calls, and every job's detections.
+        The number of list calls, of beacon reads, and every job's detections.
     """
     clock = polling.FakeClock()
     shared = poll_plan.SharedPlan(settings)
     calls: dict[int, list[tuple[float, str]]] = {i: [] for i in range(len(traces))}
     active = set(calls)
+    reads = 0
     while active:
         now = clock.now()
         beacons = {str(i): traces[i].beacon_at(now) for i in sorted(active)}
+        reads += len(beacons)
         if shared.look(now, beacons):
             states = {str(i): traces[i].state_at(now) for i in sorted(active)}
             shared.called(now, states)
@@ -199,6 +224,6 @@ def run_shared(
                 calls[i].append((now, states[str(i)]))
                 if states[str(i)] == SUCCEEDED:
                     active.discard(i)
-        clock.sleep(settings.beacon_seconds)
+        clock.sleep(settings.read_seconds)
     found = [d for i, trace in enumerate(traces) for d in detections(trace, calls[i])]
-    return shared.calls, found
+    return shared.calls, reads, found

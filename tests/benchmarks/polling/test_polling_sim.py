@@ -33,18 +33,28 @@ def hand_trace():
 
 def test_the_plan_sees_each_change_of_the_hand_trace_at_the_next_beacon_read():
     trace = hand_trace()
-    calls = sim.run_plan(trace, SETTINGS)
-    assert [c for c in calls if c[1] != "RUNNING" or c[0] in (55.0, 1175.0)][:6] == [
-        (0.0, "PENDING"),
-        (55.0, "RUNNING"),
-        (1025.0, "PENDING"),
-        (1085.0, "PENDING"),
-        (1145.0, "PENDING"),
-        (1175.0, "RUNNING"),
-    ]
-    assert calls[-1] == (2005.0, "SUCCEEDED")
-    found = sim.detections(trace, calls)
-    assert found == [(5.0, False), (5.0, False), (5.0, False), (5.0, False)]
+    calls, reads = sim.run_plan(trace, SETTINGS)
+    # 60: the pending poll; reads every 100 s from 160: 1060 shows exiting, 1260 the new run
+    # (no pending polls meanwhile: the beacon moved at 1060), 2060 the end.
+    assert calls == [
+        (0.0, "PENDING"), (60.0, "RUNNING"), (1060.0, "PENDING"), (1260.0, "RUNNING"),
+        (2060.0, "SUCCEEDED"),
+    ]  # fmt: skip
+    # Reads at 0, then every 100 s from 160 to 2060: each a Cloud Storage call.
+    assert reads == 1 + len(range(160, 2061, 100))
+    assert sim.detections(trace, calls) == [(10.0, False), (40.0, False), (90.0, False),
+                                            (60.0, False)]  # fmt: skip
+
+
+def test_in_the_comment_channel_every_look_is_a_vertex_call_and_nothing_is_read():
+    trace = hand_trace()
+    calls, reads = sim.run_plan(trace, SETTINGS, poll_plan.COMMENT)
+    times = [t for t, _ in calls]
+    # Every 100 s while RUNNING, 60 s while PENDING (1060, 1120, 1180: RUNNING again).
+    assert times == [0, 60, *range(160, 1061, 100), 1120, 1180, *range(1280, 2081, 100)]
+    assert reads == 0
+    assert sim.detections(trace, calls) == [(10.0, False), (40.0, False), (10.0, False),
+                                            (80.0, False)]  # fmt: skip
 
 
 def test_a_change_undone_before_any_call_is_counted_missed():
@@ -78,12 +88,13 @@ def test_fixed_poller_calls_about_every_20_seconds():
     assert len(calls) * 3600 / trace.end == pytest.approx(181, abs=3)
 
 
-def test_benchmark_results_hold_every_family_and_the_goals():
-    results = run.run(seeds=2, shared_jobs=2)
-    assert [(r["family"], r["poller"]) for r in results["rows"]] == [
-        (f, p) for f in sim.FAMILIES for p in ("plan", "fixed-20s")
-    ]
-    assert [g["id"] for g in results["goals"]] == [
-        "calls-spot", "p95-spot", "calls-hard-kill", "p95-hard-kill",
+def test_simulated_rows_count_the_beacon_reads_and_stay_labelled():
+    simulated = run.simulate(seeds=2, shared_jobs=2)
+    assert [(r["family"], r["poller"]) for r in simulated["rows"]] == [
+        *((f, f"plan, {c}") for f, c in run.SIM_ROWS), ("spot", "fixed 20 s, no beacon"),
     ]  # fmt: skip
-    assert "## Goals" in run.markdown(results)
+    spot = simulated["rows"][0]
+    assert spot["calls_per_job_hour_mean"] > spot["vertex_calls_per_job_hour_mean"] + 30
+    goals = run.goals([], simulated)
+    assert [g["id"] for g in goals] == ["simulated-beacon", "simulated-comment"]
+    assert {g["met"] for g in goals} == {None}

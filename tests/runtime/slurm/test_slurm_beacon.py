@@ -155,3 +155,71 @@ def test_beacon_folder_is_beside_checkpoints_on_cloud_storage_only(tmp_path, mon
         "VSP_BEACON_DIR": "gs://b/c.beacon",
         "VSP_BEACON_HEARTBEAT": "15",
     }
+    assert (
+        beacon_lib.environment("gs://b/c.beacon", 15, comment="vsp-run-key=r")["VSP_BEACON_COMMENT"]
+        == "vsp-run-key=r"
+    )
+
+
+# Records each call (one argument a line, calls separated by a blank line); fails with
+# ``FAIL=1`` in its folder, as scontrol does when the controller refuses the update.
+FAKE_SCONTROL = """#!/bin/bash
+here=$(dirname "$0")
+[ -e "$here/FAIL" ] && exit 1
+printf '%s\\n' "$@" >> "$here/calls"
+echo >> "$here/calls"
+"""
+
+
+def unwritable_env(tmp_path: Path, fail_scontrol: bool = False) -> dict[str, str]:
+    """A beacon folder under a regular file (no one can create it), a recording scontrol."""
+    (tmp_path / "gcs").mkdir()
+    (tmp_path / "gcs" / "bucket").write_text("a file, not a folder")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "scontrol").write_text(FAKE_SCONTROL)
+    (tools / "scontrol").chmod(0o755)
+    if fail_scontrol:
+        (tools / "FAIL").write_text("")
+    return slurm_env(
+        tmp_path,
+        VSP_BEACON_COMMENT="vsp-run-key=r1 vsp-spec=ab $(touch pwned)",
+        PATH=f"{tools}:/usr/bin:/bin",
+    )
+
+
+def test_an_unwritable_beacon_folder_is_said_and_the_comment_carries_the_beacon(tmp_path):
+    env = unwritable_env(tmp_path)
+    desc = make(command=[PY, "-c", "import sys; sys.exit(3)"], working_directory=str(tmp_path))
+    (tmp_path / "job.sh").write_text(desc.batch_script())
+    done = subprocess.run(
+        ["/bin/bash", str(tmp_path / "job.sh")], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 3
+    assert "cannot write the progress beacon in" in done.stderr
+    assert "keeping it in the job's comment instead" in done.stderr
+    calls = [c.split("\n") for c in (tmp_path / "bin" / "calls").read_text().split("\n\n") if c]
+    assert [c[0] for c in calls] == ["update"] * 3
+    assert {c[1] for c in calls} == {"JobId=4242"}
+    base = "Comment=vsp-run-key=r1 vsp-spec=ab $(touch pwned) vsp-beacon="
+    assert all(c[2].startswith(base) for c in calls)
+    words = [c[2].rsplit(" ", 1)[1] for c in calls]
+    found = [beacon_lib.from_comment(w, "4242") for w in words]
+    assert [(b.state, b.restart, b.rc) for b in found] == [
+        ("started", 2, None), ("running", 2, None), ("exiting", 2, 3),
+    ]  # fmt: skip
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_when_neither_channel_works_the_job_says_so_and_runs_on(tmp_path):
+    env = unwritable_env(tmp_path, fail_scontrol=True)
+    desc = make(command=[PY, "-c", "import sys; sys.exit(0)"], working_directory=str(tmp_path))
+    (tmp_path / "job.sh").write_text(desc.batch_script())
+    done = subprocess.run(
+        ["/bin/bash", str(tmp_path / "job.sh")], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert "nor the job's comment: the step watches this job through Slurm only" in done.stderr
+    assert not (tmp_path / "bin" / "calls").exists()

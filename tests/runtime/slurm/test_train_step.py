@@ -238,12 +238,88 @@ def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
         model_dir=str(gcs / "bucket" / "model"),
     )
     before = len(cluster.journal())
-    settings = poll_plan.PlanSettings.for_poll_seconds(0.4)
+    settings = poll_plan.PlanSettings.for_poll_seconds(0.4, cache_seconds=1.2)
+    opened = count_storage_reads(monkeypatch)
     outcome = train(spec, max_preemptions=3, poll_settings=settings)
     assert outcome.metrics["preemptions"] == 1
     job_id = outcome.result.job_ids[0]
     final = beacon.read(str(gcs / "bucket" / "ckpt.beacon"), job_id)
     assert (final.state, final.rc, final.restart) == ("exiting", 0, 1)
-    # Every request the step sent is counted, and the emulator saw exactly those.
+    # Every request the step sent is counted, and the emulator saw exactly those; every read
+    # of Cloud Storage the cache let through is counted, and exactly those were made.
     assert outcome.metrics["vertex_calls"] == len(cluster.journal()) - before
+    assert outcome.metrics["storage_calls"] == sum(opened.values()) > 0
+    assert outcome.metrics["api_calls"] == (
+        outcome.metrics["vertex_calls"] + outcome.metrics["storage_calls"]
+    )
+    assert {o["channel"] for o in outcome.result.observations} == {"beacon"}
     assert outcome.metrics["vertex_calls_per_job_hour"] > 0
+
+
+def count_storage_reads(monkeypatch) -> dict[str, int]:
+    """Counts the step's reads of Cloud Storage as they happen: beacon files opened, progress
+    folders listed and progress records opened, job logs read (under the FUSE root)."""
+    from vsp.components.runtime.core import gcs_paths
+    from vsp.components.runtime.trainer import progress
+    from vsp.components.runtime.training import job_logs, storage_reads
+
+    opened = {"beacon": 0, "progress": 0, "log": 0}
+    root = gcs_paths.fuse_root()
+
+    def spy_open(path, *args, **kwargs):
+        if str(path).startswith(root):
+            opened["beacon"] += 1
+        return open(path, *args, **kwargs)
+
+    real_read_job, real_new_lines = progress.read_job, job_logs.LogFollower.new_lines
+
+    def read_job(folder, job):
+        found = real_read_job(folder, job)
+        if str(gcs_paths.to_local_path(folder)).startswith(root):
+            opened["progress"] += 1 + len(found)
+        return found
+
+    def new_lines(self, path):
+        if str(gcs_paths.to_local_path(path)).startswith(root):
+            opened["log"] += 1
+        return real_new_lines(self, path)
+
+    monkeypatch.setattr(storage_reads, "open", spy_open, raising=False)
+    monkeypatch.setattr(progress, "read_job", read_job)
+    monkeypatch.setattr(job_logs.LogFollower, "new_lines", new_lines)
+    return opened
+
+
+@pytest.mark.slow
+def test_an_unwritable_beacon_folder_falls_back_to_the_job_comment(cluster, tmp_path, monkeypatch):
+    from vsp.components.runtime.training import poll_plan
+
+    gcs = tmp_path / "gcs"
+    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(gcs))
+    (gcs / "bucket").mkdir(parents=True)
+    (gcs / "bucket" / "ckpt.beacon").write_text("a file where the beacon folder would be")
+    cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.0, max_count=1)
+    spec = dataclasses.replace(
+        training(tmp_path, [*TRAINER, "--steps", "60", "--step-seconds", "0.05"]),
+        checkpoint_dir=str(gcs / "bucket" / "ckpt"),
+        model_dir=str(gcs / "bucket" / "model"),
+    )
+    before = len(cluster.journal())
+    settings = poll_plan.PlanSettings.for_poll_seconds(0.4, cache_seconds=1.2)
+    opened = count_storage_reads(monkeypatch)
+    outcome = train(spec, max_preemptions=3, poll_settings=settings)
+    assert outcome.metrics["preemptions"] == 1
+    [job_id] = outcome.result.job_ids
+    log_text = (tmp_path / "shared" / f"slurm-{job_id}.out").read_text()
+    assert "cannot write the progress beacon in" in log_text
+    assert "keeping it in the job's comment instead" in log_text
+    # The step noticed the channel, and saw the run's states in the comment.
+    seen = outcome.result.observations
+    assert seen[-1]["channel"] == "comment"
+    assert [1, "running"] in [o["beacon"] for o in seen if o["channel"] == "comment"]
+    assert seen[-1]["beacon"] == [1, "exiting"] and seen[-1]["outcome"] == "SUCCEEDED"
+    # The calls are counted: Vertex exactly as the emulator saw them; Cloud Storage exactly
+    # the reads made (the beacon file is no longer read once the comment carries it).
+    assert outcome.metrics["vertex_calls"] == len(cluster.journal()) - before
+    assert outcome.metrics["storage_calls"] == sum(opened.values())
+    assert opened["beacon"] <= 2

@@ -260,3 +260,32 @@ def test_hangs_beyond_the_budget_fail_as_a_user_error_with_the_log_tail():
     text = str(info.value)
     assert "hung at step 12" in text and "budget max_hangs=0" in text
     assert text.endswith("last lines of the job's log:\nstep 12/100")
+
+
+def test_progress_is_read_only_when_a_stall_could_be_declared():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=100, step_factor=1))
+    assert watch.due("7", 0)  # nothing seen yet: read
+    watch.observe("7", 0, [], 0)
+    assert not watch.due("7", 10) and watch.due("7", 25)  # no record yet: every floor / 4
+    watch.observe("7", 0, [record(1, 25)], 25)
+    assert not watch.due("7", 125)  # the bound after the last change: not yet passed
+    assert watch.due("7", 125.5)
+    # A requeue drops the earlier run's ranks: until the new run writes, every floor / 4.
+    watch.observe("7", 1, [record(1, 25)], 130)
+    assert not watch.due("7", 150) and watch.due("7", 155)
+
+
+def test_a_change_is_placed_at_its_write_time_between_two_reads():
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=100, step_factor=1))
+    watch.observe("7", 0, [record(1, 1000.0)], 0, wall=1000.0)
+    # Read 90 s later on the step's clock: the record was written 30 s before the read (its
+    # cluster time), so the stall bound counts from then, not from the read.
+    assert watch.observe("7", 0, [record(2, 1060.0)], 90, wall=1090.0) is None
+    assert watch.observe("7", 0, [record(2, 1060.0)], 160, wall=1160.0) is None
+    stall = watch.observe("7", 0, [record(2, 1060.0)], 161, wall=1161.0)
+    assert stall is not None and stall.seconds == pytest.approx(101)
+    # A write time outside the two reads (skewed clocks): the read's own time.
+    other = hang.HangWatch(hang.HangRule(floor_seconds=100, step_factor=1))
+    other.observe("7", 0, [record(1, 5.0)], 0, wall=1000.0)
+    assert other.observe("7", 0, [record(2, 9.0)], 90, wall=1090.0) is None
+    assert other.observe("7", 0, [record(2, 9.0)], 190, wall=1190.0) is None

@@ -10,7 +10,7 @@ from vsp.components.runtime.training.poll_plan import PENDING, RUNNING, PlanSett
 
 SETTINGS = PlanSettings(
     beacon_seconds=5, cap_seconds=240, expect_seconds=10, stale_seconds=30, fallback_seconds=20,
-    pending_seconds=60,
+    pending_seconds=60, cache_seconds=0,
 )  # fmt: skip
 
 
@@ -59,7 +59,8 @@ def test_notice_polls_vertex_at_the_expect_interval_until_it_shows_the_end():
     states = lambda t: beacon("running", 0, beat(t)) if t < 50 else beacon("notice", 50, beat(t))  # noqa: E731
     vertex = lambda t: RUNNING if t < 83 else PENDING  # noqa: E731
     calls = drive(plan, 200, states, vertex)
-    assert calls == [0, 50, 60, 70, 80, 90, 150]  # then pending checks every 60 s
+    # Then no pending checks: the beacon, once seen, shows the next run's start.
+    assert calls == [0, 50, 60, 70, 80, 90]
     assert plan.vertex_state == PENDING
 
 
@@ -75,7 +76,8 @@ def test_requeue_is_seen_from_a_new_run_in_the_beacon():
 
     vertex = lambda t: RUNNING if t < 20 or t >= 150 else PENDING  # noqa: E731
     calls = drive(plan, 300, states, vertex)
-    # 20: exiting; 80 and 140: pending checks; 150: the new run's beacon.
+    # 20: exiting; 80 and 140: pending checks (the beacon has not moved for stale_seconds, 30
+    # s here); 150: the new run's beacon.
     assert calls == [0, 20, 80, 140, 150]
     assert plan.vertex_state == RUNNING
 
@@ -94,8 +96,9 @@ def test_no_beacon_at_all_polls_pending_then_the_fallback():
     plan = PollPlan(SETTINGS)
     vertex = lambda t: PENDING if t < 100 else RUNNING  # noqa: E731
     calls = drive(plan, 200, lambda t: None, vertex)
-    # Pending every 60 s; RUNNING seen at 120; lost 30 s later (150), then every 20 s.
-    assert calls == [0, 60, 120, 150, 170, 190]
+    # Pending every 60 s; RUNNING seen at 120 with no beacon seen yet: every 20 s (the
+    # fallback), as the job may keep its beacon in its comment.
+    assert calls == [0, 60, 120, 140, 160, 180, 200]
 
 
 def test_beacon_ahead_of_vertex_is_rechecked_at_the_expect_interval():
@@ -128,7 +131,8 @@ def test_shared_plan_makes_one_list_call_for_many_jobs():
     "change, message",
     [
         ({"cap_seconds": 0}, "cap_seconds=0 must be a positive number of seconds"),
-        ({"stale_seconds": 5}, "stale_seconds=5 must exceed beacon_seconds=5"),
+        ({"stale_seconds": 5}, "stale_seconds=5 must exceed the read interval 5"),
+        ({"cache_seconds": 60}, "stale_seconds=30 must exceed the read interval 60"),
         ({"cap_seconds": 10}, "cap_seconds=10 is below fallback_seconds=20"),
     ],
 )
@@ -150,7 +154,7 @@ def test_after_the_beacon_was_found_missing_pending_is_polled_at_the_fallback():
     plan = PollPlan(SETTINGS)
     vertex = lambda t: RUNNING if t < 200 else PENDING  # noqa: E731
     calls = drive(plan, 300, lambda t: None, vertex)
-    # RUNNING at 0; no beacon by 30: missing, every 20 s; PENDING from 200 still every 20 s
-    # (not the 60 s of a job whose beacon was never looked for).
-    assert calls == [0, 30, 50, 70, 90, 110, 130, 150, 170, 190, 210, 230, 250, 270, 290]
+    # RUNNING at 0 and no beacon seen: every 20 s (missing from 30 on); PENDING from 200 still
+    # every 20 s (not the 60 s of a job whose beacon was never looked for).
+    assert calls == [20.0 * k for k in range(16)]
     assert plan.vertex_state == PENDING and plan.beacon_missing

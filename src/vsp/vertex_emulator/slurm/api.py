@@ -30,6 +30,7 @@ from vsp.vertex_emulator import errors, router
 from vsp.vertex_emulator.clusters import api as clusters
 from vsp.vertex_emulator.slurm import accounting as slurm_accounting
 from vsp.vertex_emulator.slurm import api_jobs as slurm_api_jobs
+from vsp.vertex_emulator.slurm import comment_updates as slurm_comment_updates
 from vsp.vertex_emulator.slurm import control as slurm_control
 from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 from vsp.vertex_emulator.slurm import real as slurm_real
@@ -141,6 +142,7 @@ def call_slurm_rest_api(request: router.Request) -> router.Response:
     if app.slurm.real is not None:
         return _forward(app, method, path, slurm_body)
     ctx = app.slurm.context(record["cluster"])
+    slurm_comment_updates.apply(ctx)
     answer = dispatch(ctx, request, method, path, slurm_body)
     ctx.save()
     if answer is None:  # no such path: slurmrestd's plain-text 404, also in structured mode

@@ -20,6 +20,10 @@ batch script calls them as on a cluster. What they model of Slurm 24.11:
   preempted) the emulator's kill of that group ends every task too.
 * ``scontrol show hostnames [LIST]``: one host name a line (``LIST`` default
   ``SLURM_JOB_NODELIST``).
+* ``scontrol update JobId=ID Comment=TEXT``: the job's comment, as its owner may set it. The
+  emulated command leaves the update in ``{state}/slurm/<cluster>/comment-updates`` (beside
+  its ``bin`` folder) and the emulator applies every such update, in order, before it answers
+  the next Slurm call (``comment_updates``).
 """
 
 from __future__ import annotations
@@ -208,8 +212,34 @@ def srun(args: list[str]) -> int:
     return worst
 
 
+UPDATES_DIRNAME = "comment-updates"
+
+
+def _update(args: list[str]) -> int:
+    """``scontrol update JobId=ID Comment=TEXT`` (see the module docstring)."""
+    fields = dict(arg.split("=", 1) for arg in args if "=" in arg)
+    fields = {k.lower(): v for k, v in fields.items()}
+    job = fields.get("jobid", "")
+    if not job.isdigit() or "comment" not in fields or len(fields) != 2 or len(args) != 2:
+        print("scontrol: error: the emulator models only 'update JobId=ID Comment=TEXT'",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+                          UPDATES_DIRNAME)  # fmt: skip
+    os.makedirs(folder, exist_ok=True)
+    name = f"{time.time_ns():020d}-{os.getpid()}-{job}"
+    tmp = os.path.join(folder, "." + name)
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(fields["comment"])
+    os.replace(tmp, os.path.join(folder, name))
+    return 0
+
+
 def scontrol(args: list[str]) -> int:
-    """``scontrol show hostnames [LIST]``; anything else is refused."""
+    """``scontrol show hostnames [LIST]`` and ``scontrol update JobId=ID Comment=TEXT``;
+    anything else is refused."""
+    if args[:1] == ["update"]:
+        return _update(args[1:])
     if len(args) in (2, 3) and args[:2] == ["show", "hostnames"]:
         text = args[2] if len(args) == 3 else os.environ.get("SLURM_JOB_NODELIST", "")
         try:
@@ -219,7 +249,8 @@ def scontrol(args: list[str]) -> int:
             return 1
         print("\n".join(names))
         return 0
-    print("scontrol: error: the emulator models only 'scontrol show hostnames'", file=sys.stderr)
+    print("scontrol: error: the emulator models only 'scontrol show hostnames' and 'scontrol "
+          "update JobId=ID Comment=TEXT'", file=sys.stderr)  # fmt: skip
     return 1
 
 

@@ -39,7 +39,12 @@ a forwarded signal arrives, ``exiting`` with the payload's exit code, and a hear
 ``VSP_BEACON_HEARTBEAT`` seconds from a background loop that ends with the batch shell. The
 folder, heartbeat, job id and restart count are read from the environment at run time and
 checked by ``case`` patterns (a heartbeat or id with other characters falls back to a default);
-none is pasted into the script. A failed beacon write never fails the job.
+none is pasted into the script. A failed beacon write never fails the job. At the start the
+script checks that it can write the beacon (the first ``started`` write); when it cannot, it says
+so on the job's stderr and, when ``VSP_BEACON_COMMENT`` (the comment the job was submitted with)
+is set, keeps the same states in the job's comment instead: ``scontrol update JobId=ID
+Comment="<that comment> vsp-beacon=STATE:RESTART:SINCE:RC"`` (``training.beacon.from_comment``),
+with no heartbeat. When neither works it says that too, and the step polls Slurm only.
 
 Every argument is quoted with ``shlex.quote``: quotes, ``$()``, backticks, newlines and unicode
 reach the payload unchanged and execute nothing. Environment values never appear in the script
@@ -61,6 +66,7 @@ BEACON_HEARTBEAT_ENV = "VSP_BEACON_HEARTBEAT"  # training.beacon.HEARTBEAT_ENV
 # Not a format string: the beacon's shell code, inserted as is.
 _BEACON = r"""# Progress beacon for the pipeline step: a JSON file on Cloud Storage, written
 # on each state change and every VSP_BEACON_HEARTBEAT seconds; off without VSP_BEACON_DIR.
+# When the folder cannot be written, the job says so and keeps the beacon in its comment.
 _vsp_bdir=${VSP_BEACON_DIR:-}
 case "$_vsp_bdir" in gs://*) _vsp_bdir="${VSP_GCS_FUSE_ROOT:-/gcs}/${_vsp_bdir#gs://}" ;; esac
 _vsp_hb=${VSP_BEACON_HEARTBEAT:-15}
@@ -69,25 +75,45 @@ _vsp_job=${SLURM_JOB_ID:-0}
 case "$_vsp_job" in ''|*[!0-9]*) _vsp_job=0 ;; esac
 _vsp_restart=${SLURM_RESTART_COUNT:-0}
 case "$_vsp_restart" in ''|*[!0-9]*) _vsp_restart=0 ;; esac
+_vsp_bcomment=${VSP_BEACON_COMMENT:-}
 _vsp_bstate="${TMPDIR:-/tmp}/vsp-beacon-$_vsp_job-$$"
+_vsp_channel=""
 _vsp_write_beacon() {
   local st since rc tmp
-  [ -n "$_vsp_bdir" ] || return 0
-  read -r st since rc < "$_vsp_bstate" || return 0
+  read -r st since rc < "$_vsp_bstate" || return 1
   tmp="$_vsp_bdir/.tmp-vsp-beacon-$_vsp_job-$BASHPID"
   mkdir -p -- "$_vsp_bdir" &&
     printf '{"job": "%s", "restart": %s, "state": "%s", "since": %s, "time": %s, "rc": %s}\n' \
       "$_vsp_job" "$_vsp_restart" "$st" "$since" "$(date +%s)" "$rc" > "$tmp" &&
     mv -f -- "$tmp" "$_vsp_bdir/vsp-beacon-$_vsp_job.json"
 } 2>/dev/null
+_vsp_write_comment() {
+  local st since rc
+  read -r st since rc < "$_vsp_bstate" || return 1
+  scontrol update "JobId=$_vsp_job" \
+    "Comment=$_vsp_bcomment vsp-beacon=$st:$_vsp_restart:$since:$rc"
+} >/dev/null 2>&1
 _vsp_beacon() {  # STATE [EXIT_CODE]
-  [ -n "$_vsp_bdir" ] || return 0
+  [ -n "$_vsp_channel" ] || return 0
   printf '%s %s %s\n' "$1" "$(date +%s)" "${2:-null}" > "$_vsp_bstate" 2>/dev/null || return 0
-  _vsp_write_beacon || true
+  if [ "$_vsp_channel" = file ]; then _vsp_write_beacon || true; else _vsp_write_comment || true; fi
 }
-_vsp_beacon started
-_vsp_hbpid=""
 if [ -n "$_vsp_bdir" ]; then
+  if printf 'started %s null\n' "$(date +%s)" > "$_vsp_bstate" 2>/dev/null; then
+    if _vsp_write_beacon; then
+      _vsp_channel=file
+    elif [ -n "$_vsp_bcomment" ] && _vsp_write_comment; then
+      _vsp_channel=comment
+      echo "vsp: cannot write the progress beacon in $_vsp_bdir: keeping it in the job's" \
+        "comment instead" >&2
+    else
+      echo "vsp: cannot write the progress beacon in $_vsp_bdir nor the job's comment: the" \
+        "step watches this job through Slurm only" >&2
+    fi
+  fi
+fi
+_vsp_hbpid=""
+if [ "$_vsp_channel" = file ]; then
   ( while sleep "$_vsp_hb" && kill -0 "$$"; do _vsp_write_beacon || true; done ) \
     >/dev/null 2>&1 &
   _vsp_hbpid=$!

@@ -251,6 +251,7 @@ def train_on_cluster(
         pipeline_run=pipeline_run,
         beacon_dir=beacon.folder_for(training.checkpoint_dir) if settings else "",
         beacon_heartbeat=settings.heartbeat_seconds if settings else 0.0,
+        cache_seconds=settings.cache_seconds if settings else 0.0,
     )
     return driver.supervise(
         backend,

@@ -4,9 +4,10 @@ The batch script (``slurm.batch``) writes ``vsp-beacon-<JOB_ID>.json`` into the 
 each state change of the job (``started`` when the batch shell starts, ``running`` once the
 payload runs, ``notice`` when a preemption or time-limit signal arrives, ``exiting`` with the
 payload's exit code when it ended) and re-writes it as a heartbeat at most every
-``VSP_BEACON_HEARTBEAT`` seconds. The training step reads it every few seconds: reading Cloud
-Storage does not count against the Vertex AI quota, so the step calls Vertex (``callSlurmRestApi``)
-only when the beacon changes, goes stale, or after a long cap (``training.poll_plan``).
+``VSP_BEACON_HEARTBEAT`` seconds. The training step reads it about every 100 s (each read a
+counted Cloud Storage call, never within the FUSE cache's time: ``storage_reads``) and calls
+Vertex (``callSlurmRestApi``) only when the beacon changes, goes stale, or after a long cap
+(``training.poll_plan``).
 
 Document (every field written by the batch shell, none taken from a parameter)::
 
@@ -18,7 +19,17 @@ the cluster's clock; the step never compares them with its own clock). A requeue
 again with ``restart`` one higher (``SLURM_RESTART_COUNT``), so a requeue shows in the beacon even
 when no Vertex poll saw the job PENDING.
 
-Hand-rolled: a read of one small JSON file through the Cloud Storage FUSE mapping.
+When the job cannot write the beacon folder (a folder the nodes do not mount, a read-only
+mount, no permission), the batch script says so in the job's output and keeps the same fields in
+its Slurm job comment instead, as one word ``vsp-beacon=STATE:RESTART:SINCE:RC`` after the words
+the comment had at submission (``comment_word``, ``from_comment``). A job's owner may change the
+comment of its own job (``scontrol update JobId=ID Comment=...``; ``AdminComment`` is the one
+only an administrator sets, scontrol(1) of Slurm 24.11). The step then reads that word from the
+answer of the Vertex call it makes anyway (``GET /slurm/v0.0.42/job/ID``): no Cloud Storage read.
+A comment copy has no heartbeat (``time`` is ``since``).
+
+Hand-rolled: a read of one small JSON file through the Cloud Storage FUSE mapping, counted and
+cached as the mount would (``storage_reads``).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import json
 import os
 
 from vsp.components.runtime.core import gcs_paths
+from vsp.components.runtime.training import storage_reads
 
 STATES = ("started", "running", "notice", "saving", "exiting")
 # States meaning the job still runs (``exiting``: the payload ended, the job ends next).
@@ -36,6 +48,8 @@ FILE_PREFIX = "vsp-beacon-"
 DIR_ENV = "VSP_BEACON_DIR"
 HEARTBEAT_ENV = "VSP_BEACON_HEARTBEAT"
 DEFAULT_HEARTBEAT_SECONDS = 15
+BASE_COMMENT_ENV = "VSP_BEACON_COMMENT"
+COMMENT_KEY = "vsp-beacon"
 MAX_BYTES = 4096
 
 
@@ -111,29 +125,67 @@ def path_for(folder: str, job_id: str) -> str:
     return f"{folder.rstrip('/')}/{FILE_PREFIX}{job_id}.json"
 
 
-def read(folder: str, job_id: str) -> Beacon | None:
-    """The job's beacon as the step sees it; None when absent, unreadable or not visible here."""
+def read(
+    folder: str, job_id: str, reads: storage_reads.StorageReads | None = None
+) -> Beacon | None:
+    """The job's beacon as the step sees it; None when absent, unreadable or not visible here.
+
+    Args:
+        folder: The beacon folder ('' = none).
+        job_id: The Slurm job id.
+        reads: Counts the read and serves it from the modelled FUSE cache (None: read directly).
+    """
     if not folder:
         return None
-    local = gcs_paths.to_local_path(path_for(folder, job_id))
-    try:
-        with open(local, "rb") as handle:
-            text = handle.read(MAX_BYTES)
-    except OSError:
-        return None
-    found = Beacon.parse(text)
+    path = path_for(folder, job_id)
+    if reads is not None:
+        text = reads.read_bytes(path, MAX_BYTES)
+    else:
+        try:
+            with open(gcs_paths.to_local_path(path), "rb") as handle:
+                text = handle.read(MAX_BYTES)
+        except OSError:
+            text = None
+    found = Beacon.parse(text) if text is not None else None
     return found if found is not None and found.job == str(job_id) else None
 
 
+def comment_word(beacon: Beacon) -> str:
+    """The comment word of ``beacon`` (``vsp-beacon=STATE:RESTART:SINCE:RC``)."""
+    rc = "null" if beacon.rc is None else str(beacon.rc)
+    return f"{COMMENT_KEY}={beacon.state}:{beacon.restart}:{beacon.since:.0f}:{rc}"
+
+
+def from_comment(comment: str, job_id: str) -> Beacon | None:
+    """The beacon kept in a job's comment (the last ``vsp-beacon=`` word); None when none."""
+    words = [w for w in (comment or "").split() if w.startswith(COMMENT_KEY + "=")]
+    if not words:
+        return None
+    parts = words[-1][len(COMMENT_KEY) + 1 :].split(":")
+    if len(parts) != 4 or parts[0] not in STATES:
+        return None
+    try:
+        since = float(parts[2])
+        rc = None if parts[3] == "null" else int(parts[3])
+        return Beacon(str(job_id), int(parts[1]), parts[0], since, since, rc)
+    except ValueError:
+        return None
+
+
 def environment(
-    folder: str, heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    folder: str, heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS, comment: str = ""
 ) -> dict[str, str]:
     """The job environment that turns the batch script's beacon on (values travel as JSON).
 
     Args:
         folder: Beacon folder (``gs://BUCKET/PATH`` or a path the cluster sees); '' = no beacon.
         heartbeat_seconds: Longest time between two writes while nothing changes, seconds.
+        comment: The job's comment at submission, which the comment channel keeps in front of
+            its ``vsp-beacon=`` word ('' = the channel is off).
     """
     if not folder:
         return {}
-    return {DIR_ENV: os.fspath(folder), HEARTBEAT_ENV: f"{max(0.1, heartbeat_seconds):g}"}
+    found = {DIR_ENV: os.fspath(folder), HEARTBEAT_ENV: f"{max(0.1, heartbeat_seconds):g}"}
+    if comment:
+        found[BASE_COMMENT_ENV] = comment
+    return found

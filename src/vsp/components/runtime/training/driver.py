@@ -178,9 +178,10 @@ def supervise(
     ``report_notes`` are (heading, plain text) sections the report shows first among its notes
     (the staged code's digest, ...).
 
-    The metrics include ``vertex_calls`` and ``vertex_calls_per_job_hour`` (per hour the step
-    supervised the run); ``poll_settings`` lets a backend that writes beacons call Vertex only
-    when the beacon asks for it (``poll_plan``). ``hang_rule`` cancels and resubmits an
+    The metrics include ``vertex_calls``, ``storage_calls`` (Cloud Storage reads) and
+    ``api_calls`` (both), each also per job-hour the step supervised the run
+    (``poll_plan.call_metrics``); ``poll_settings`` lets a backend that writes beacons call
+    Vertex only when the beacon asks for it (``poll_plan``). ``hang_rule`` cancels and resubmits an
     attempt whose trainer stopped making step progress (``hang``); at ``timeout_seconds`` the
     running attempt is cancelled unless ``keep_job_on_timeout``.
 
@@ -212,6 +213,8 @@ def supervise(
             0.0,
             events=list(loop.events),
             vertex_calls=loop.vertex_calls(),
+            storage_calls=loop.storage_calls(),
+            observations=list(loop.observations),
         )
     supervised = loop.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
@@ -220,7 +223,7 @@ def supervise(
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), history=records, now=now
     )
-    metrics.update(poll_plan.call_metrics(result.vertex_calls, supervised))
+    metrics.update(poll_plan.call_metrics(result.vertex_calls, supervised, result.storage_calls))
     losses = _losses(model_dir)
     if losses:
         metrics["final_loss"] = losses[-1]

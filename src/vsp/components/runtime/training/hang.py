@@ -117,15 +117,66 @@ class HangWatch:
         self.rule = rule
         self._job = ""
         self._ranks: dict[int, _Rank] = {}
+        self._read_at: float | None = None
 
-    def observe(self, job: str, restart: int, records: list[Progress], now: float) -> Stall | None:
+    def due(self, job: str, now: float) -> bool:
+        """Whether the progress of ``job`` should be read at ``now``: only when a stall could be
+        declared (the first rank's last change plus its bound has passed), or, before any
+        record of the job was seen, every quarter floor. Each read lists the progress folder
+        and reads each rank's record (Cloud Storage calls), so a job making progress is read
+        about once per bound, and a hang is still found at its bound."""
+        if job != self._job or not self._ranks:
+            return self._read_at is None or now - self._read_at >= self.rule.floor_seconds / 4
+        newest = max(rank.record.restart for rank in self._ranks.values())
+        earliest = min(
+            rank.changed_at
+            + (
+                self.rule.save_bound(rank.longest_save)
+                if rank.record.phase == "saving"
+                else self.rule.bound(max(rank.gap, rank.record.step_seconds))
+            )
+            for rank in self._ranks.values()
+            if rank.record.restart == newest
+        )
+        return now > earliest
+
+    def observe(
+        self,
+        job: str,
+        restart: int,
+        records: list[Progress],
+        now: float,
+        wall: float | None = None,
+    ) -> Stall | None:
         """Takes one read of job ``job``'s progress (run ``restart``) at ``now`` (step clock).
+
+        Args:
+            job: The Slurm job id.
+            restart: The job's restart count (records of earlier runs are left out).
+            records: Every rank's record as read.
+            now: Step-clock seconds of the read.
+            wall: Epoch seconds of the read (None: unknown). With it, a change is placed at
+                the record's own write time (``time``, cluster clock) when that falls between
+                the previous read and this one (else at this read): reads come about once per
+                bound (``due``), and timing a change at its read would find a hang up to a
+                bound late.
 
         Returns:
             The stall when the job is hung, else None.
         """
         if job != self._job:
-            self._job, self._ranks = job, {}
+            self._job, self._ranks, self._read_at = job, {}, None
+        previous, self._read_at = self._read_at, now
+
+        def changed_at(record: Progress) -> float:
+            if wall is None or previous is None:
+                return now
+            age = wall - record.time
+            if not 0.0 < age <= now - previous:
+                return now  # skewed or incomparable clocks: the read's own time
+            return now - age
+
+        self._ranks = {k: v for k, v in self._ranks.items() if v.record.restart >= restart}
         current = [r for r in records if r.restart >= restart]
         for record in current:
             seen = self._ranks.get(record.rank)
@@ -134,7 +185,7 @@ class HangWatch:
                 record.restart,
             )
             if not same_process:
-                self._ranks[record.rank] = _Rank(record, now, beat_at=now)
+                self._ranks[record.rank] = _Rank(record, changed_at(record), beat_at=now)
             elif dataclasses.replace(record, beat=0.0) == dataclasses.replace(
                 seen.record, beat=0.0
             ):
@@ -145,7 +196,7 @@ class HangWatch:
                 seen.gap = gap if gap > 0 else seen.gap
                 if seen.record.phase == "saving" and record.phase != "saving":
                     seen.longest_save = max(seen.longest_save, record.time - seen.record.time)
-                seen.record, seen.changed_at = record, now
+                seen.record, seen.changed_at = record, changed_at(record)
                 seen.beat_at = now
         live = [self._ranks[r.rank] for r in current]
         if not live or not self.rule.enabled:

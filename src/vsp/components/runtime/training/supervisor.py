@@ -28,6 +28,7 @@ from vsp.components.runtime.core.errors import StepCancelled
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.training import hang, poll_plan
 from vsp.components.runtime.training.backends.interface import RunResult, TrainingBackend
+from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.poll_window import PollWindow
 from vsp.components.runtime.training.recovery import Attempt, RecoveryStrategy, Target
 
@@ -107,6 +108,25 @@ class TrainingSupervisor:
         self._seen_requeues: dict[str, int] = {}
         self.hang_watch = hang.HangWatch(hang_rule) if hang_rule and hang_rule.enabled else None
         self.keep_job_on_timeout = keep_job_on_timeout
+        self.observations: list[dict] = []
+
+    def storage_calls(self) -> int:
+        """Cloud Storage reads so far (``storage_reads``; 0 when the backend reads none)."""
+        return self.backend.storage_calls()
+
+    def _observe(self, attempt: Attempt, beacon: Beacon | None, called: bool) -> None:
+        """Records what the step knows of the attempt when it changed: wall time, Vertex's
+        outcome and requeues, the beacon's (restart, state) and where the beacon came from."""
+        seen = {
+            "job_id": attempt.job_id,
+            "outcome": attempt.outcome.value,
+            "requeues": attempt.requeues,
+            "beacon": None if beacon is None else [beacon.restart, beacon.state],
+            "channel": self.backend.beacon_channel(attempt) or "beacon",
+        }
+        last = next((o for o in reversed(self.observations) if o["job_id"] == attempt.job_id), {})
+        if any(last.get(k) != v for k, v in seen.items()):
+            self.observations.append({"time": self.wall(), "called": called, **seen})
 
     def vertex_calls(self) -> int:
         """Vertex calls so far: requests the backend counted, else state refreshes."""
@@ -183,15 +203,35 @@ class TrainingSupervisor:
         def probe() -> Attempt:
             nonlocal pending_since, seen_requeues, switch, stall
             before = attempt.outcome
-            if plan is None or plan.look(self.clock.now(), self.backend.beacon(attempt)):
+            beacon, called = None, True
+            if plan is not None:
+                read = plan.read_due(self.clock.now())
+                beacon = self.backend.beacon(attempt) if read else plan.last_beacon
+                called = plan.look(self.clock.now(), beacon, read=read)
+            if called:
                 window.open()
                 self.backend.refresh(attempt)
                 self.refreshes += 1
                 if plan is not None:
                     log.debug("job %s: called Vertex (%s)", attempt.job_id, plan.reason)
-                    plan.called(self.clock.now(), attempt.outcome.value)
-            for line in self.backend.new_log_lines(attempt):
-                log.info("[job %s] %s", attempt.job_id, line)
+                    channel = self.backend.beacon_channel(attempt)
+                    if channel and plan.channel != channel:
+                        log.warning(
+                            "job %s keeps its progress beacon in its Slurm comment (it could "
+                            "not write %s): the step reads it from the Vertex calls it makes",
+                            attempt.job_id,
+                            getattr(self.backend, "beacon_dir", "the beacon folder"),
+                        )
+                    comment = self.backend.beacon(attempt) if channel else None
+                    plan.called(
+                        self.clock.now(), attempt.outcome.value, comment, channel, attempt.requeues
+                    )
+                    beacon = plan.last_beacon
+            self._observe(attempt, beacon, called)
+            changed = attempt.outcome is not before or attempt.requeues > seen_requeues
+            if plan is None or changed or attempt.outcome.terminal or log_due():
+                for line in self.backend.new_log_lines(attempt):
+                    log.info("[job %s] %s", attempt.job_id, line)
             if attempt.requeues > seen_requeues:
                 log.warning(
                     "job %s was preempted and requeued (%d requeue(s) so far)",
@@ -207,12 +247,27 @@ class TrainingSupervisor:
                 pending_since = self.clock.now()  # a requeue hold is not missing capacity
             if not attempt.outcome.terminal:
                 switch = self.strategy.switch_now(self.attempts, self.clock.now() - pending_since)
-            if self.hang_watch is not None and attempt.outcome is Outcome.RUNNING:
+            if (
+                self.hang_watch is not None
+                and attempt.outcome is Outcome.RUNNING
+                and self.hang_watch.due(attempt.job_id, self.clock.now())
+            ):
                 records = self.backend.progress(attempt)
                 stall = self.hang_watch.observe(
-                    attempt.job_id, attempt.requeues, records, self.clock.now()
+                    attempt.job_id, attempt.requeues, records, self.clock.now(), self.wall()
                 )
             return attempt
+
+        log_read_at: list[float] = []
+
+        def log_due() -> bool:
+            """With a poll plan, the job's log (maybe on Cloud Storage, each read a call) is
+            read on each state change and otherwise every ``cap_seconds``."""
+            now = self.clock.now()
+            if log_read_at and now - log_read_at[-1] < plan.settings.cap_seconds:
+                return False
+            log_read_at.append(now)
+            return True
 
         def describe(a: Attempt) -> str:
             # The backend's detail may repeat the job id ("job 1 RUNNING ..."): said once.
@@ -337,6 +392,8 @@ class TrainingSupervisor:
                     reattached,
                     list(self.events),
                     self.vertex_calls(),
+                    self.storage_calls(),
+                    list(self.observations),
                 )
             decision = self.strategy.after(self.attempts)
             log.info(

@@ -53,6 +53,11 @@ class TrainingBackend(abc.ABC):
         """The attempt's progress beacon as the step sees it (None: none visible)."""
         return None
 
+    def beacon_channel(self, attempt: Attempt) -> str:
+        """Where the attempt keeps its beacon: ``comment`` when its last refresh showed it in
+        the job's comment, else '' (the beacon file, or none)."""
+        return ""
+
     def progress(self, attempt: Attempt) -> list[Progress]:
         """Every rank's step progress of the attempt's current run ([] when none is seen)."""
         return []
@@ -65,6 +70,10 @@ class TrainingBackend(abc.ABC):
     def api_calls(self) -> int | None:
         """Vertex API requests this backend sent so far (None: not counted)."""
         return None
+
+    def storage_calls(self) -> int:
+        """Cloud Storage reads this backend made while watching attempts (``storage_reads``)."""
+        return 0
 
 
 @dataclasses.dataclass
@@ -79,6 +88,10 @@ class RunResult:
             events submitted, running, requeued, and the final outcome of each attempt.
         vertex_calls: Vertex API calls the step made for the run (requests sent, or state
             refreshes when the backend does not count requests).
+        storage_calls: Cloud Storage reads the step made while watching the run (beacon,
+            progress, log), those the modelled FUSE cache served not included.
+        observations: What the step knew of each attempt whenever it changed (the
+            supervisor's ``_observe``), for detection times.
     """
 
     attempts: list[Attempt]
@@ -86,6 +99,8 @@ class RunResult:
     reattached: bool = False
     events: list[dict] = dataclasses.field(default_factory=list)
     vertex_calls: int = 0
+    storage_calls: int = 0
+    observations: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def preemptions(self) -> int:

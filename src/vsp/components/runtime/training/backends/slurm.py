@@ -20,7 +20,7 @@ from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.slurm import api, code_stage, error_codes, script
 from vsp.components.runtime.trainer import contract, progress
 from vsp.components.runtime.training import beacon as beacon_lib
-from vsp.components.runtime.training import job_logs
+from vsp.components.runtime.training import job_logs, poll_plan, storage_reads
 from vsp.components.runtime.training.backends.interface import TrainingBackend
 from vsp.components.runtime.training.recovery import Attempt, Target
 
@@ -113,6 +113,8 @@ class SlurmBackend(TrainingBackend):
         beacon_dir: Cloud Storage folder (``gs://BUCKET/PATH``) where each job keeps its
             progress beacon for the step ('' = no beacon: every poll calls Vertex).
         beacon_heartbeat: Longest time between two beacon writes while nothing changes, s.
+        cache_seconds: The step's Cloud Storage FUSE cache time, which its counted reads model
+            (``storage_reads``).
     """
 
     resource_type = "SlurmJob"
@@ -126,7 +128,14 @@ class SlurmBackend(TrainingBackend):
         pipeline_run: str = "",
         beacon_dir: str = "",
         beacon_heartbeat: float = beacon_lib.DEFAULT_HEARTBEAT_SECONDS,
+        cache_seconds: float = storage_reads.FUSE_TTL_SECONDS,
     ):
+        self.reads = storage_reads.StorageReads(
+            cache_seconds,
+            storage_reads.negative_ttl_for(cache_seconds),
+            clock=getattr(client, "clock", None),
+        )
+        self._comment_beacons: dict[str, beacon_lib.Beacon | None] = {}
         self.pipeline_run = pipeline_run
         self.beacon_dir = beacon_dir
         self.beacon_heartbeat = beacon_heartbeat
@@ -169,8 +178,19 @@ class SlurmBackend(TrainingBackend):
             contract.CHECKPOINT_DIR_ENV: training.checkpoint_dir,
             contract.MODEL_DIR_ENV: training.model_dir,
             contract.ATTEMPT_ENV: str(index),
-            **beacon_lib.environment(self.beacon_dir, self.beacon_heartbeat),
         }
+        described = self._description(run_key, target, environment)
+        if not self.beacon_dir:
+            return described
+        beacon_env = beacon_lib.environment(
+            self.beacon_dir, self.beacon_heartbeat, comment=described.comment
+        )
+        return dataclasses.replace(described, environment={**environment, **beacon_env})
+
+    def _description(
+        self, run_key: str, target: Target, environment: dict[str, str]
+    ) -> script.JobDescription:
+        training = self.training
         return script.JobDescription(
             run_key=run_key,
             partition=target.name,
@@ -271,6 +291,10 @@ class SlurmBackend(TrainingBackend):
         )
         attempt.exit_code = job.return_code
         attempt.detail = job.describe()
+        if self.beacon_dir:
+            self._comment_beacons[attempt.job_id] = beacon_lib.from_comment(
+                job.comment, attempt.job_id
+            )
 
     def cancel(self, attempt: Attempt) -> None:
         self.client.cancel(int(attempt.job_id))
@@ -286,22 +310,49 @@ class SlurmBackend(TrainingBackend):
         return bool(self.beacon_dir)
 
     def beacon(self, attempt: Attempt) -> beacon_lib.Beacon | None:
-        return beacon_lib.read(self.beacon_dir, attempt.job_id)
+        """The beacon file (a counted, cached read), or the comment's copy once the job keeps
+        it there (no read: it came with the last Vertex call)."""
+        if self.beacon_channel(attempt) == poll_plan.COMMENT:
+            return self._comment_beacons[attempt.job_id]
+        return beacon_lib.read(self.beacon_dir, attempt.job_id, self.reads)
+
+    def beacon_channel(self, attempt: Attempt) -> str:
+        has_word = self._comment_beacons.get(attempt.job_id) is not None
+        return poll_plan.COMMENT if has_word else ""
 
     def progress(self, attempt: Attempt) -> list[progress.Progress]:
-        return progress.read_job(self.training.checkpoint_dir, attempt.job_id)
+        """Every rank's progress: a listing and a read per record, counted and cached."""
+        folder = self.training.checkpoint_dir
+
+        def read() -> tuple[list[progress.Progress], int, bool]:
+            found = progress.read_job(folder, attempt.job_id)
+            return found, 1 + len(found), True
+
+        return self.reads.fetch(f"{folder}/.progress-{attempt.job_id}", read)
 
     def api_calls(self) -> int | None:
         sent = getattr(self.client.rest, "requests_sent", None)  # None: a stand-in client
         return sent if isinstance(sent, int) else None
 
+    def storage_calls(self) -> int:
+        return self.reads.calls
+
     def log_tail(self, attempt: Attempt, lines: int = 20) -> str:
         return job_logs.tail(self._log_path(attempt), lines)
 
     def new_log_lines(self, attempt: Attempt) -> list[str]:
+        """New lines of the job's log; on Cloud Storage one counted read per cache time."""
         if attempt.outcome is Outcome.PENDING:
             return []
-        return self._logs.new_lines(self._log_path(attempt))
+        path = self._log_path(attempt)
+        lines: list[str] = []
+
+        def read() -> tuple[None, int, bool]:
+            lines.extend(self._logs.new_lines(path))
+            return None, 1, True
+
+        self.reads.fetch(path, read)
+        return lines
 
 
 def targets(spot_partition: str, fallback_partition: str) -> list[Target]:
