@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.training import beacon as beacon_lib
+from vsp.components.runtime.training import driver, storage_reads
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.storage_reads import StorageReads
 
@@ -67,3 +68,22 @@ def test_the_comment_word_round_trips_and_keeps_the_last_word():
     assert beacon_lib.from_comment("vsp-run-key=r1", "7") is None
     assert beacon_lib.from_comment("vsp-beacon=dancing:1:2:null", "7") is None
     assert beacon_lib.from_comment("vsp-beacon=running:x:2:null", "7") is None
+
+
+def test_the_plan_is_paced_by_gcsfuses_cache_at_gcs_and_by_none_on_a_local_stand_in(monkeypatch):
+    # A local folder in place of Cloud Storage (the emulator's) caches nothing: paced by a
+    # 60 s cache that is not there, a local run saw its job's end a minute late.
+    monkeypatch.delenv("VSP_GCS_FUSE_ROOT", raising=False)
+    assert storage_reads.mount_cache_seconds() == 60.0
+    options = driver.component_options(
+        spot_price=0, ondemand_price=0, poll_seconds=0.5, timeout_seconds=60,
+        gcp_resources_path="", report_path="",
+    )  # fmt: skip
+    assert options["poll_settings"].read_seconds == 60.0
+    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", "/tmp/emulated-gcs")
+    assert storage_reads.mount_cache_seconds() == 0.0
+    options = driver.component_options(
+        spot_price=0, ondemand_price=0, poll_seconds=0.5, timeout_seconds=60,
+        gcp_resources_path="", report_path="",
+    )  # fmt: skip
+    assert options["poll_settings"].read_seconds == 2.5  # 5 x poll_seconds

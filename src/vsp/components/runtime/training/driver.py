@@ -27,7 +27,14 @@ from vsp.components.runtime.core import (
     step,
 )
 from vsp.components.runtime.trainer import history, manifests
-from vsp.components.runtime.training import hang, poll_plan, recovery, report, supervisor
+from vsp.components.runtime.training import (
+    hang,
+    poll_plan,
+    recovery,
+    report,
+    storage_reads,
+    supervisor,
+)
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training.backends import interface
 
@@ -295,7 +302,9 @@ def component_options(
         "timeout_seconds": timeout_seconds,
         "gcp_resources_path": gcp_resources_path,
         "poll_backoff": polling.Backoff(initial=min(2.0, poll_seconds), maximum=poll_seconds),
-        "poll_settings": poll_plan.PlanSettings.for_poll_seconds(poll_seconds),
+        "poll_settings": poll_plan.PlanSettings.for_poll_seconds(
+            poll_seconds, storage_reads.mount_cache_seconds()
+        ),
         "write_report": write_text(report_path),
     }
 

@@ -33,6 +33,16 @@ FUSE_TTL_SECONDS = 60.0
 FUSE_NEGATIVE_TTL_SECONDS = 5.0
 
 
+def mount_cache_seconds() -> float:
+    """The stat-cache time of the step's Cloud Storage mount, seconds.
+
+    gcsfuse's default at ``/gcs``; 0 when ``$VSP_GCS_FUSE_ROOT`` puts a local folder in its
+    place (the emulator's Cloud Storage, a test's), which caches nothing: a plan paced by a cache
+    that is not there would only see the job's changes later.
+    """
+    return 0.0 if os.environ.get(gcs_paths.GCS_FUSE_ROOT_ENV) else FUSE_TTL_SECONDS
+
+
 def negative_ttl_for(ttl_seconds: float) -> float:
     """The negative TTL beside ``ttl_seconds``, in the ratio of gcsfuse's defaults (5 of 60 s),
     so a time-scaled run keeps the mount's proportions."""
