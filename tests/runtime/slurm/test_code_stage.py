@@ -68,6 +68,7 @@ def builds(cache: pathlib.Path) -> list[pathlib.Path]:
     return sorted(cache.glob(".build-*"))
 
 
+@pytest.mark.slow  # builds a venv with pip / runs real jobs: seconds each
 def test_a_job_unpacks_the_code_builds_its_venv_runs_it_and_the_next_job_reuses_it(tmp_path):
     uri, sha = stage_package(tmp_path, "1")
     desc = job(tmp_path, code_stage.CodeStage(uri, sha))
@@ -107,6 +108,7 @@ def test_a_changed_object_is_refused_by_the_job_and_leaves_nothing(tmp_path):
     assert list(cache.iterdir()) == []
 
 
+@pytest.mark.slow  # builds a venv with pip / runs real jobs: seconds each
 def test_two_jobs_staging_one_digest_at_once_both_run_and_one_build_stays(tmp_path):
     uri, sha = stage_package(tmp_path, "1")
     cache = tmp_path / "cache"
@@ -119,6 +121,7 @@ def test_two_jobs_staging_one_digest_at_once_both_run_and_one_build_stays(tmp_pa
     assert sorted(p.name for p in (cache / sha).iterdir()) == [".vsp-ready", "src", "venv"]
 
 
+@pytest.mark.slow  # builds a venv with pip / runs real jobs: seconds each
 def test_a_wheel_is_installed_into_its_own_venv(tmp_path):
     wheel = code_packages.wheel(
         tmp_path / "w", "vspwheel", "2.5", {"vspwheel/__init__.py": "", "vspwheel/__main__.py":
@@ -137,6 +140,7 @@ def test_a_wheel_is_installed_into_its_own_venv(tmp_path):
     assert out.strip().endswith(f"{link}/venv")
 
 
+@pytest.mark.slow  # builds a venv with pip / runs real jobs: seconds each
 def test_hostile_uri_and_cache_dir_are_quoted(tmp_path):
     name = "$(touch PWNED) `touch PWNED2` 'q' \"d\";x.tar.gz"
     uri, sha = stage_package(tmp_path, "7", name)

@@ -54,6 +54,7 @@ def _cluster():
     return resource.ClusterResource(rest.VertexRestClient(LOCATION), REF).get()
 
 
+@pytest.mark.slow  # jobs on the emulator across two runs: seconds each
 def test_a_deletes_after_b_reused_the_cluster_it_is_kept_and_b_trains(warm, tmp_path, caplog):
     reused = _reuse_as_b()
     assert reused.reused
@@ -99,6 +100,7 @@ def test_a_deletes_after_b_reused_the_cluster_it_is_kept_and_b_trains(warm, tmp_
     )
 
 
+@pytest.mark.slow  # jobs on the emulator across two runs: seconds each
 def test_the_reaper_and_a_shrink_honour_a_live_claim(warm, caplog):
     _reuse_as_b()
     lease = gcp_labels.lease_key("run-b")
