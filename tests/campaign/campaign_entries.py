@@ -263,6 +263,7 @@ def _create_run(world: cw.World, ctx: Ctx) -> Any:
 
 
 def _create_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
+    _settle(world, ctx)  # a held update or create applied late has finished
     found = world.cluster(ctx.cluster_id)
     named = [
         key
@@ -275,6 +276,11 @@ def _create_check(world: cw.World, ctx: Ctx, ok: bool) -> list[Check]:
         state = cluster_resource.cluster_state(found or {})
         labels = (found or {}).get("labels") or {}
         checks.append(("success_leaves_running_cluster", state == "RUNNING", state))
+        if not ctx.reuse:  # teardowns and `vsp clusters list` tell the run's cluster by it
+            run = labels.get(gcp_labels.PIPELINE_RUN)
+            checks.append(
+                ("created_cluster_names_its_run", run == gcp_labels.run_value(ctx.run_label), run)
+            )
         checks.append(
             ("claimed_cluster_has_no_expiry", gcp_labels.EXPIRES_AT not in labels, str(labels))
         )

@@ -223,7 +223,10 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
         result.violations.append("settles: requests still in flight after 15 s")
     checks: list[ce.Check] = []
     if outcome != "hang":
-        checks = [*entry.check(world, ctx, outcome == "ok")]
+        try:
+            checks = [*entry.check(world, ctx, outcome == "ok")]
+        except Exception as exc:  # noqa: BLE001 - a check that cannot finish is a finding
+            checks = [("checks_complete", False, f"{type(exc).__name__}: {exc}")]
         checks += ce.no_blind_resend(world.requests_since(mark), ctx)
         for name, ok, detail in checks:
             result.checked += 1
