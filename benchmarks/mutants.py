@@ -322,7 +322,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cap", type=int, default=250, help="plans per mutant at most")
     parser.add_argument("--seed", type=int, default=20261205)
     parser.add_argument("--limit", type=float, default=300.0, help="seconds per mutant at most")
-    parser.add_argument("--only", nargs="*", help="mutant names (default: all)")
+    parser.add_argument(
+        "--only", nargs="*", help="mutant names (default: all; give another --out then)"
+    )
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
@@ -367,9 +369,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not args.only:
-        (out / "mutants.json").write_text(json.dumps(report, indent=2) + "\n")
-        (out / "mutants.md").write_text(_markdown(report))
+    (out / "mutants.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "mutants.md").write_text(_markdown(report))
     print(_markdown(report))
     print("every mutant caught" if everything else "NOT every mutant caught")
     return report

@@ -232,6 +232,7 @@ class Entry:
     lro_calls: tuple[str, ...] = ()
     restartable: bool = True
     foreign_jobs: bool = False
+    unused: tuple[str, ...] = ()  # calls it never sends: a fault on them could not fire
     after_kill: Callable[[cw.World, Ctx, list[cw.Seen]], list[Check]] = lambda w, c, s: []
 
 
@@ -480,6 +481,7 @@ ENTRIES: dict[str, Entry] = {
             _create_check,
             lro_calls=("create", "patch"),
             after_kill=_recorded_before_polling,
+            unused=("slurm",),
         ),
         Entry(
             "cluster_delete",
@@ -489,6 +491,7 @@ ENTRIES: dict[str, Entry] = {
             _delete_check,
             lro_calls=("delete",),
             foreign_jobs=True,
+            unused=("create",),
         ),
         Entry(
             "exit_task",
@@ -498,6 +501,7 @@ ENTRIES: dict[str, Entry] = {
             _finalize_check,
             lro_calls=("delete", "patch"),
             foreign_jobs=True,
+            unused=("create",),
         ),
         Entry(
             "register_model",

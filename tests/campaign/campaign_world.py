@@ -134,6 +134,7 @@ class World:
         self._counter = 0
         self._undo: list[Callable[[], None]] = []
         self.restarts = 0
+        self.down_seconds = 0.0
         self.seen: list[Seen] = []
         self._in_flight = 0
         self._seen_lock = threading.Lock()
@@ -272,7 +273,12 @@ class World:
         return f"{prefix}{self._counter:05d}"
 
     def restart(self) -> None:
-        """Stops the emulator and starts a new one on the same state directory and port."""
+        """Stops the emulator and starts a new one on the same state directory and port.
+
+        ``down_seconds`` is how long the API was away (a longer outage than the client's retry
+        deadline may end a call in a transient error, as it would in production).
+        """
+        stopped = time.monotonic()
         self.server.stop()
         for _ in range(50):
             try:
@@ -283,6 +289,7 @@ class World:
             except OSError:
                 time.sleep(0.02)
         self._watch()
+        self.down_seconds = time.monotonic() - stopped
         self.restarts += 1
 
     def client(self) -> rest.VertexRestClient:
