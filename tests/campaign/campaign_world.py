@@ -135,6 +135,7 @@ class World:
         self._undo: list[Callable[[], None]] = []
         self.restarts = 0
         self.down_seconds = 0.0
+        self.cut_requests = 0
         self.seen: list[Seen] = []
         self._in_flight = 0
         self._seen_lock = threading.Lock()
@@ -276,17 +277,21 @@ class World:
         """Stops the emulator and starts a new one on the same state directory and port.
 
         ``down_seconds`` is how long the API was away (a longer outage than the client's retry
-        deadline may end a call in a transient error, as it would in production).
+        deadline may end a call in a transient error, as it would in production);
+        ``cut_requests`` how many requests the stop cut while they were being handled (the
+        emulator may then have kept half of a write, e.g. a cluster without its provisioning
+        operation, which no real service does).
         """
         stopped = time.monotonic()
+        self.cut_requests = self.in_flight()
         self.server.stop()
-        for _ in range(50):
+        for _ in range(100):
             try:
                 self.server = server.EmulatorServer(
                     self.state_dir, port=self.port, settings=SETTINGS
                 ).start()
                 break
-            except OSError:
+            except (OSError, RuntimeError):  # the port, or the state directory's lock, not free yet
                 time.sleep(0.02)
         self._watch()
         self.down_seconds = time.monotonic() - stopped
