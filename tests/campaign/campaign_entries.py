@@ -167,8 +167,23 @@ def no_blind_resend(requests_seen: list[cw.Seen], ctx: Ctx) -> list[Check]:
 
 
 def _recorded_before_polling(world: cw.World, ctx: Ctx, seen: list[cw.Seen]) -> list[Check]:
-    """A killed step that was polling an operation had recorded it (``gcp_resources``)."""
-    polled = [s for s in seen if s.method == "GET" and "/operations/" in s.path]
+    """A killed step that was polling the operation of its create (or upload) had recorded it
+    in ``gcp_resources`` (the operations of updates, e.g. of a reused cluster, are not
+    recorded: the resource is)."""
+    creates = [
+        s.number
+        for s in seen
+        if s.method == "POST"
+        and (
+            f"model_development_cluster_id={ctx.cluster_id}" in s.query
+            or s.path.endswith("models:upload")
+        )
+    ]
+    polled = [
+        s
+        for s in seen
+        if creates and s.number > creates[0] and s.method == "GET" and "/operations/" in s.path
+    ]
     if not polled:
         return []
     recorded = gcp_resources.find(gcp_resources.read(ctx.resources), gcp_resources.LRO)
