@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the README's test command (CI runs it through .ci/run).
 PYTHON ?= python3
 
-.PHONY: install run-local test test-fast lint format compile campaign bench lock goodput docs docs-serve
+.PHONY: install run-local test test-fast lint format compile campaign mutants bench lock goodput docs docs-serve
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -32,6 +32,11 @@ compile:
 # Fault campaign: generated fault plans and bad inputs, counts in benchmarks/results/.
 campaign:
 	$(PYTHON) -m benchmarks.fault_campaign --plans 2000 --inputs 1000 --out benchmarks/results
+
+# Mutation score of the fault campaign: planted bugs, each in a temporary copy of the code, must
+# all be caught (at most 250 plans each); results in benchmarks/results/mutants.*.
+mutants:
+	$(PYTHON) -m benchmarks.mutants --out benchmarks/results
 
 # Goodput of checkpoint policies: scaled runs on the emulator (~20 min), then the full-scale
 # simulation.

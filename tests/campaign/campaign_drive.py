@@ -15,6 +15,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
+from tests.campaign import campaign_entries as ce
 from tests.campaign import campaign_inputs as cin
 from tests.campaign import campaign_plans as cp
 from tests.campaign import campaign_world as cw
@@ -120,6 +121,60 @@ def input_batch(state_dir: pathlib.Path, count: int, batch_seed: int, tally: Tal
     finally:
         world.close()
         logging.disable(logging.NOTSET)
+
+
+@dataclasses.dataclass
+class Hunt:
+    """A campaign that stops at its first violation (``hunt``)."""
+
+    plans: int = 0
+    caught: bool = False
+    plan: str = ""
+    violation: str = ""
+
+
+def hunt(
+    root: pathlib.Path,
+    cap: int,
+    base_seed: int,
+    entries: tuple[str, ...] = tuple(ce.ENTRIES),
+    batch: int = 100,
+) -> Hunt:
+    """Runs generated fault plans over ``entries`` until one breaks an invariant, or ``cap``.
+
+    Returns:
+        How many plans ran, and the first violation with the ``Plan(...)`` that replays it.
+    """
+    found = Hunt()
+    number = 0
+    logging.disable(logging.CRITICAL)
+    try:
+        while found.plans < cap and not found.caught:
+            number += 1
+            world = cw.World(root / f"hunt-{number}")
+            try:
+
+                @seed(base_seed + number)
+                @_settings(min(batch, cap - found.plans))
+                @given(plan=cp.plans(entries))
+                def run(plan: cp.Plan) -> None:
+                    if found.caught:
+                        return
+                    found.plans += 1
+                    try:
+                        result = cp.run_plan(world, plan)  # noqa: B023 - run() is called below
+                    except Exception as exc:  # noqa: BLE001 - a plan that cannot run is a finding
+                        result = cp.PlanResult(plan, violations=[f"plan_runs: {exc!r}"])
+                    if result.violations:
+                        found.caught, found.plan = True, repr(plan)
+                        found.violation = result.violations[0]
+
+                run()
+            finally:
+                world.close()
+    finally:
+        logging.disable(logging.NOTSET)
+    return found
 
 
 def campaign(

@@ -5,7 +5,12 @@ before or after the server applied the call, a connection reset before or after,
 (the server holds the call longer than the client waits), an LRO error, an emulator restart
 during the call, or a kill of the step during the call followed by a re-run (which must
 re-attach). Every outcome must be a success or an ``errors.VspError`` whose exit code is in the
-taxonomy, within the deadline; then the entry's invariants are checked.
+taxonomy, within the deadline, and a plan whose fault is transient (every kind but
+``lro_error``) must end in success: one or two lost, refused or held requests are the runtime's
+to absorb. ``foreign`` puts a job of another run on the plan's own cluster (entries that tear a
+cluster down). Then, once every held request has landed (``World.settle``), the entry's
+invariants are checked, and so is the order of the plan's requests: a create, upload or submit
+is sent again only after a look-up (``no_blind_resend``).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class Plan:
     state: str = "FAILED"
     keep_minutes: float = 30.0
     at: float = 0.05
+    foreign: bool = False
 
 
 @st.composite
@@ -66,7 +72,7 @@ def plans(draw: Any, entries: tuple[str, ...] = tuple(ce.ENTRIES)) -> Plan:
     if not entry.lro_calls:
         kinds.remove("lro_error")
     kind = draw(st.sampled_from(kinds))
-    calls = sorted(entry.calls(ce.Ctx("x", "x", "x", "x")))
+    calls = sorted(set(entry.calls(ce.Ctx("x", "x", "x", "x"))) - set(entry.unused))
     call = draw(st.sampled_from(entry.lro_calls if kind == "lro_error" else calls))
     return Plan(
         entry=entry.name,
@@ -79,6 +85,7 @@ def plans(draw: Any, entries: tuple[str, ...] = tuple(ce.ENTRIES)) -> Plan:
         state=draw(st.sampled_from(["FAILED", "CANCELLED"])),
         keep_minutes=draw(st.sampled_from([0.0, 30.0])),
         at=draw(st.sampled_from([0.0, 0.05, 0.15, 0.3])),
+        foreign=entry.foreign_jobs and draw(st.booleans()),
     )
 
 
@@ -158,6 +165,8 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
     """Runs one plan in ``world`` and checks the invariants (faults cleared afterwards)."""
     entry = ce.ENTRIES[plan.entry]
     ctx = ce.Ctx(
+        foreign=plan.foreign,
+        resources=str(world.state_dir.parent / f"{world.next_id('res-')}.json"),
         cluster_id=world.next_id("k"),
         run_label=world.next_id("run-"),
         model_id=world.next_id("m") if not plan.reuse else "shared",
@@ -170,6 +179,7 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
     started = time.monotonic()
     world.server.clear_faults()
     entry.prepare(world, ctx)
+    mark = len(world.seen)
     target = entry.calls(ctx)[plan.call]
     token = cw.KillToken()
     timer = None
@@ -193,6 +203,10 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
         result.fired = int(outcome == "killed")
         if outcome == "killed":
             time.sleep(0.35)  # the held request lands, as after a real kill
+            for name, ok, detail in entry.after_kill(world, ctx, world.requests_since(mark)):
+                result.checked += 1
+                if not ok:
+                    result.violations.append(f"{name}: {detail}")
         outcome, value, _ = call_in_thread(lambda: entry.run(world, ctx), None, DEADLINE + SLACK)
         result.checked += 1
         if outcome != "ok":
@@ -200,8 +214,29 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
         _taxonomy(result, outcome, value)
     result.outcome = outcome if outcome != "error" else type(value).__name__
     ctx.result = value
+    # An emulator restart longer than the client's retry deadline is an outage the call may
+    # report (as a transient error); a shorter one must be absorbed like any transient fault,
+    # except a wait that timed out on a write the restart cut in half (``World.restart``).
+    outage = plan.kind == "restart" and (
+        world.down_seconds > cw.RETRY.deadline / 2
+        or (world.cut_requests > 0 and isinstance(value, errors.TimeoutExceededError))
+    )
+    if plan.kind != "lro_error" and not outage and outcome not in ("ok", "hang"):
+        result.violations.append(
+            f"absorbs_transient_faults: {plan.kind} x{plan.times} ended {outcome}: "
+            f"{type(value).__name__}: {value}"
+        )
+    result.checked += 1
+    if not world.settle():
+        result.violations.append("settles: requests still in flight after 15 s")
+    checks: list[ce.Check] = []
     if outcome != "hang":
-        for name, ok, detail in entry.check(world, ctx, outcome == "ok"):
+        try:
+            checks = [*entry.check(world, ctx, outcome == "ok")]
+        except Exception as exc:  # noqa: BLE001 - a check that cannot finish is a finding
+            checks = [("checks_complete", False, f"{type(exc).__name__}: {exc}")]
+        checks += ce.no_blind_resend(world.requests_since(mark), ctx)
+        for name, ok, detail in checks:
             result.checked += 1
             if not ok:
                 result.violations.append(f"{name}: {detail}")

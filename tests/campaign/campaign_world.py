@@ -7,6 +7,12 @@ a thread whose ``KillToken`` is set raises ``Killed`` (a ``BaseException``, like
 is caught by no handler of the runtime), so the step stops at its next request boundary while
 a request already sent still reaches the server. ``restart()`` stops the server and starts a
 new one on the same state directory and port.
+
+Every request the emulator serves is logged in arrival order (``requests_since``) and counted
+while it is being handled, so ``settle()`` can wait until no held or in-flight request is left
+(a step's abandoned request that the emulator applies late has landed) before the invariants
+are read. A long-lived job of another run (``foreign_job``) sits on the batch's Slurm cluster
+for every plan: no entry point may cancel, count or adopt it.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ import contextlib
 import dataclasses
 import os
 import pathlib
+import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +36,7 @@ from vsp.components.runtime.core import polling, rest
 from vsp.components.runtime.slurm import api
 from vsp.components.runtime.trainer import model_files
 from vsp.components.runtime.training.backends import slurm as slurm_backend
+from vsp.components.runtime.training.recovery import Target
 from vsp.vertex_emulator import config, server
 
 PROJECT, LOCATION = "test-project", "us-central1"
@@ -46,7 +55,24 @@ SETTINGS = config.EmulatorSettings(
     slurm_requeue_delay_seconds=0.1,
     slurm_node_recovery_seconds=0.2,
 )
+# A lost submit answer is looked up after a pause longer than a ``timeout`` fault holds the
+# request (as the production pause of 2 s is), so a late-applied submit shows.
+SUBMIT_BACKOFF = polling.Backoff(initial=0.5, maximum=0.5, jitter=0)
 SLURM_CLUSTER = "slurmc"
+FOREIGN_TARGET = Target("spot", spot=True)
+FOREIGN_RUN = "run-foreign"
+FOREIGN_KEY = "key-foreign"
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """One request the emulator received: arrival order, method, path and body text."""
+
+    number: int
+    method: str
+    path: str
+    query: str
+    body: str
 
 
 class Killed(BaseException):
@@ -108,7 +134,14 @@ class World:
         self._counter = 0
         self._undo: list[Callable[[], None]] = []
         self.restarts = 0
+        self.down_seconds = 0.0
+        self.cut_requests = 0
+        self.seen: list[Seen] = []
+        self._in_flight = 0
+        self._seen_lock = threading.Lock()
+        self.foreign_job_id: int | None = None
         self.server = server.EmulatorServer(self.state_dir, settings=SETTINGS).start()
+        self._watch()
         self.port = int(self.server.address.rsplit(":", 1)[1])
         self._patch()
         model_files.write_model_dir(
@@ -139,7 +172,7 @@ class World:
         defaults.update(retry=RETRY, timeout=CLIENT_TIMEOUT)
         self._undo.append(lambda: defaults.update(old_defaults))
         self._set(rest.VertexRestClient, "_default_session", lambda _self: KillableSession())
-        self._set(slurm_backend, "SUBMIT_BACKOFF", BACKOFF)
+        self._set(slurm_backend, "SUBMIT_BACKOFF", SUBMIT_BACKOFF)
         # Waits of steps that build their own ClusterOptions (labels, in-use checks): fast too.
         init = resource.ClusterOptions.__init__
         self._set(init, "__defaults__", (10.0, "apply", 3, BACKOFF, *init.__defaults__[4:]))
@@ -149,6 +182,80 @@ class World:
         self.create_running(SLURM_CLUSTER, body)
         client = self.slurm_client(SLURM_CLUSTER)
         client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
+        self.ensure_foreign_job()
+
+    def _watch(self) -> None:
+        """Logs and counts the requests of the current server's app."""
+        app = self.server.app
+        handle = app.handle
+
+        def watched(method: str, target: str, raw_body: bytes) -> Any:
+            with self._seen_lock:
+                self._in_flight += 1
+                self.seen.append(
+                    Seen(
+                        len(self.seen),
+                        method.upper(),
+                        urllib.parse.unquote(urllib.parse.urlsplit(target).path),
+                        urllib.parse.unquote(urllib.parse.urlsplit(target).query),
+                        raw_body.decode("utf-8", errors="replace"),
+                    )
+                )
+            try:
+                return handle(method, target, raw_body)
+            finally:
+                with self._seen_lock:
+                    self._in_flight -= 1
+
+        app.handle = watched
+
+    def in_flight(self) -> int:
+        """Requests the emulator is handling now (held by a fault, or being served)."""
+        with self._seen_lock:
+            return self._in_flight
+
+    def settle(self, limit: float = 15.0) -> bool:
+        """Waits until no request is in flight (held requests have landed); False on timeout."""
+        deadline = time.monotonic() + limit
+        quiet = 0
+        while time.monotonic() < deadline:
+            quiet = quiet + 1 if self.in_flight() == 0 else 0
+            if quiet >= 3:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def requests_since(self, mark: int) -> list[Seen]:
+        """The requests received after ``mark`` (a ``len(world.seen)``), in arrival order."""
+        with self._seen_lock:
+            return self.seen[mark:]
+
+    def ensure_foreign_job(self, cluster_id: str = SLURM_CLUSTER) -> int:
+        """Submits a long job of another run (``FOREIGN_RUN``) on a cluster; its job id.
+
+        On the batch's cluster it is kept for the batch and submitted again if a plan ended it.
+        """
+        client = self.slurm_client(cluster_id)
+        if cluster_id == SLURM_CLUSTER and self.foreign_job_id is not None:
+            job = client.get_job(self.foreign_job_id)
+            if not job.is_terminal and job.base_state != "CANCELLED":
+                return self.foreign_job_id
+        if cluster_id != SLURM_CLUSTER:
+            client.ensure_association("ml", client.whoami(), ["spot", "ondemand"])
+        work = self.gcs_root / "shared" / f"{FOREIGN_KEY}-{cluster_id}"
+        training = slurm_backend.SlurmTraining(
+            command=[sys.executable, "-c", "import time; time.sleep(600)"],
+            working_directory=str(work),
+            checkpoint_dir=str(work / "ckpt"),
+            model_dir=str(work / "model"),
+        )
+        backend = slurm_backend.SlurmBackend(
+            client, training, [FOREIGN_TARGET], pipeline_run=FOREIGN_RUN
+        )
+        job_id = int(backend.submit(f"{FOREIGN_KEY}-{cluster_id}", 0, FOREIGN_TARGET).job_id)
+        if cluster_id == SLURM_CLUSTER:
+            self.foreign_job_id = job_id
+        return job_id
 
     def close(self) -> None:
         """Stops the emulator (and its Slurm jobs) and undoes the patches."""
@@ -167,16 +274,27 @@ class World:
         return f"{prefix}{self._counter:05d}"
 
     def restart(self) -> None:
-        """Stops the emulator and starts a new one on the same state directory and port."""
+        """Stops the emulator and starts a new one on the same state directory and port.
+
+        ``down_seconds`` is how long the API was away (a longer outage than the client's retry
+        deadline may end a call in a transient error, as it would in production);
+        ``cut_requests`` how many requests the stop cut while they were being handled (the
+        emulator may then have kept half of a write, e.g. a cluster without its provisioning
+        operation, which no real service does).
+        """
+        stopped = time.monotonic()
+        self.cut_requests = self.in_flight()
         self.server.stop()
-        for _ in range(50):
+        for _ in range(100):
             try:
                 self.server = server.EmulatorServer(
                     self.state_dir, port=self.port, settings=SETTINGS
                 ).start()
                 break
-            except OSError:
+            except (OSError, RuntimeError):  # the port, or the state directory's lock, not free yet
                 time.sleep(0.02)
+        self._watch()
+        self.down_seconds = time.monotonic() - stopped
         self.restarts += 1
 
     def client(self) -> rest.VertexRestClient:

@@ -9,6 +9,7 @@ version, moves the run's aliases onto it and deletes the others.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -39,6 +40,7 @@ def register(the_client, run_label="run-1", aliases=("candidate",)):
         run_label=run_label,
         retry_delay=0.01,
         poll_backoff=FAST,
+        settle_seconds=0.3,
     )
 
 
@@ -125,3 +127,48 @@ def test_versions_are_read_page_by_page(emulator, gcs_root, monkeypatch):
     monkeypatch.setattr(model_versions, "PAGE_SIZE", 1)
     exists, found = model_versions.run_versions(client(), NAME, "run-2")
     assert exists and [v["versionId"] for v in found] == ["3"]
+
+
+@pytest.mark.parametrize("hold", [4.0, pytest.param(8.0, marks=pytest.mark.slow)])
+def test_an_upload_held_for_seconds_lands_late_without_a_second_version(emulator, gcs_root, hold):
+    """Issue 31: an upload the service holds 4-8 s and applies after the step gave up on it.
+
+    The step resends (after looking), gets @2; the held first POST then lands as @3. The step
+    keeps watching the run's versions after that unknown outcome: @3 is deleted, and the alias
+    stays on @2, the version the run reports.
+    """
+    register(client(), run_label="run-0", aliases=())
+    emulator.add_fault(action="delay", method="POST", path="models:upload$", seconds=hold)
+    impatient = rest.VertexRestClient(
+        LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05), timeout=1.0
+    )
+    result = model_registry.register_model(
+        impatient,
+        project=PROJECT,
+        location=LOCATION,
+        model_id="mnist",
+        display_name="MNIST",
+        artifact_uri="gs://bucket/model",
+        serving_image="us-docker.pkg.dev/p/r/serve:1",
+        version_aliases=["candidate"],
+        run_label="run-1",
+        retry_delay=0.01,
+        poll_backoff=FAST,
+        settle_seconds=hold + 2.0,
+    )
+    # Both POSTs have landed by now (the held one within ``hold`` s of being sent).
+    deadline = time.monotonic() + hold + 5
+    uploads = []
+    while len(uploads) < 2 and time.monotonic() < deadline:
+        uploads = [
+            e
+            for e in emulator.journal()
+            if e["path"].endswith("models:upload")
+            and e["body"]["model"]["labels"]["vsp-pipeline-run"] == "run-1"
+        ]
+        time.sleep(0.05)
+    assert [e["status"] for e in uploads] == [200, 200]
+    remaining = [v for v in versions(client()) if v[1] == "run-1"]
+    assert [(v[0], "candidate" in v[2]) for v in remaining] == [(result.version_id, True)]
+    holders = [v[0] for v in versions(client()) if "candidate" in v[2]]
+    assert holders == [result.version_id] == ["2"]

@@ -35,6 +35,7 @@ def _register(client, run_label="run-1", **changes):
         "provenance": {"vsp-pipeline": "Train/Pipeline"},
         "retry_delay": 0.01,
         "poll_backoff": FAST,
+        "settle_seconds": 0.3,
     }
     kwargs.update(changes)
     return model_registry.register_model(client, **kwargs)

@@ -111,9 +111,12 @@ def test_exact_upload_body_with_provenance(emulator, gcs_root):
                 "vsp-code-version": "abc1234",
                 "vsp-pipeline-run": "slurm-spot-training-20261202",
             },
-            "versionAliases": ["candidate"],
         },
     }
+    # The aliases are moved onto the version once it is known (a late upload cannot take them).
+    [merge] = [e for e in emulator.journal() if e["path"].endswith(":mergeVersionAliases")]
+    assert merge["path"].endswith(f"{NAME}@1:mergeVersionAliases")
+    assert merge["body"] == {"versionAliases": ["candidate"]}
 
 
 def test_second_run_adds_a_version_to_the_same_model(emulator, gcs_root):

@@ -74,6 +74,20 @@ def test_a_cluster_in_error_after_a_failure_is_deleted_not_refused(
     assert [e["method"] for e in emulator.journal()[mark:] if e["method"] != "GET"] == ["DELETE"]
 
 
+def test_a_rejected_delete_operation_is_retried_so_no_cluster_is_left_in_error(
+    emulator, emulator_api, cluster_body, client
+):
+    """Found by the fault campaign: a DELETE whose operation the service rejected (code 3, a
+    user error) ended the exit task at once and left the cluster in ERROR without an expiry
+    (its labels cannot change), so no reaper would ever delete it."""
+    make_cluster(emulator_api, cluster_body)
+    emulator.add_fault(action="lro_error", method="DELETE", path=f"{PATH}$", code=3)
+    result = finalize(client, "CANCELLED")
+    assert (result.action, result.reason) == ("deleted", "the run was cancelled")
+    assert len([e for e in emulator.journal() if e["method"] == "DELETE"]) == 2
+    assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404
+
+
 @pytest.mark.slow
 def test_a_failed_label_operation_is_retried_then_the_cluster_is_kept(
     emulator, emulator_api, cluster_body, client

@@ -9,6 +9,22 @@ the step racing, or a POST the service applied late), ``registry.versions.conver
 lowest one in every copy. A new model is uploaded with ``modelId``, a new version with
 ``parentModel``.
 
+Late uploads. An upload POST that timed out or lost its connection may still be applied
+seconds later, after this step converged and reported its version. Two rules keep such a late
+version harmless:
+
+* the upload carries no ``versionAliases``: the aliases are moved onto the run's one version
+  by ``converge`` (``mergeVersionAliases``) once it is known, so a version landing late can
+  never take an alias from the version the run reports (a late upload that carried the aliases
+  would move them onto itself, since an alias names one version of a model);
+* after any upload attempt whose outcome is unknown, the run's versions are looked at again
+  for ``settle_seconds`` (``polling.poll_until``; its clock is injectable), and every late
+  version that shows up is converged away (the lowest id, the one reported, stays).
+
+A POST applied later still than ``settle_seconds`` leaves a second version without aliases;
+the next look of any copy of the step deletes it. Waiting only after an unknown outcome keeps
+the common path as fast as before.
+
 Why REST by hand and not google-cloud-aiplatform, which covers this service: the step would have
 to install it at start on a stock image, 56 s and 302 MB more (46 packages, with grpcio and
 google-cloud-storage/-bigquery) and 8 s to import, measured on 2 cores; the few calls made here
@@ -47,6 +63,7 @@ ALIAS_RULE = (
     "lowercase letter or a digit"
 )
 FAST_POLL = polling.Backoff(initial=0.5, maximum=10.0, multiplier=1.5)
+SETTLE_SECONDS = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +148,8 @@ def register_model(
     retry_delay: float = 2.0,
     poll_backoff: polling.Backoff = FAST_POLL,
     timeout: float = 1800.0,
+    settle_seconds: float = SETTLE_SECONDS,
+    clock: polling.Clock | None = None,
 ) -> RegisteredModel:
     """Uploads a model directory as a new model or a new version, at most once per run label.
 
@@ -152,6 +171,9 @@ def register_model(
         retry_delay: Seconds between those tries (doubled each time).
         poll_backoff: Poll schedule of the upload operation.
         timeout: Seconds to wait for the upload operation.
+        settle_seconds: After an upload attempt whose outcome is unknown, how long to keep
+            looking for a version it may still create (see the module docstring).
+        clock: Time source of that look (``RealClock`` when None).
 
     Returns:
         The registered version.
@@ -167,10 +189,13 @@ def register_model(
     run_value = all_labels[gcp_labels.PIPELINE_RUN]
     name = f"projects/{project}/locations/{location}/models/{model_id}"
 
+    unknown = []  # upload attempts whose outcome is not known: they may land late
+
     def done(version_id: str, reused: bool, recorded=()) -> RegisteredModel:
+        settle = settle_seconds if unknown else 0.0
         return _converged(
             client, name, run_value, aliases, version_id, reused, gcp_resources_path,
-            list(recorded), poll_backoff, timeout,
+            list(recorded), poll_backoff, timeout, settle, clock or polling.RealClock(),
         )  # fmt: skip
 
     exists, found = find_run_version(client, name, run_value)
@@ -184,7 +209,6 @@ def register_model(
         "artifactUri": artifact_uri,
         "containerSpec": {"imageUri": serving_image},
         "labels": all_labels,
-        "versionAliases": aliases,
     }
     parent = f"projects/{project}/locations/{location}"
     delay = retry_delay
@@ -200,6 +224,8 @@ def register_model(
             operation = client.post(f"{API_VERSION}/{parent}/models:upload", body)
         except (errors.TransientError, errors.AlreadyExistsError) as exc:
             log.warning("upload attempt %d of %s failed: %s", attempt, name, exc)
+            if isinstance(exc, errors.TransientError):
+                unknown.append(attempt)
             if attempt == upload_attempts:
                 exists, found = find_run_version(client, name, run_value)
                 if found is not None:
@@ -233,11 +259,36 @@ def _converged(
     recorded: list[gcp_resources.Resource],
     poll_backoff: polling.Backoff,
     timeout: float,
+    settle: float,
+    clock: polling.Clock,
 ) -> RegisteredModel:
-    """The run's one version after ``model_versions.converge``, recorded and returned."""
+    """The run's one version after ``model_versions.converge``, recorded and returned.
+
+    With ``settle`` > 0, the run's versions are watched that long and converged again whenever
+    a late one shows up.
+    """
     winner = model_versions.converge(
         client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout
     )
+    end = clock.now() + settle
+    while clock.now() < end:
+        try:
+            polling.poll_until(
+                lambda: model_versions.run_versions(client, name, run_value)[1],
+                lambda found: len(found) > 1,
+                what=f"a late upload of run {run_value} to {name}",
+                timeout=end - clock.now(),
+                backoff=poll_backoff,
+                clock=clock,
+                describe=lambda found: f"{len(found)} version(s)",
+                heartbeat=None,
+            )
+        except errors.TimeoutExceededError:
+            break
+        log.warning("a late upload of run %s landed: converging again", run_value)
+        winner = model_versions.converge(
+            client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout
+        )
     if winner is not None and winner != version_id:
         log.info("run %s keeps %s@%s, not @%s", run_value, name, winner, version_id)
         version_id, reused = winner, True

@@ -9,6 +9,9 @@ for are moved onto it (``mergeVersionAliases``), then every other version of the
 deleted (``deleteVersion``; one already deleted by another copy is success). Each copy returns
 the winner, so they all report the same version.
 
+Uploads carry no aliases (``registry.client`` explains why): ``converge`` is also what gives
+the run's one version its aliases, whenever it lacks one of them, two versions or not.
+
 The versions are listed page by page (``pageToken``), so a run's version is found on a
 registry with more versions than one page holds.
 """
@@ -58,9 +61,14 @@ def converge(
         The winning version id, or None when the run has no version (yet).
     """
     _exists, versions = run_versions(client, model_name, run_value)
-    if len(versions) <= 1:
-        return versions[0]["versionId"] if versions else None
+    if not versions:
+        return None
     winner, losers = versions[0], versions[1:]
+    missing = set(aliases) - set(winner.get("versionAliases") or [])
+    if not losers:
+        if missing:
+            _merge_aliases(client, model_name, winner["versionId"], aliases)
+        return str(winner["versionId"])
     ids = ", ".join(v["versionId"] for v in losers)
     log.warning(
         "run %s has %d versions of %s; keeping @%s, deleting @%s",
@@ -71,14 +79,21 @@ def converge(
         ids,
     )
     if aliases:
-        client.post(
-            f"{API_VERSION}/{model_name}@{winner['versionId']}:mergeVersionAliases",
-            {"versionAliases": list(aliases)},
-            idempotent=True,  # setting the same aliases twice changes nothing
-        )
+        _merge_aliases(client, model_name, winner["versionId"], aliases)
     for loser in losers:
         _delete_version(client, f"{model_name}@{loser['versionId']}", poll_backoff, timeout)
     return str(winner["versionId"])
+
+
+def _merge_aliases(
+    client: rest.VertexRestClient, model_name: str, version_id: str, aliases: list[str]
+) -> None:
+    """Moves ``aliases`` onto ``model_name@version_id`` (off any other version)."""
+    client.post(
+        f"{API_VERSION}/{model_name}@{version_id}:mergeVersionAliases",
+        {"versionAliases": list(aliases)},
+        idempotent=True,  # setting the same aliases twice changes nothing
+    )
 
 
 def _delete_version(

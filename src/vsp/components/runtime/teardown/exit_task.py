@@ -14,7 +14,8 @@ transient error or a failed operation (a DELETE or a label update whose operatio
 error) is retried with backoff until ``deadline_seconds``. If it still fails, the last resort
 labels the cluster to expire at once (the reaper deletes it on its next pass) and the task
 fails with a transient error (exit code 75), which the compiled pipeline's task retry also
-re-runs.
+re-runs. An operation the service rejects (a user error) is retried like any failed operation:
+the cluster it leaves, in ERROR more often than not, cannot take an expiry label.
 
 The deadline is hard: every request's own wait and retries are bounded by what is left of it
 (``rest.VertexRestClient.deadline_at``), and the last resort gets ``LAST_RESORT_SECONDS`` more,
@@ -207,8 +208,8 @@ def finalize(
             moment = time.time() if now is None else now
             return _once(client, ref, state, failure_keep_minutes, delete, moment)
         except (errors.TransientError, errors.OperationFailedError) as exc:
-            if isinstance(exc, errors.UserError):
-                raise
+            # A rejected operation (a user error) is retried too: a cluster it left (often in
+            # ERROR, whose labels cannot change) has no expiry, so only deleting it ends it.
             delay = next(delays)
             if clock.now() - start + delay > deadline_seconds:
                 last = exc
