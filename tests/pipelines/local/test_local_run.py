@@ -129,7 +129,10 @@ def test_compiled_slurm_spot_training_survives_three_preemptions_bit_identically
     assert len(printed) < 60, "\n".join(printed)
     assert sum(line.startswith("  create-cluster: create of cluster") for line in printed) >= 1
     waits = [line for line in printed if line.startswith("  train-on-cluster: job 1: ")]
-    assert sum("PENDING" in line for line in waits) == 3, printed  # each requeue's wait
+    # Each requeue's new run is shown (its PENDING spell too when a look falls inside it: the
+    # poll plan may see a short requeue only by the beacon's next run).
+    shown = {int(n) for line in waits for n in re.findall(r"restarts=(\d+)", line)}
+    assert {1, 2, 3} <= shown, printed
     assert sum("preempted and requeued" in line for line in printed) == 3
     submits = [
         e for e in result.journal if (e.get("body") or {}).get("path", "").endswith("/job/submit")
@@ -194,8 +197,9 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     assert abs(sum(figures.values()) - billed) <= 0.01
     assert abs(metrics["goodput"] - figures["useful"] / billed) <= 1e-3
     # Against the emulator's own record of each preemption: the node is held until the notice
-    # ends; the step ends the stretch in the middle of the poll window (0.5 s) that saw the
-    # requeue, a tick later at most.
+    # ends; the step ends the stretch in the middle of the look window that saw the requeue
+    # (the poll plan reads the beacon every 5 x poll_seconds = 2.5 s here), a tick later at
+    # most.
     events = [
         json.loads(line)
         for line in (state / "slurm" / "vsplocal" / "preemptions.jsonl").read_text().splitlines()
@@ -203,7 +207,7 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     assert len(events) == 3
     for event, (_, end, _) in zip(events, stretches[:3], strict=True):
         node_gone = event["epoch"] + event["noticeSeconds"]
-        assert node_gone - 0.3 <= float(end) <= node_gone + 1.0
+        assert node_gone - 0.3 <= float(end) <= node_gone + 2.5 / 2 + 0.5
     # The step showed the trainer's own lines while it polled.
     trainer_lines = [line for line in shown.splitlines() if "[job 1]" in line]
     assert any("step 10/100 loss" in line for line in trainer_lines), shown[-3000:]

@@ -112,6 +112,22 @@ def test_a_rank_that_stopped_altogether_is_named_over_the_ranks_alive_waiting_fo
     assert (stall.rank, stall.silent, stall.all_stalled) == (0, False, True)
 
 
+def test_a_rank_that_beat_after_one_read_and_then_stopped_is_named_at_the_next_read():
+    # Reads come once per bound: rank 1 beat twice after the first read, then froze at 2 s;
+    # rank 0 beats on. At the next read both beats changed since the first, but rank 1's is
+    # 9 s older than rank 0's: it stopped altogether (a real 2-node run once named both).
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=8, step_factor=1))
+    watch.observe("7", 0, [record(51, 0.0, rank=0, beat=0.0), record(51, 0.0, rank=1, beat=0.0)], 0)
+    read = [record(51, 0.0, rank=0, beat=11.0), record(51, 0.0, rank=1, beat=2.0)]
+    stall = watch.observe("7", 0, read, now=11)
+    assert (stall.rank, stall.silent, stall.all_stalled) == (1, True, True)
+    # Beats of one age (within half the bound): no rank is told apart.
+    alike = hang.HangWatch(hang.HangRule(floor_seconds=8, step_factor=1))
+    alike.observe("7", 0, [record(51, 0.0, rank=0, beat=0.0), record(51, 0.0, rank=1, beat=0.0)], 0)
+    read = [record(51, 0.0, rank=0, beat=11.0), record(51, 0.0, rank=1, beat=7.5)]
+    assert alike.observe("7", 0, read, now=11).silent is False
+
+
 def test_the_reporter_heartbeat_writes_the_pending_step_then_only_the_beat(tmp_path):
     reporter = progress.Reporter(tmp_path, "42", interval=0.05, heartbeat=True, host="n-3")
     reporter.step(1)

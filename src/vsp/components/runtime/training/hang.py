@@ -67,7 +67,6 @@ class _Rank:
     changed_at: float
     gap: float = 0.0
     longest_save: float = 0.0
-    beat_at: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +131,7 @@ class HangWatch:
             rank.changed_at
             + (
                 self.rule.save_bound(rank.longest_save)
-                if rank.record.phase == "saving"
+                if rank.record.phase in ("saving", "finishing")
                 else self.rule.bound(max(rank.gap, rank.record.step_seconds))
             )
             for rank in self._ranks.values()
@@ -185,19 +184,18 @@ class HangWatch:
                 record.restart,
             )
             if not same_process:
-                self._ranks[record.rank] = _Rank(record, changed_at(record), beat_at=now)
+                self._ranks[record.rank] = _Rank(record, changed_at(record))
             elif dataclasses.replace(record, beat=0.0) == dataclasses.replace(
                 seen.record, beat=0.0
             ):
                 if record.beat != seen.record.beat:  # alive, but no step since
-                    seen.record, seen.beat_at = record, now
+                    seen.record = record
             else:
                 gap = record.time - seen.record.time if record.step > seen.record.step else 0.0
                 seen.gap = gap if gap > 0 else seen.gap
                 if seen.record.phase == "saving" and record.phase != "saving":
                     seen.longest_save = max(seen.longest_save, record.time - seen.record.time)
                 seen.record, seen.changed_at = record, changed_at(record)
-                seen.beat_at = now
         live = [self._ranks[r.rank] for r in current]
         if not live or not self.rule.enabled:
             return None
@@ -211,12 +209,18 @@ class HangWatch:
                 stalled.append((rank, bound))
         if not stalled:
             return None
-        # Stopped altogether: a rank with a heartbeat that has not beaten for half the bound,
-        # while other ranks are still alive (a rank waiting in a collective for it beats on).
+        # Stopped altogether: a rank with a heartbeat whose last beat is more than half the
+        # bound older than the freshest beat of the job's ranks, while other ranks are still
+        # alive (a rank waiting in a collective for it beats on). The beats' own times (the
+        # nodes' clocks, synchronised within a cluster) are compared, not when they were read:
+        # reads come about once per bound (``due``), and a rank that beat a few more times
+        # after one read and then stopped would look as fresh as the living at the next.
+        beats = [rank.record.beat for rank in live if rank.record.heartbeat]
+        freshest = max(beats, default=0.0)
         silent = [
             item
             for item in stalled
-            if item[0].record.heartbeat and now - item[0].beat_at > item[1] / 2
+            if item[0].record.heartbeat and freshest - item[0].record.beat > item[1] / 2
         ]
         named = silent if silent and len(silent) < len(live) else stalled
         rank, bound = min(named, key=lambda item: (item[0].record.step, item[0].record.rank))
