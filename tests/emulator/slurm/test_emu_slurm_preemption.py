@@ -169,7 +169,9 @@ def test_poisson_plan_is_deterministic_for_a_seed(slurm_emulator_factory, cluste
     timeline = server.app.slurm.preemptions("c1")
     assert [e["restartCount"] for e in timeline] == [0, 1]
     for event, draw in zip(timeline, draws, strict=True):
-        assert draw <= event["runSeconds"] < draw + 0.2
+        # runSeconds is rounded to the millisecond: a run of exactly the draw may read 0.0005 s
+        # less.
+        assert draw - 0.0005 <= event["runSeconds"] < draw + 0.2
     client.cancel(job_id)
     bad = control(server, "POST", json={"cluster": "c1", "mode": "poisson"})
     assert bad.status_code == 400

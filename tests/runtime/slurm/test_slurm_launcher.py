@@ -231,4 +231,6 @@ def test_a_port_in_use_on_the_head_node_is_skipped(tmp_path):
         wanted = held.getsockname()[1]
         desc = describe(tmp_path, "srun", environment={"MASTER_PORT": str(wanted)})
         assert run(desc, tmp_path).returncode == 0
-    assert ranks(tmp_path)[0]["env"]["MASTER_PORT"] == str(wanted + 1)
+    # Moved up past it (and past any next port another process holds on a busy machine).
+    chosen = int(ranks(tmp_path)[0]["env"]["MASTER_PORT"])
+    assert wanted < chosen <= wanted + 200

@@ -223,11 +223,10 @@ def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_p
     assert len(slurm_calls(cluster, SUBMIT)) == before == 0
 
 
-@pytest.mark.slow
-def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
-    cluster, tmp_path, monkeypatch
-):
-    from vsp.components.runtime.training import beacon, poll_plan
+def train_on_emulated_storage(cluster, tmp_path, monkeypatch):
+    """60 steps preempted once, checkpoints and model under ``tmp_path/gcs`` standing in for
+    Cloud Storage, a 1.2 s FUSE cache modelled; the outcome and the counted reads."""
+    from vsp.components.runtime.training import poll_plan
 
     gcs = tmp_path / "gcs"
     monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(gcs))
@@ -237,10 +236,20 @@ def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
         checkpoint_dir=str(gcs / "bucket" / "ckpt"),
         model_dir=str(gcs / "bucket" / "model"),
     )
-    before = len(cluster.journal())
     settings = poll_plan.PlanSettings.for_poll_seconds(0.4, cache_seconds=1.2)
     opened = count_storage_reads(monkeypatch)
-    outcome = train(spec, max_preemptions=3, poll_settings=settings)
+    return train(spec, max_preemptions=3, poll_settings=settings), opened
+
+
+@pytest.mark.slow
+def test_beacon_on_cloud_storage_drives_the_polls_and_the_calls_are_counted(
+    cluster, tmp_path, monkeypatch
+):
+    from vsp.components.runtime.training import beacon
+
+    gcs = tmp_path / "gcs"
+    before = len(cluster.journal())
+    outcome, opened = train_on_emulated_storage(cluster, tmp_path, monkeypatch)
     assert outcome.metrics["preemptions"] == 1
     job_id = outcome.result.job_ids[0]
     final = beacon.read(str(gcs / "bucket" / "ckpt.beacon"), job_id)
@@ -292,22 +301,11 @@ def count_storage_reads(monkeypatch) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_an_unwritable_beacon_folder_falls_back_to_the_job_comment(cluster, tmp_path, monkeypatch):
-    from vsp.components.runtime.training import poll_plan
-
     gcs = tmp_path / "gcs"
-    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(gcs))
     (gcs / "bucket").mkdir(parents=True)
     (gcs / "bucket" / "ckpt.beacon").write_text("a file where the beacon folder would be")
-    cluster.app.slurm.set_preemption_plan(CLUSTER, mode="fixed", after_seconds=1.0, max_count=1)
-    spec = dataclasses.replace(
-        training(tmp_path, [*TRAINER, "--steps", "60", "--step-seconds", "0.05"]),
-        checkpoint_dir=str(gcs / "bucket" / "ckpt"),
-        model_dir=str(gcs / "bucket" / "model"),
-    )
     before = len(cluster.journal())
-    settings = poll_plan.PlanSettings.for_poll_seconds(0.4, cache_seconds=1.2)
-    opened = count_storage_reads(monkeypatch)
-    outcome = train(spec, max_preemptions=3, poll_settings=settings)
+    outcome, opened = train_on_emulated_storage(cluster, tmp_path, monkeypatch)
     assert outcome.metrics["preemptions"] == 1
     [job_id] = outcome.result.job_ids
     log_text = (tmp_path / "shared" / f"slurm-{job_id}.out").read_text()
