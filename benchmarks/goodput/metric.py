@@ -63,8 +63,8 @@ SETTINGS = config.EmulatorSettings(
 
 def true_useful_seconds(step_log: pathlib.Path, steps: int = STEPS) -> float:
     """Seconds spent on the run of each step that the model kept (its last run), from the
-    step's start to its end (its progress line included; between two steps the loop spends
-    about 10 microseconds, plus any checkpoint save)."""
+    step's start until the loop began the next step or a checkpoint save (the loop's own work
+    between two updates is the step's; a save's time is no step's: ``StepLog``)."""
     last: dict[int, tuple[float, float]] = {}
     for step, began, ended, _ in read_step_log(step_log):
         last[step] = (began, ended)

@@ -123,7 +123,8 @@ def test_ddp_survives_three_preemptions_bit_identical(multinode_backend):
         assert sorted(ranks) == [0, 1] and ranks[0] != ranks[1], (restart, ranks)
     records = history(backend, "ddp")
     notices = [r for r in records if r["event"] == "save" and r.get("reason") == "notice"]
-    assert len(notices) == 3 and [r["event"] for r in records].count("resume") == 3
+    resumes = [r["event"] for r in records].count("resume")
+    assert len(notices) == 3 and resumes == 3, (records, log[-3000:])
     arrays, meta = model_files.read_model_dir(backend.workdir / "ddp" / "model")
     assert meta["step"] == STEPS and meta["world_size"] == 2
     reference, reference_meta = run_uninterrupted(backend, "ddp-reference")

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.conformance.scenario_jobs import TRAINER, job, sh, stepd_lines
+from vsp.vertex_emulator import config
 
 pytestmark = pytest.mark.slurm_conformance
 
@@ -118,16 +119,21 @@ def test_node_set_down_requeues_its_job_at_once(slurm_backend):
 
 
 STOCK_HOLD = 121.0  # cred_expire (120 s) + 1 s
+# The emulated case runs its delays 20 times faster: the hold is then 6.05 s of wall clock.
+EMULATED_SCALE = 0.05
 
 
 @pytest.mark.slow
 def test_requeue_waits_the_stock_hold(slurm_backend):
     """A requeued job waits Slurm's stock ``cred_expire`` + 1 s before it runs again.
 
-    Emulated: with the stock ``slurm_requeue_delay_seconds`` (121 s) at ``time_scale`` 1. Real:
-    only on a real Slurm started without ``VSP_SLURM_CRED_EXPIRE`` (the suite's usual one
-    shortens the hold to about 11 s, and says so in the skip).
+    Emulated: the emulator's stock ``slurm_requeue_delay_seconds`` is that hold, and a requeued
+    job waits it out, at ``time_scale`` ``EMULATED_SCALE`` (every emulated delay that many times
+    its emulated seconds of wall clock). Real: only on a real Slurm started without
+    ``VSP_SLURM_CRED_EXPIRE`` (the suite's usual one shortens the hold to about 11 s, and says so
+    in the skip).
     """
+    scale = 1.0
     if slurm_backend.kind == "real":
         conf = pathlib.Path(os.environ.get("SLURM_CONF", ""))
         if "cred_expire=" in (conf.read_text() if conf.is_file() else "cred_expire="):
@@ -136,7 +142,12 @@ def test_requeue_waits_the_stock_hold(slurm_backend):
                 "start one without VSP_SLURM_CRED_EXPIRE for the stock 121 s hold"
             )
     else:
-        slurm_backend.server.app.update_settings(slurm_requeue_delay_seconds=STOCK_HOLD)
+        stock = config.EmulatorSettings().slurm_requeue_delay_seconds
+        assert stock == STOCK_HOLD
+        scale = EMULATED_SCALE
+        slurm_backend.server.app.update_settings(
+            slurm_requeue_delay_seconds=stock, time_scale=scale
+        )
     desc = job(slurm_backend, "hold", sh("echo run >> hold-runs.txt; sleep 600"))
     job_id = slurm_backend.client.submit(desc)
     runs = slurm_backend.workdir / "hold-runs.txt"
@@ -145,9 +156,13 @@ def test_requeue_waits_the_stock_hold(slurm_backend):
     requeued_at = time.time()
     held = slurm_backend.wait(job_id, lambda j: j.state == ("PENDING",) and j.restart_cnt == 1)
     assert held.state_reason == "BeginTime"
-    again = slurm_backend.wait(job_id, lambda j: j.state == ("RUNNING",), timeout=STOCK_HOLD + 90)
+    again = slurm_backend.wait(
+        job_id, lambda j: j.state == ("RUNNING",), timeout=STOCK_HOLD * scale + 90
+    )
     waited = again.start_time - requeued_at
-    # Eligible after the hold; started on the scheduler's next pass (136-149 s measured).
-    assert STOCK_HOLD - 1 <= waited <= STOCK_HOLD + 60, waited
+    # Eligible after the hold; started on the scheduler's next pass (real: 136-149 s measured).
+    # start_time is whole seconds (as Slurm's), so up to 1 s early, 1.5 s with the request's own.
+    early, late = (1.0, 60.0) if slurm_backend.kind == "real" else (1.5, 5.0)
+    assert STOCK_HOLD * scale - early <= waited <= STOCK_HOLD * scale + late, waited
     slurm_backend.client.cancel(job_id)
     slurm_backend.finish(job_id)

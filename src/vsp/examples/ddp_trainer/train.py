@@ -139,13 +139,14 @@ def run(args: argparse.Namespace) -> int:
     loss_fn = nn.MSELoss()
 
     def save(reason: str) -> None:
+        step_log.pause()  # a save's time is no step's
+        started = time.time()  # training is held from here: the history's save starts here
         with progress.saving():  # a blocking save is not a stalled step
-            collective_save(reason)
+            collective_save(reason, started)
         if reason == "final":  # the model write, the teardown and the exit are no steps
             progress.finishing()
 
-    def collective_save(reason: str) -> None:
-        started = time.time()
+    def collective_save(reason: str, started: float) -> None:
         if rank == 0:
             collective.prepare(root, step)
         dist.barrier()
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     step_log = StepLog(args.step_log if rank == 0 else None)
     with trainer_notice.PreemptionNotice() as notice, step_log:
         while step < args.steps:
-            began = time.time()  # a step: the notice check, the update and its sleep
+            began = step_log.begin()  # a step: the notice check, the update, its bookkeeping
             flag = torch.tensor([1 if notice.requested else 0])
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             if int(flag[0]):
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             step += 1
             if args.step_seconds:
                 time.sleep(args.step_seconds)
-            step_log.write(step, began, time.time())
+            step_log.done(step, began)
             progress.step(step)  # the step hook: hang detection reads it
             if step % args.save_every == 0 and step < args.steps:
                 save("periodic")

@@ -17,7 +17,8 @@ Directories: ``--checkpoint-dir`` defaults to ``$VSP_CHECKPOINT_DIR``, else
 ``gs://bucket/path`` value is read as the GCS FUSE path ``/gcs/bucket/path`` (mount root from
 ``$VSP_GCS_FUSE_ROOT``). Progress goes to stdout, one line per logged step:
 ``<time> step <n>/<steps> loss <loss>``; ``--step-log FILE`` also appends
-``<step> <began> <ended> <pid>`` (epoch seconds) for every step.
+``<step> <began> <ended> <pid>`` (epoch seconds) for every step, from its start to the next
+step or save (``step_log``).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--log-every", type=int, default=10, help="log every N steps (default 10)")
     add(
         "--step-log",
-        help="append 'STEP BEGAN ENDED' (epoch seconds) per training step to this file",
+        help="append 'STEP BEGAN ENDED PID' (epoch seconds) per training step to this file",
     )
     add(
         "--notice-signals",

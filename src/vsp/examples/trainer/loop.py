@@ -60,6 +60,7 @@ class Trainer:
         self.last_saved_step: int | None = None
         self._warned_slow = False
         self.saver = saving.Saver(cfg, policy)
+        self.step_log = StepLog(None)  # the run's own while ``run`` trains
         self.state = self._restore()
         records = history.read(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
         if records:
@@ -91,6 +92,7 @@ class Trainer:
     def save(self, why: str) -> None:
         """Saves a checkpoint of the current state and records its costs in the policy."""
         state = self.state
+        self.step_log.pause()  # a save's time is no step's
         started = time.monotonic()
         self.policy.observe(state.resumes, self.prior_run_seconds + started - self.attempt_start)
         extra = {
@@ -103,7 +105,7 @@ class Trainer:
         }
         arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)
         with progress.saving():
-            blocked = self.saver.save(state.step, arrays, metadata, reason=why)
+            blocked = self.saver.save(state.step, arrays, metadata, why, held_since=started)
         self.last_saved_step = state.step
         interval = self.policy.interval_s
         next_in = f"; next in {interval:.1f} s" if interval is not None else ""
@@ -145,9 +147,9 @@ class Trainer:
             log.warning("checkpoint is at step %d, past --steps %d", state.step, cfg.steps)
         if cfg.startup_seconds > 0:
             time.sleep(cfg.startup_seconds)
-        with StepLog(cfg.step_log) as step_log:
+        with StepLog(cfg.step_log) as self.step_log:
             while state.step < cfg.steps:
-                began, step_started = time.time(), time.monotonic()
+                began, step_started = self.step_log.begin(), time.monotonic()
                 batch = state.order.next_indices(state.rng)
                 noise = cfg.input_noise * state.rng.standard_normal((len(batch), cfg.features))
                 x = self.x[batch] + noise
@@ -164,9 +166,10 @@ class Trainer:
                 self.policy.record_step(step_seconds)
                 if state.step % cfg.log_every == 0 or state.step == cfg.steps:
                     log.info("step %d/%d loss %.6f", state.step, cfg.steps, loss)
-                step_log.write(state.step, began, time.time())
+                self.step_log.done(state.step, began)
                 progress.step(state.step)  # the step hook: hang detection reads it
                 self._boundary()
+        self.step_log = StepLog(None)  # closed: the last step ended when the loop did
         if cfg.checkpoint_dir is not None and self.last_saved_step != state.step:
             self.save("final")
         if cfg.checkpoint_dir is not None:

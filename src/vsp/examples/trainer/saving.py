@@ -97,14 +97,24 @@ class Saver:
         arrays: Mapping[str, Any],
         metadata: Mapping[str, Any],
         reason: str = "periodic",
+        held_since: float | None = None,
     ) -> float:
         """Saves ``step`` (``reason`` as ``checkpoint.save`` takes it); returns the seconds
         training was blocked.
 
+        Args:
+            step: The step the state holds.
+            arrays: The state's arrays.
+            metadata: The state's metadata.
+            reason: ``periodic``, ``notice`` or ``final``.
+            held_since: ``time.monotonic()`` when the caller stopped training for this save
+                (default: now); the time since (building the state) counts as blocked, in the
+                history too.
+
         Raises:
             Exception: An error of the previous background persist, or of this blocking save.
         """
-        started = time.monotonic()
+        started = time.monotonic() if held_since is None else held_since
         if self.cfg.save_block_seconds > 0:
             time.sleep(self.cfg.save_block_seconds)
         self._blocked_before[step] = time.monotonic() - started

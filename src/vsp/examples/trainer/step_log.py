@@ -4,23 +4,38 @@ The reference a run's goodput metric is checked against: the checkpoint history 
 saves and reloads took, this log says which steps were computed when, so the time spent on the
 steps that survived into the model can be summed without trusting the history. Hand-rolled:
 one appended text line per step.
+
+A step lasts from the moment the loop began it until the loop begins the next step, pauses for
+a checkpoint save, or leaves. The loop's own work after a step (its progress line, its log
+line, the check whether to save) is training time and belongs to the step before it; a save's
+time belongs to no step. So a step's line is written when the step ends that way, not when its
+update is done: on a busy machine the loop may wait for a core between two updates, and that
+wait is part of training, as it is for any trainer.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
 class StepLog:
     """``--step-log``: one line ``STEP BEGAN ENDED PID`` (epoch seconds, the trainer's process
-    id) per training step (its progress line included, checkpoint saves not), appended and
-    flushed as each step ends, so a run's useful time can be checked against its metrics. Does
-    nothing without a path."""
+    id) per training step, appended and flushed when the step ends (see the module). Does
+    nothing without a path.
 
-    def __init__(self, path: Path | None):
+    Use: ``began = log.begin()`` at the top of every step, ``log.done(step, began)`` once its
+    update is made, ``log.pause()`` before a checkpoint save; leaving the ``with`` block ends
+    the open step too. A process killed between ``done`` and the next ``begin`` or ``pause``
+    leaves no line for that step (it was not saved, so no model holds it).
+    """
+
+    def __init__(self, path: Path | None, clock=time.time):
         self.path = path
+        self.clock = clock
         self._handle = None
+        self._open: tuple[int, float] | None = None  # (step, began) of a step not yet ended
 
     def __enter__(self) -> StepLog:
         if self.path is not None:
@@ -28,14 +43,36 @@ class StepLog:
             self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in exit
         return self
 
-    def write(self, step: int, began: float, ended: float) -> None:
+    def begin(self) -> float:
+        """Ends the open step now and returns now: the time the next step begins."""
+        now = self.clock()
+        self._end(now)
+        return now
+
+    def done(self, step: int, began: float) -> None:
+        """Step ``step``, begun at ``began``, made its update; it ends at the next ``begin``,
+        ``pause`` or exit."""
+        self._open = (step, began)
+
+    def pause(self) -> None:
+        """Ends the open step now (call before a checkpoint save)."""
+        if self._open is not None:
+            self._end(self.clock())
+
+    def _end(self, ended: float) -> None:
+        if self._open is None:
+            return
+        step, began = self._open
+        self._open = None
         if self._handle is not None:
             self._handle.write(f"{step} {began:.6f} {ended:.6f} {os.getpid()}\n")
             self._handle.flush()
 
     def __exit__(self, *exc_info: object) -> None:
+        self.pause()
         if self._handle is not None:
             self._handle.close()
+            self._handle = None
 
 
 def read_step_log(path: Path) -> list[tuple[int, float, float, int]]:
