@@ -223,8 +223,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['date']} on {report['machine']}; `{report['command']}`; "
         f"wall time {report['wall_seconds']:.0f} s.",
         "",
-        "Truth: useful seconds from the trainer's step log (the last run of each step, start to "
-        "end), billed seconds from the emulator's record "
+        "Truth: useful seconds from the trainer's step log (the last run of each step, from "
+        "its start until the loop began the next step or a save), billed seconds from the "
+        "emulator's record "
         "of each run (start to notice end; the last run to its end). Metric: what the training "
         "step reports (Slurm job records, polls and the checkpoint history). Error: (metric - "
         "truth) / truth. Notice 0.4 s is a Spot preemption time-scaled (GCE gives 30 s); "

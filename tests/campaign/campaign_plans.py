@@ -22,6 +22,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from tests.campaign import campaign_checks as cc
 from tests.campaign import campaign_entries as ce
 from tests.campaign import campaign_world as cw
 from vsp.components.runtime.core import errors
@@ -72,7 +73,7 @@ def plans(draw: Any, entries: tuple[str, ...] = tuple(ce.ENTRIES)) -> Plan:
     if not entry.lro_calls:
         kinds.remove("lro_error")
     kind = draw(st.sampled_from(kinds))
-    calls = sorted(set(entry.calls(ce.Ctx("x", "x", "x", "x"))) - set(entry.unused))
+    calls = sorted(set(entry.calls(cc.Ctx("x", "x", "x", "x"))) - set(entry.unused))
     call = draw(st.sampled_from(entry.lro_calls if kind == "lro_error" else calls))
     return Plan(
         entry=entry.name,
@@ -164,7 +165,7 @@ def _taxonomy(result: PlanResult, outcome: str, value: Any) -> None:
 def run_plan(world: cw.World, plan: Plan) -> PlanResult:
     """Runs one plan in ``world`` and checks the invariants (faults cleared afterwards)."""
     entry = ce.ENTRIES[plan.entry]
-    ctx = ce.Ctx(
+    ctx = cc.Ctx(
         foreign=plan.foreign,
         resources=str(world.state_dir.parent / f"{world.next_id('res-')}.json"),
         cluster_id=world.next_id("k"),
@@ -229,13 +230,13 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
     result.checked += 1
     if not world.settle():
         result.violations.append("settles: requests still in flight after 15 s")
-    checks: list[ce.Check] = []
+    checks: list[cc.Check] = []
     if outcome != "hang":
         try:
             checks = [*entry.check(world, ctx, outcome == "ok")]
         except Exception as exc:  # noqa: BLE001 - a check that cannot finish is a finding
             checks = [("checks_complete", False, f"{type(exc).__name__}: {exc}")]
-        checks += ce.no_blind_resend(world.requests_since(mark), ctx)
+        checks += cc.no_blind_resend(world.requests_since(mark), ctx)
         for name, ok, detail in checks:
             result.checked += 1
             if not ok:

@@ -156,8 +156,9 @@ def train_on_cluster(
             counts as hung, seconds; the bound is the larger of this and hang_step_factor times
             the trainer's step time. 0 = no hang detection. Needs the trainer's step hook
             (``progress.step``) and checkpoints on Cloud Storage.
-        hang_step_factor: Multiple of the trainer's observed time per step (or between its
-            progress writes) that counts as hung, when larger than hang_floor_seconds.
+        hang_step_factor: Multiple of the trainer's observed time per step (seconds per
+            step, smoothed or between two progress reads) that counts as hung, when larger than
+            hang_floor_seconds.
         keep_job_on_timeout: At timeout_seconds, leave the running Slurm job as it is (True)
             instead of cancelling it (False).
         launcher: How each job starts the trainer: ``none`` (once, on the first node; the

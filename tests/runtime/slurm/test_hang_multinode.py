@@ -69,8 +69,17 @@ def model(work: pathlib.Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_one_frozen_rank_of_two_nodes_is_named_cancelled_resumed_bit_identical(
-    slurm_cluster, tmp_path
+    slurm_cluster, tmp_path, monkeypatch
 ):
+    reads: list[tuple[float, hang.Stall | None]] = []  # (epoch s, stall) of each progress read
+    observe = hang.HangWatch.observe
+
+    def recorded(self, job, restart, records, now, wall=None):
+        found = observe(self, job, restart, records, now, wall)
+        reads.append((wall, found))
+        return found
+
+    monkeypatch.setattr(hang.HangWatch, "observe", recorded)
     cluster = slurm_cluster(CLUSTER)
     cluster.add_fault(action="slurm_freeze", path=SLURM_CALL, body="job/submit", step=50, rank=1)
     outcome, work = run(tmp_path, "frozen", "hang-rank-1")
@@ -88,11 +97,17 @@ def test_one_frozen_rank_of_two_nodes_is_named_cancelled_resumed_bit_identical(
     assert freezes[0]["rank"] == 1 and freezes[0]["pid"] == int(node.group(2))
     assert f"rank 1 on {node.group(1)} " in first.hung_because, first.hung_because
     assert "its process stopped altogether" in first.hung_because, first.hung_because
-    # Within the bound after the freeze: the floor, give or take one progress write and one
-    # poll (plus the emulator's 0.2 s tick and scheduling slack).
+    # Declared at the first progress read past the bound after the freeze (the floor, give or
+    # take one progress write and the emulator's 0.2 s tick), never before; and that read comes
+    # within a poll of the bound, also when the read before the freeze saw the ranks saving
+    # (whose wider bound once put off the next read to 3 x the floor: found 7.6 s late).
+    frozen_at = freezes[0]["epoch"]
     hung_at = next(e["time"] for e in outcome.result.events if e["event"] == "hung")
-    took = hung_at - freezes[0]["epoch"]
+    took = hung_at - frozen_at
     print(f"frozen rank 1 found hung {took:.2f} s after the freeze ({first.hung_because})")
+    declared = next(wall for wall, stall in reads if stall is not None)
+    past_bound = next(wall for wall, _ in reads if wall > frozen_at + FLOOR + INTERVAL + 0.2)
+    assert declared <= past_bound, (declared - frozen_at, past_bound - frozen_at)
     assert FLOOR - INTERVAL - POLL.maximum <= took <= FLOOR + INTERVAL + POLL.maximum + 1.0
     # Cancelled once (both ranks' processes ended), resubmitted once, resumed from a checkpoint.
     resumed = (work / f"slurm-{second.job_id}.out").read_text()

@@ -48,6 +48,31 @@ def test_the_bound_follows_the_observed_step_time():
     assert watch.observe("7", 0, [record(2, 105.0)], now=106).bound == 100
 
 
+def test_reads_once_per_bound_keep_the_bound_at_the_step_rate():
+    """A rank making a step a second, read about once per bound: the bound stays the floor (the
+    time per step is 1 s, not the minute between two reads), so a stop is found a bound late."""
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=60, step_factor=20))
+    now = 0.0
+    for _ in range(5):
+        assert watch.observe("7", 0, [record(int(now), 1000.0 + now)], now=now) is None
+        assert not watch.due("7", now + 60)
+        now += 61
+    frozen = int(now - 61)  # no step since the last read
+    assert watch.due("7", now) and watch.observe("7", 0, [record(frozen, 939.0 + now)], now=now)
+
+
+def test_a_rank_last_seen_saving_is_read_again_at_its_step_bound():
+    """The save ended just after the read and the rank stopped in its next step: that stall is
+    due a step bound after the save ended, not at the save's wider bound."""
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    watch.observe("7", 0, [record(20, 100.0, phase="saving")], now=0)
+    assert not watch.due("7", 10) and watch.due("7", 10.5)  # not at 3 x 10 s
+    assert watch.observe("7", 0, [record(20, 100.0, phase="saving")], now=10.5) is None
+    watch.observe("7", 0, [record(25, 101.0, phase="step")], now=11)  # the save ended; stopped
+    assert watch.due("7", 21.5)
+    assert watch.observe("7", 0, [record(25, 101.0)], now=21.5).step == 25
+
+
 def test_the_start_up_is_not_counted_and_a_save_has_a_wider_bound():
     watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=2))
     assert watch.observe("7", 0, [], now=0) is None  # starting: no file yet

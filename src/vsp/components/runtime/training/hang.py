@@ -6,9 +6,9 @@ is stalled when its file has not changed for longer than the bound
 
     max(floor_seconds, step_factor x expected gap)
 
-where the expected gap is what the rank itself last showed: its smoothed time per step, or the
-time between its last two writes (at least the write interval), whichever is longer, so the rule
-learns a slow step rate instead of assuming one. A blocking save (``phase: saving``) has its own,
+where the expected gap is what the rank itself last showed: its smoothed time per step, or its
+time per step between the last two reads, whichever is longer, so the rule learns a slow step
+rate instead of assuming one. A blocking save (``phase: saving``) has its own,
 wider bound, ``max(SAVE_FLOOR_FACTOR x floor_seconds, step_factor x the longest save the rank
 finished)``, so a long save is not a hang but a save stuck on I/O is; so has a rank past its
 final checkpoint (``phase: finishing``: writing the model, tearing down, exiting), so a slow exit
@@ -120,19 +120,22 @@ class HangWatch:
 
     def due(self, job: str, now: float) -> bool:
         """Whether the progress of ``job`` should be read at ``now``: only when a stall could be
-        declared (the first rank's last change plus its bound has passed), or, before any
+        declared (the first rank's last change plus its step bound has passed), or, before any
         record of the job was seen, every quarter floor. Each read lists the progress folder
         and reads each rank's record (Cloud Storage calls), so a job making progress is read
-        about once per bound, and a hang is still found at its bound."""
+        about once per bound, and a hang is still found at its bound.
+
+        A rank last seen saving or finishing counts with its step bound too, not its wider one:
+        its save may have ended just after that read and the rank stopped in the next step,
+        which is a stall at the step bound from then (so a long save is read once per bound)."""
         if job != self._job or not self._ranks:
             return self._read_at is None or now - self._read_at >= self.rule.floor_seconds / 4
         newest = max(rank.record.restart for rank in self._ranks.values())
         earliest = min(
             rank.changed_at
-            + (
-                self.rule.save_bound(rank.longest_save)
-                if rank.record.phase in ("saving", "finishing")
-                else self.rule.bound(max(rank.gap, rank.record.step_seconds))
+            + min(
+                self.rule.bound(max(rank.gap, rank.record.step_seconds)),
+                self.rule.save_bound(rank.longest_save),
             )
             for rank in self._ranks.values()
             if rank.record.restart == newest
@@ -191,7 +194,10 @@ class HangWatch:
                 if record.beat != seen.record.beat:  # alive, but no step since
                     seen.record = record
             else:
-                gap = record.time - seen.record.time if record.step > seen.record.step else 0.0
+                # The time per step since the last read (reads come about once per bound, so
+                # the time between the two records alone would grow the bound at every read).
+                steps = record.step - seen.record.step
+                gap = (record.time - seen.record.time) / steps if steps > 0 else 0.0
                 seen.gap = gap if gap > 0 else seen.gap
                 if seen.record.phase == "saving" and record.phase != "saving":
                     seen.longest_save = max(seen.longest_save, record.time - seen.record.time)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from vsp.components.runtime.core import errors, gcp_resources, polling
 from vsp.components.runtime.core.errors import StepCancelled
 from vsp.components.runtime.core.outcome import Outcome
-from vsp.components.runtime.training import hang, poll_plan
+from vsp.components.runtime.training import hang, poll_looks, poll_plan
 from vsp.components.runtime.training.backends.interface import RunResult, TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.poll_window import PollWindow
@@ -193,9 +193,7 @@ class TrainingSupervisor:
         pending_since = self.clock.now()
         seen_requeues = attempt.requeues
         switch = ""
-        plan = None
-        if self.poll_settings is not None and self.backend.writes_beacons:
-            plan = poll_plan.PollPlan(self.poll_settings)
+        looks = poll_looks.for_backend(self.backend, self.poll_settings, self.clock)
         self._seen_requeues.setdefault(attempt.job_id, attempt.requeues)
         window = PollWindow(self.wall, self.backend.time_resolution, self.wall())
         stall: hang.Stall | None = None
@@ -203,33 +201,15 @@ class TrainingSupervisor:
         def probe() -> Attempt:
             nonlocal pending_since, seen_requeues, switch, stall
             before = attempt.outcome
-            beacon, called = None, True
-            if plan is not None:
-                read = plan.read_due(self.clock.now())
-                beacon = self.backend.beacon(attempt) if read else plan.last_beacon
-                called = plan.look(self.clock.now(), beacon, read=read)
+            beacon, called = looks.before_call(attempt)
             if called:
                 window.open()
                 self.backend.refresh(attempt)
                 self.refreshes += 1
-                if plan is not None:
-                    log.debug("job %s: called Vertex (%s)", attempt.job_id, plan.reason)
-                    channel = self.backend.beacon_channel(attempt)
-                    if channel and plan.channel != channel:
-                        log.warning(
-                            "job %s keeps its progress beacon in its Slurm comment (it could "
-                            "not write %s): the step reads it from the Vertex calls it makes",
-                            attempt.job_id,
-                            getattr(self.backend, "beacon_dir", "the beacon folder"),
-                        )
-                    comment = self.backend.beacon(attempt) if channel else None
-                    plan.called(
-                        self.clock.now(), attempt.outcome.value, comment, channel, attempt.requeues
-                    )
-                    beacon = plan.last_beacon
+                beacon = looks.after_call(attempt, beacon)
             self._observe(attempt, beacon, called)
             changed = attempt.outcome is not before or attempt.requeues > seen_requeues
-            if plan is None or changed or attempt.outcome.terminal or log_due():
+            if changed or attempt.outcome.terminal or looks.log_due():
                 for line in self.backend.new_log_lines(attempt):
                     log.info("[job %s] %s", attempt.job_id, line)
             if attempt.requeues > seen_requeues:
@@ -258,17 +238,6 @@ class TrainingSupervisor:
                 )
             return attempt
 
-        log_read_at: list[float] = []
-
-        def log_due() -> bool:
-            """With a poll plan, the job's log (maybe on Cloud Storage, each read a call) is
-            read on each state change and otherwise every ``cap_seconds``."""
-            now = self.clock.now()
-            if log_read_at and now - log_read_at[-1] < plan.settings.cap_seconds:
-                return False
-            log_read_at.append(now)
-            return True
-
         def describe(a: Attempt) -> str:
             # The backend's detail may repeat the job id ("job 1 RUNNING ..."): said once.
             detail = a.detail.removeprefix(f"job {a.job_id} ")
@@ -287,7 +256,7 @@ class TrainingSupervisor:
                 backoff=self.backoff,
                 clock=self.clock,
                 describe=describe,
-                delay_for=None if plan is None else (lambda _: plan.next_look()),
+                delay_for=looks.delay_for(),
             )
         except errors.TimeoutExceededError as exc:
             raise self._timed_out(attempt, exc) from exc

@@ -1,0 +1,121 @@
+"""What one poll of an attempt reads: Vertex, the job's beacon, the job's log.
+
+The supervisor polls an attempt with the shared poller; at each poll it asks a ``Looks`` what to
+read. Two kinds, side by side:
+
+* ``EveryPoll``: the backend writes no beacon (or no plan is set): every poll calls Vertex and
+  reads the job's new log lines, at the poller's backoff.
+* ``Planned``: the backend's jobs write a beacon and a ``poll_plan.PlanSettings`` is set: the
+  beacon is read when the plan says so, Vertex is called only when the plan says so, the poll
+  interval is the plan's, and the job's log (maybe on Cloud Storage, each read a call) is read on
+  a state change and otherwise every ``cap_seconds``.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Callable
+
+from vsp.components.runtime.core import polling
+from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training.backends.interface import TrainingBackend
+from vsp.components.runtime.training.beacon import Beacon
+from vsp.components.runtime.training.recovery import Attempt
+
+log = logging.getLogger(__name__)
+
+
+class Looks(abc.ABC):
+    """What a poll reads; see the module docstring."""
+
+    @abc.abstractmethod
+    def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
+        """The beacon as seen at this poll (None: none), and whether to call Vertex now."""
+
+    @abc.abstractmethod
+    def after_call(self, attempt: Attempt, beacon: Beacon | None) -> Beacon | None:
+        """Records the Vertex call just made (``attempt`` refreshed); the beacon seen now."""
+
+    @abc.abstractmethod
+    def log_due(self) -> bool:
+        """Whether this poll reads the job's new log lines when nothing changed."""
+
+    @abc.abstractmethod
+    def delay_for(self) -> Callable[[Attempt], float] | None:
+        """Seconds until the next poll, from the attempt (None: the poller's backoff)."""
+
+
+class EveryPoll(Looks):
+    """Every poll calls Vertex and reads the log; no beacon."""
+
+    def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
+        return None, True
+
+    def after_call(self, attempt: Attempt, beacon: Beacon | None) -> Beacon | None:
+        return beacon
+
+    def log_due(self) -> bool:
+        return True
+
+    def delay_for(self) -> Callable[[Attempt], float] | None:
+        return None
+
+
+class Planned(Looks):
+    """Looks that follow a ``poll_plan.PollPlan`` over the job's beacon.
+
+    Args:
+        backend: Where the attempt runs (its jobs write beacons).
+        settings: The plan's intervals.
+        clock: Monotonic time source (the supervisor's).
+    """
+
+    def __init__(
+        self, backend: TrainingBackend, settings: poll_plan.PlanSettings, clock: polling.Clock
+    ):
+        self.backend = backend
+        self.plan = poll_plan.PollPlan(settings)
+        self.clock = clock
+        self._log_read_at: float | None = None
+
+    def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
+        read = self.plan.read_due(self.clock.now())
+        beacon = self.backend.beacon(attempt) if read else self.plan.last_beacon
+        return beacon, self.plan.look(self.clock.now(), beacon, read=read)
+
+    def after_call(self, attempt: Attempt, beacon: Beacon | None) -> Beacon | None:
+        log.debug("job %s: called Vertex (%s)", attempt.job_id, self.plan.reason)
+        channel = self.backend.beacon_channel(attempt)
+        if channel and self.plan.channel != channel:
+            log.warning(
+                "job %s keeps its progress beacon in its Slurm comment (it could not write its "
+                "beacon folder; its log says why): the step reads it from the Vertex calls it "
+                "makes",
+                attempt.job_id,
+            )
+        comment = self.backend.beacon(attempt) if channel else None
+        self.plan.called(
+            self.clock.now(), attempt.outcome.value, comment, channel, attempt.requeues
+        )
+        return self.plan.last_beacon
+
+    def log_due(self) -> bool:
+        now, every = self.clock.now(), self.plan.settings.cap_seconds
+        if self._log_read_at is not None and now - self._log_read_at < every:
+            return False
+        self._log_read_at = now
+        return True
+
+    def delay_for(self) -> Callable[[Attempt], float] | None:
+        return lambda _: self.plan.next_look()
+
+
+def for_backend(
+    backend: TrainingBackend, settings: poll_plan.PlanSettings | None, clock: polling.Clock
+) -> Looks:
+    """``Planned`` when ``settings`` is set and the backend's jobs write beacons, else
+    ``EveryPoll``."""
+    if settings is not None and backend.writes_beacons:
+        return Planned(backend, settings, clock)
+    return EveryPoll()
