@@ -53,6 +53,10 @@ EMULATED_SETTINGS = {
     "slurm_node_recovery_seconds": 0.5,
     "slurm_node_return_seconds": 1.0,
 }
+# A 2-node job's notice save (three barriers of two ranks and a collective write) needs the
+# scheduler to run both ranks: 1 s did not always fit on a loaded 2-core machine (a missing
+# notice save in one CI run). The real Slurm's preemption gives KillWait (5 s).
+MULTINODE_NOTICE = {"slurm_preempt_notice_seconds": 3.0}
 # How long the preempting ``ondemand`` job holds the node (the real injector's job: 15 s).
 EMULATED_PREEMPTOR_SECONDS = 5
 # What ``preempt(mechanism)`` makes the real Slurm's injector do.
@@ -321,7 +325,7 @@ def multinode_backend(request, slurm_cluster, tmp_path) -> Iterator[SlurmBackend
             server = slurm_cluster(CLUSTER_ID, slurmrestd=address)
             timeout = 240.0
         else:
-            server = slurm_cluster(CLUSTER_ID, **EMULATED_SETTINGS)
+            server = slurm_cluster(CLUSTER_ID, **{**EMULATED_SETTINGS, **MULTINODE_NOTICE})
             timeout = 30.0
         ref = resource.ClusterRef("test-project", "us-central1", CLUSTER_ID)
         client = api.SlurmClient(rest.VertexRestClient("us-central1"), ref)
