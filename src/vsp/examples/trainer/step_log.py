@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -29,9 +30,13 @@ class StepLog:
     update is made, ``log.pause()`` before a checkpoint save; leaving the ``with`` block ends
     the open step too. A process killed between ``done`` and the next ``begin`` or ``pause``
     leaves no line for that step (it was not saved, so no model holds it).
+
+    Args:
+        path: The log file (appended; its folder is made), or None for no log.
+        clock: Epoch-seconds source.
     """
 
-    def __init__(self, path: Path | None, clock=time.time):
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time):
         self.path = path
         self.clock = clock
         self._handle = None
