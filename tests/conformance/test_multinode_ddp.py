@@ -123,8 +123,26 @@ def test_ddp_survives_three_preemptions_bit_identical(multinode_backend):
         assert sorted(ranks) == [0, 1] and ranks[0] != ranks[1], (restart, ranks)
     records = history(backend, "ddp")
     notices = [r for r in records if r["event"] == "save" and r.get("reason") == "notice"]
-    resumes = [r["event"] for r in records].count("resume")
-    assert len(notices) == 3 and resumes == 3, (records, log[-3000:])
+    # Every run resumed from the last checkpoint its predecessor committed: nothing committed
+    # was lost.
+    runs: list[list[dict]] = []
+    for record in records:
+        if record["event"] in ("start", "resume"):
+            runs.append([record])
+        else:
+            runs[-1].append(record)
+    assert len(runs) == 4, records
+    for before, after in zip(runs, runs[1:], strict=False):
+        committed = [r["step"] for r in before if r["event"] == "saved"]
+        assert committed and after[0]["step"] == committed[-1], (before, after[0])
+    if backend.kind == "emulated":
+        assert len(notices) == 3, (records, log[-3000:])
+    else:
+        # A real Slurm signals the batch step's srun too, and srun answers SIGTERM by killing
+        # every task at once (src/srun/srun_job.c): a 2-node notice save races that kill, and
+        # a run that lost the race resumed from its last periodic save (above).
+        lost = 3 - len(notices)
+        assert lost == 0 or log.count("srun: forcing job termination") >= lost, log[-3000:]
     arrays, meta = model_files.read_model_dir(backend.workdir / "ddp" / "model")
     assert meta["step"] == STEPS and meta["world_size"] == 2
     reference, reference_meta = run_uninterrupted(backend, "ddp-reference")

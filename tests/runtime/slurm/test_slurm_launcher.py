@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +236,84 @@ def test_a_port_in_use_on_the_head_node_is_skipped(tmp_path):
     # Moved up past it (and past any next port another process holds on a busy machine).
     chosen = int(ranks(tmp_path)[0]["env"]["MASTER_PORT"])
     assert wanted < chosen <= wanted + 200
+
+
+def test_sigterm_to_the_batch_shell_is_not_passed_to_srun_and_usr1_is(tmp_path):
+    """srun answers SIGTERM by killing every task (``launcher.STEP_SIGNALS``): the batch shell
+    notes it and leaves it to the tasks' own step; SIGUSR1 it passes to srun, which passes it
+    to every task."""
+    text = (
+        'trap "echo usr1 $RANK >> sig.txt" USR1; trap "echo term $RANK >> sig.txt; exit 143" TERM; '
+        'echo "up $RANK" >> up.txt; while :; do sleep 0.1; done'
+    )
+    desc = describe(tmp_path, "srun", command=["/bin/bash", "-c", text])
+    tools = emulated_environment.install_step_tools(tmp_path / "tools")
+    env = dict(item.split("=", 1) for item in desc.environment_list())
+    env.update(
+        PATH=f"{tools}:{env['PATH']}",
+        SLURM_JOB_ID="4243",
+        SLURM_JOB_NODELIST="node-[3-4]",
+        SLURM_JOB_NUM_NODES="2",
+        SLURMD_NODENAME="node-3",
+    )
+    (tmp_path / "job.sh").write_text(desc.batch_script())
+    log = (tmp_path / "job.log").open("w")
+    shell = subprocess.Popen(
+        ["/bin/bash", str(tmp_path / "job.sh")],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+    def lines(name: str, count: int) -> list[str]:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            found = (tmp_path / name).read_text().split() if (tmp_path / name).exists() else []
+            if len(found) >= count * 2:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"{name}: {found}")
+
+    try:
+        lines("up.txt", 2)
+        shell.send_signal(signal.SIGTERM)  # the batch shell alone, as a B: signal reaches it
+        time.sleep(1.0)
+        assert shell.poll() is None and not (tmp_path / "sig.txt").exists()
+        shell.send_signal(signal.SIGUSR1)
+        assert sorted(" ".join(lines("sig.txt", 2)).replace("usr1 ", "usr1-").split()) == [
+            "usr1-0",
+            "usr1-1",
+        ]
+        os.killpg(shell.pid, signal.SIGTERM)  # the job's own SIGTERM reaches every process
+        assert shell.wait(timeout=20) == 143
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+        log.close()
+    assert "SIGTERM: the tasks get it from their own job step" in (tmp_path / "job.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "term"),
+    [
+        ("none", {}, "_vsp_forward"),
+        ("srun", {}, "_vsp_step_signal"),
+        ("torchrun", {}, "_vsp_step_signal"),
+        ("none", {"container_image": "img:1"}, "_vsp_step_signal"),
+    ],
+)
+def test_which_handler_each_signal_gets(tmp_path, name, fields, term):
+    text = describe(tmp_path, name, command=["python", "train.py"], **fields).batch_script()
+    assert f"trap '{term} TERM' TERM" in text and f"trap '{term} INT' INT" in text
+    assert "trap '_vsp_forward USR1' USR1" in text
+
+
+@pytest.mark.parametrize("name", ["srun", "torchrun"])
+def test_a_warning_signal_srun_would_turn_into_a_kill_is_refused(tmp_path, name):
+    with pytest.raises(errors.SpecValidationError) as caught:
+        describe(tmp_path, name, warning_signal="TERM@60", time_limit_minutes=10)
+    assert "warning_signal = " in str(caught.value) and "use USR1 or USR2" in str(caught.value)
+    describe(tmp_path, name, warning_signal="USR1@60", time_limit_minutes=10)

@@ -8,6 +8,10 @@ notice. The script therefore:
 
 1. ``set -u``; traps the forwarded signals (default SIGTERM, SIGUSR1, SIGINT) with a handler that
    ``kill``s the payload with the same signal (or remembers it if the payload is not started yet);
+   with a step launcher (``srun``, ``torchrun``) SIGTERM, SIGHUP, SIGQUIT and SIGINT are only
+   noted, not passed to srun, which answers them by killing every task
+   (``launcher.STEP_SIGNALS``): the
+   tasks get them from their own job step;
 2. starts the payload in the background in a subshell that resets SIGINT/SIGQUIT to their
    defaults (bash ignores them for background jobs when job control is off) and ``exec``s it;
 3. ``wait``s in a loop: a trapped signal interrupts ``wait`` (status > 128), so it waits again
@@ -142,11 +146,19 @@ _vsp_pending=""
 _vsp_signalled=0
 _vsp_noticed=0
 _vsp_sent=""
-_vsp_forward() {{
+_vsp_notice() {{
   _vsp_signalled=1
   _vsp_noticed=1
   _vsp_sent="$1"
   _vsp_beacon notice
+}}
+_vsp_step_signal() {{
+  _vsp_notice "$1"
+  echo "vsp: SIG$1: the tasks get it from their own job step; not passed to the step" \
+    "launcher, which would answer it by killing them" >&2
+}}
+_vsp_forward() {{
+  _vsp_notice "$1"
   if [ -n "$_vsp_child" ]; then
     echo "vsp: forwarding SIG$1 to payload pid $_vsp_child" >&2
     kill -s "$1" "$_vsp_child" 2>/dev/null || true
@@ -205,6 +217,7 @@ def render(
     launcher: str = "none",
     tasks_per_node: int = 1,
     nccl_env_file: str = "",
+    srun_step: bool = False,
 ) -> str:
     """The batch script text for an argv ``command`` or a bash ``script`` (exactly one).
 
@@ -223,6 +236,8 @@ def render(
         tasks_per_node: Tasks (``srun``) or worker processes (``torchrun``) per node.
         nccl_env_file: NCCL settings file each task sources when it exists on its node
             ('' = none).
+        srun_step: The payload is an ``srun`` step of its own (a container run); a launcher
+            other than ``none`` implies it. srun is then not sent ``launcher.STEP_SIGNALS``.
 
     Returns:
         The script, starting with ``#!/bin/bash``.
@@ -241,7 +256,10 @@ def render(
     if "\n" in run_key or "\r" in run_key:
         raise ValueError("run_key cannot contain newlines")
     words = list(dict.fromkeys(_signal_word(s) for s in forward))
-    traps = "\n".join(f"trap '_vsp_forward {w}' {w}" for w in words)
+    kept = launchers.STEP_SIGNALS if srun_step or launcher != "none" else frozenset()
+    traps = "\n".join(
+        f"trap '{'_vsp_step_signal' if w in kept else '_vsp_forward'} {w}' {w}" for w in words
+    )
     workdir = ""
     if working_directory:
         quoted = shlex.quote(working_directory)

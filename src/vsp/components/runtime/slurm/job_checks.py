@@ -210,6 +210,16 @@ def _numbers(desc: Any, bad) -> None:
             "is not a supported warning signal.",
             f"use one of {', '.join(WARNING_SIGNALS)}, optionally as SIG@SECONDS.",
         )
+    through_srun = desc.launcher in ("srun", "torchrun") or bool(desc.container_image)
+    if through_srun and desc.warning_signal in launcher.STEP_SIGNALS:
+        bad(
+            "warning_signal",
+            desc.warning_signal,
+            "reaches only the batch shell, and the job's tasks run under srun (launcher "
+            f"{desc.launcher!r}, or a container image), which answers it by killing every task.",
+            "use USR1 or USR2 (srun passes them on to every task; the trainer's notice "
+            "signals include SIGUSR1).",
+        )
     limit, warn = desc.time_limit_minutes, desc.warning_seconds
     if desc.warning_signal and is_int(limit) and is_int(warn) and warn >= limit * 60:
         bad(

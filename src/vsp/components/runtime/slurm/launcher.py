@@ -13,8 +13,10 @@
 Everything that depends on the allocation (node count, first node, port, rendezvous id) is
 computed by the script when the job starts, so a requeued job that lands on other nodes finds
 its new head node; nothing is fixed at submit time. ``--kill-on-bad-exit=1`` ends every task
-when one fails, so no rank keeps running (and billed) after another died; the batch script's
-signal forwarding reaches ``srun``, which passes the signal to every task. srun then exits with
+when one fails, so no rank keeps running (and billed) after another died. The batch script
+passes ``srun`` only the signals srun passes on unchanged (SIGUSR1, SIGUSR2): srun answers
+SIGTERM, SIGHUP, SIGQUIT and SIGINT by killing every task (``STEP_SIGNALS``), and the tasks get
+the job's SIGTERM from their own step. srun then exits with
 the highest task exit code, 143 for the ranks it terminated: when the job itself got no signal,
 the script exits 1 instead, so the failure reads as the trainer's, not as a preemption.
 
@@ -35,6 +37,12 @@ LAUNCHERS = ("none", "srun", "torchrun")
 DEFAULT_NCCL_ENV_FILE = "/usr/local/gib/scripts/set_nccl_env.sh"
 NCCL_ENV_FILE_ENV = "VSP_NCCL_ENV_FILE"
 TASK_ARGV0 = "vsp-task"
+# What srun does with a signal it gets (Slurm 24.11, src/srun/srun_job.c): SIGTERM, SIGHUP and
+# SIGQUIT make it SIGKILL every task of its step at once, SIGINT asks for its status (twice in a
+# second: the same kill); other signals it passes on unchanged. With a step launcher the tasks
+# get the job's SIGTERM from their own step, so the batch script keeps these from srun (a preempted
+# 2-node job forwarded SIGTERM to srun, which killed both ranks in their notice save).
+STEP_SIGNALS = frozenset({"TERM", "HUP", "QUIT", "INT"})
 
 # Not a format string: computed in the batch script at every start of the job.
 _ALLOCATION = r"""# Multi-node launch: computed at every start of the job from this allocation.

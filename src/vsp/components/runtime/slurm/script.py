@@ -194,6 +194,7 @@ class JobDescription:
             launcher=self.launcher,
             tasks_per_node=self.tasks_per_node,
             nccl_env_file=self.nccl_env_file,
+            srun_step=bool(self.container_image),
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:
