@@ -26,6 +26,9 @@ import yaml
 from vsp.components.runtime.cluster.rules_base import Problems
 from vsp.components.runtime.core import errors
 
+# libyaml's safe loader when PyYAML has it (the same documents, about ten times faster: a
+# compiled pipeline of ~1 MB took 1 s to parse in pure Python before every local run).
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 HOST_FORM = "https://REGION-kfp.pkg.dev/PROJECT/REPO"
 URI_FORM = f"{HOST_FORM}/PACKAGE/TAG (or .../PACKAGE/sha256:DIGEST)"
 _HOST = (
@@ -189,7 +192,7 @@ def load_pipeline_spec(path: str, field: str = "template") -> dict[str, Any]:
     fix = "Pass a pipeline YAML written by `vsp compile` (compiled/pipelines/*.yaml)."
     try:
         with open(path, encoding="utf-8") as handle:
-            spec = next(iter(yaml.safe_load_all(handle)), None)
+            spec = next(iter(yaml.load_all(handle, Loader=SAFE_LOADER)), None)
     except FileNotFoundError:
         problems.add(field, path, "The file does not exist.", fix)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
