@@ -46,7 +46,11 @@ def describe(tmp_path: Path, launcher_name: str, **fields) -> slurm_script.JobDe
     )
 
 
-def run(desc: slurm_script.JobDescription, tmp_path: Path, restarts: int = 0):
+def job_environment(
+    desc: slurm_script.JobDescription, tmp_path: Path, restarts: int = 0
+) -> dict[str, str]:
+    """The job's environment on the first of two emulated nodes, the emulator's tools (and
+    ``tmp_path``) first in ``PATH``; writes the batch script to ``tmp_path/job.sh``."""
     tools = emulated_environment.install_step_tools(tmp_path / "tools")
     env = dict(item.split("=", 1) for item in desc.environment_list())
     env.update(
@@ -59,6 +63,11 @@ def run(desc: slurm_script.JobDescription, tmp_path: Path, restarts: int = 0):
     if restarts:
         env["SLURM_RESTART_COUNT"] = str(restarts)
     (tmp_path / "job.sh").write_text(desc.batch_script())
+    return env
+
+
+def run(desc: slurm_script.JobDescription, tmp_path: Path, restarts: int = 0):
+    env = job_environment(desc, tmp_path, restarts)
     return subprocess.run(
         ["/bin/bash", str(tmp_path / "job.sh")],
         env=env,
@@ -247,16 +256,7 @@ def test_sigterm_to_the_batch_shell_is_not_passed_to_srun_and_usr1_is(tmp_path):
         'echo "up $RANK" >> up.txt; while :; do sleep 0.1; done'
     )
     desc = describe(tmp_path, "srun", command=["/bin/bash", "-c", text])
-    tools = emulated_environment.install_step_tools(tmp_path / "tools")
-    env = dict(item.split("=", 1) for item in desc.environment_list())
-    env.update(
-        PATH=f"{tools}:{env['PATH']}",
-        SLURM_JOB_ID="4243",
-        SLURM_JOB_NODELIST="node-[3-4]",
-        SLURM_JOB_NUM_NODES="2",
-        SLURMD_NODENAME="node-3",
-    )
-    (tmp_path / "job.sh").write_text(desc.batch_script())
+    env = job_environment(desc, tmp_path)
     log = (tmp_path / "job.log").open("w")
     shell = subprocess.Popen(
         ["/bin/bash", str(tmp_path / "job.sh")],
