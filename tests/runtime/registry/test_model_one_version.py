@@ -27,7 +27,7 @@ def client() -> rest.VertexRestClient:
     return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
 
 
-def register(the_client, run_label="run-1", aliases=("candidate",)):
+def register(the_client, run_label="run-1", aliases=("candidate",), settle_seconds=0.3):
     return model_registry.register_model(
         the_client,
         project=PROJECT,
@@ -40,7 +40,7 @@ def register(the_client, run_label="run-1", aliases=("candidate",)):
         run_label=run_label,
         retry_delay=0.01,
         poll_backoff=FAST,
-        settle_seconds=0.3,
+        settle_seconds=settle_seconds,
     )
 
 
@@ -142,20 +142,7 @@ def test_an_upload_held_for_seconds_lands_late_without_a_second_version(emulator
     impatient = rest.VertexRestClient(
         LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05), timeout=1.0
     )
-    result = model_registry.register_model(
-        impatient,
-        project=PROJECT,
-        location=LOCATION,
-        model_id="mnist",
-        display_name="MNIST",
-        artifact_uri="gs://bucket/model",
-        serving_image="us-docker.pkg.dev/p/r/serve:1",
-        version_aliases=["candidate"],
-        run_label="run-1",
-        retry_delay=0.01,
-        poll_backoff=FAST,
-        settle_seconds=hold + 2.0,
-    )
+    result = register(impatient, settle_seconds=hold + 2.0)
     # Both POSTs have landed by now (the held one within ``hold`` s of being sent).
     deadline = time.monotonic() + hold + 5
     uploads = []

@@ -236,8 +236,8 @@ def render(
         tasks_per_node: Tasks (``srun``) or worker processes (``torchrun``) per node.
         nccl_env_file: NCCL settings file each task sources when it exists on its node
             ('' = none).
-        srun_step: The payload is an ``srun`` step of its own (a container run); a launcher
-            other than ``none`` implies it. srun is then not sent ``launcher.STEP_SIGNALS``.
+        srun_step: The payload runs as an ``srun`` step (a launcher other than ``none``, or a
+            container run): srun is then not sent ``launcher.STEP_SIGNALS``.
 
     Returns:
         The script, starting with ``#!/bin/bash``.
@@ -256,7 +256,7 @@ def render(
     if "\n" in run_key or "\r" in run_key:
         raise ValueError("run_key cannot contain newlines")
     words = list(dict.fromkeys(_signal_word(s) for s in forward))
-    kept = launchers.STEP_SIGNALS if srun_step or launcher != "none" else frozenset()
+    kept = launchers.STEP_SIGNALS if srun_step else frozenset()
     traps = "\n".join(
         f"trap '{'_vsp_step_signal' if w in kept else '_vsp_forward'} {w}' {w}" for w in words
     )

@@ -210,8 +210,7 @@ def _numbers(desc: Any, bad) -> None:
             "is not a supported warning signal.",
             f"use one of {', '.join(WARNING_SIGNALS)}, optionally as SIG@SECONDS.",
         )
-    through_srun = desc.launcher in ("srun", "torchrun") or bool(desc.container_image)
-    if through_srun and desc.warning_signal in launcher.STEP_SIGNALS:
+    if desc.srun_step and desc.warning_signal in launcher.STEP_SIGNALS:
         bad(
             "warning_signal",
             desc.warning_signal,

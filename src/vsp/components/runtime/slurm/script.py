@@ -169,6 +169,11 @@ class JobDescription:
         env.setdefault(contract.RUN_KEY_ENV, self.run_key)
         return [f"{name}={value}" for name, value in env.items()]
 
+    @property
+    def srun_step(self) -> bool:
+        """Whether the payload runs as an ``srun`` step (a launcher, or a container run)."""
+        return self.launcher != "none" or bool(self.container_image)
+
     def batch_script(self) -> str:
         """The generated bash batch script (see ``slurm_batch``)."""
         forward = list(batch.FORWARDED_SIGNALS)
@@ -194,7 +199,7 @@ class JobDescription:
             launcher=self.launcher,
             tasks_per_node=self.tasks_per_node,
             nccl_env_file=self.nccl_env_file,
-            srun_step=bool(self.container_image),
+            srun_step=self.srun_step,
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:
