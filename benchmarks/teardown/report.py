@@ -173,29 +173,32 @@ def _prewarm_section(results: dict, cells: dict) -> list[str]:
     out = [
         "## Pre-warm before a known cron tick (`ours-prewarm`)",
         "",
-        "On a schedule the next tick t is known, so a rule can delete now and start creating "
-        f"the cluster p + a before the tick (p the provisioning time, a = {margin:.0f} s a "
-        "margin): it pays P = p x the provisioning price (no run waits) plus the idle time "
-        "from ready (t - a) to the run's start. *ours, pre-warm*: `decide` at every run end; "
-        "with a cron, the least of the estimates keeping until the tick r(t - now), deleting C "
-        "and pre-warming P + r*a (when t - now >= p + a; with the run history's share q of "
-        "missed or late runs, keeping is the decision's average and pre-warming adds "
-        "q(r(a + slack) + C)). A pre-warmed cluster expires at t + slack and the reaper "
-        "deletes it at its next tick; a run that comes later re-creates it.",
+        "On a schedule the next tick t is known, so a rule can delete now and have the cluster "
+        "created again before the tick: it pays P = p x the provisioning price (p the "
+        "provisioning time; no run waits) plus the idle time from ready to the run's start. "
+        "*ours, pre-warm* is the runtime's rule (`teardown.prewarm`, weighed by `decide` with "
+        f"`prewarm_margin_minutes` = a / 60, a = {margin:.0f} s): the reaper (every 10 min) "
+        "creates the cluster at its last tick c at or before t - a - p, so it is ready at "
+        "c + p, a lead L of a to a + 10 min before t; the pre-warm is offered when c is after "
+        "the run's end, estimated P + r*L (plus q(r(L + slack) + C) with the run history's "
+        "share q of missed or late runs), and chosen when cheaper than keeping and deleting. A "
+        "pre-warmed cluster expires at t + slack and the reaper deletes it at its next tick; a "
+        "run that comes later re-creates it.",
         "",
         "*Offline optimum with pre-warm*: OPT_pw = min(r*g, C, P) per gap g >= p (ready exactly "
         "at the start), min(r*g, C) for a shorter gap. *Bound* (regular cron: every run on the "
-        "tick the decision predicts, latency lambda = s - t within the slack): the rule picks "
-        "e = min(r(t - now), C, P + r*a) and pays at most e + r*lambda (kept: r(t - now + "
-        "lambda); pre-warmed: P + r(a + lambda); deleted: C), while OPT_pw >= min(r(t - now), "
-        "C, P) >= e - r*a; so each gap costs at most OPT_pw + r(a + lambda), and cost / OPT_pw "
-        "<= 1 + r*sum(a + lambda) / sum(OPT_pw), computed per trace from its own latencies "
-        "(goal 10). On missed, shifted and changed schedules no bound is claimed: a missed "
-        "tick wastes a pre-warm, a delayed start idles it.",
+        "tick the decision predicts, latency lambda = s - t within the slack): where a pre-warm "
+        "is offered the rule picks e = min(r(t - now), C, P + r*L) and pays at most e + "
+        "r*lambda, while OPT_pw >= min(r(t - now), C, P) >= e - r*L, so the gap costs at most "
+        "OPT_pw + r(L + lambda); where none is offered it pays at most min(r(t - now), C) + "
+        "r*lambda, which is min(r(t - now), C) - min(r(t - now), C, P) + r*lambda above "
+        "OPT_pw at most. So cost / OPT_pw <= 1 + sum(delta) / sum(OPT_pw), delta the per-gap "
+        "excess, computed per trace from its own latencies and leads (goal 10). On missed, "
+        "shifted and changed schedules no bound is claimed: a missed tick wastes a pre-warm, "
+        "a delayed start idles it.",
         "",
-        "The model: the creation takes p exactly (a covers what it varies by); the runtime has "
-        "no job that creates the cluster at t - p - a, so this is a benchmark policy, not a "
-        "`teardown_policy`.",
+        "The model: the creation takes p exactly (a covers what it varies by, and the reaper "
+        "run's own start latency).",
         "",
     ]
     out += _table(

@@ -31,6 +31,9 @@ def decide_teardown(
     storage_price_per_hour: float = 0.0,
     shrunk_price_per_hour: float = 0.0,
     scale_up_minutes: float = 10.0,
+    prewarm_margin_minutes: float = 0.0,
+    prewarm_dir: str = "",
+    pipeline_run: str = "",
     options: dict = {},  # noqa: B006
 ) -> NamedTuple("Outputs", [("action", str), ("reason", str), ("summary", str), ("labels", dict)]):
     """Decides whether to keep the training cluster warm, shrink it, or delete it now.
@@ -45,7 +48,9 @@ def decide_teardown(
     cadence the cluster is deleted. The next run is predicted from ``schedule_cron``, else
     ``interval_hours``, else the median gap between earlier runs of ``pipeline_name`` listed
     from Vertex AI Pipelines. A kept cluster gets an expiry (next run plus slack) after which
-    ``reap_expired_clusters`` deletes it.
+    ``reap_expired_clusters`` deletes it. With a cron and ``prewarm_margin_minutes``, deleting
+    now and having ``reap_expired_clusters`` re-create the cluster to be ready before the next
+    tick is weighed too (it pays the creation but no waiting).
 
     Args:
         project: Google Cloud project id.
@@ -81,6 +86,13 @@ def decide_teardown(
             price is derived from the cluster (with an explicit idle price, 0 = shrinking is
             not weighed).
         scale_up_minutes: How long scaling a shrunk cluster's GPU pools back up takes, minutes.
+        prewarm_margin_minutes: With a cron, minutes before the next tick by which a cluster
+            deleted now should be ready again, re-created by ``reap_expired_clusters`` from
+            ``prewarm_dir`` (0 = never pre-warm). The creation starts at the reaper's last
+            10-minute tick before the next tick minus this margin and ``provisioning_minutes``.
+        prewarm_dir: Folder of pre-warm requests, ``gs://BUCKET/PATH`` (or a local path), the
+            same as the reaper's; needed when ``prewarm_margin_minutes`` > 0.
+        pipeline_run: This run's id, recorded in a pre-warm request ('' = none).
         options: More of this component's parameters by name, for example
             ``{"interval_hours": 24}``; a value here wins over the parameter of that name,
             and a name the component does not have is refused. It lets a pipeline offer
@@ -198,16 +210,22 @@ def finalize_cluster(
 
 
 @component
-def reap_expired_clusters(project: str, location: str, dry_run: bool = False) -> list:
+def reap_expired_clusters(
+    project: str, location: str, dry_run: bool = False, prewarm_dir: str = ""
+) -> list:
     """Deletes the training clusters whose ``vsp-expires-at`` label has passed.
 
     Clusters without the label are never touched. Each expired cluster is read again just
-    before its deletion and skipped if a new run has claimed it meanwhile.
+    before its deletion and skipped if a new run has claimed it meanwhile. With
+    ``prewarm_dir``, it then creates the clusters that a teardown decision deleted to have
+    them ready again before their next run, once their creation time has come.
 
     Args:
         project: Google Cloud project id.
         location: Vertex AI region of the clusters.
-        dry_run: Only list what would be deleted.
+        dry_run: Only list what would be deleted (and pre-warmed).
+        prewarm_dir: Folder of pre-warm requests written by ``decide_teardown``,
+            ``gs://BUCKET/PATH`` or a local path ('' = no pre-warm).
 
     Returns:
         Names of the clusters deleted (or, with dry_run, that would be deleted). The step fails

@@ -387,3 +387,39 @@ def test_schedule_of_a_keeping_pipeline_is_quiet_when_the_reaper_is_scheduled(
     result = _run(_schedule_args(cron_template))
     assert result.exit_code == 0, result.output
     assert "reap-expired-clusters" not in result.stderr
+
+
+def test_schedule_with_a_pre_warm_names_the_reaper_that_must_read_its_folder(emulator, tmp_path):
+    spec = {
+        "pipelineInfo": {"name": "nightly-warm"},
+        "root": {
+            "inputDefinitions": {
+                "parameters": {
+                    "project": {"parameterType": "STRING"},
+                    "schedule_cron": {"parameterType": "STRING", "isOptional": True},
+                    "teardown_options": {"parameterType": "STRUCT", "isOptional": True},
+                }
+            }
+        },
+        "schemaVersion": "2.1.0",
+    }
+    template = tmp_path / "nightly-warm.yaml"
+    template.write_text(yaml.safe_dump(spec))
+    options = '{"prewarm_margin_minutes": 5, "prewarm_dir": "gs://bucket/vsp prewarm"}'
+    reaper_args = ["schedule", *LOC, "--template", "reap-expired-clusters"]
+    reaper_args += ["--pipeline-root", "gs://bucket/root", "--param", "project=test-project"]
+    first = _run([*reaper_args, "--cron", "*/10 * * * *"])
+    assert first.exit_code == 0, first.output
+    args = _schedule_args(str(template), "--param", f"teardown_options={options}")
+    result = _run(args)
+    assert result.exit_code == 0, result.output
+    assert "teardown_options.prewarm_dir is gs://bucket/vsp prewarm, but no" in result.stderr
+    assert "--param prewarm_dir='gs://bucket/vsp prewarm' --replace" in result.stderr
+    again = _run(
+        [*reaper_args, "--cron", "*/10 * * * *", "--replace", "--param",
+         "prewarm_dir=gs://bucket/vsp prewarm"]
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    quiet = _run([*args, "--replace"])
+    assert quiet.exit_code == 0, quiet.output
+    assert "reap-expired-clusters" not in quiet.stderr

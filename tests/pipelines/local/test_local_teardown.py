@@ -243,3 +243,55 @@ def test_a_machine_without_a_price_fails_before_any_cluster_is_created(
     shown = capsys.readouterr().out
     assert "machine_type = 'a3-edgegpu-8g': machine type 'a3-edgegpu-8g' (SPOT, node pool" in shown
     assert "has no price" in shown and "price_file" in shown
+
+
+@pytest.mark.slow
+def test_a_pre_warm_deletes_then_the_reaper_re_creates_and_the_next_run_reuses(
+    tmp_path, monkeypatch
+):
+    # A daily run three hours from now, re-creating dear (the wait at 300 USD/h), keeping dear
+    # (100 USD/h): deleting now and having the reaper create the cluster again is cheapest.
+    tick = time.time() + 3 * 3600
+    moment = time.gmtime(tick)
+    cron = f"{moment.tm_min} {moment.tm_hour} * * *"
+    folder = tmp_path / "prewarm"
+    prices = {
+        "idle_price_per_hour": 100.0,
+        "provisioning_price_per_hour": 100.0,
+        "delay_penalty_per_hour": 300.0,
+        "prewarm_margin_minutes": 5.0,
+        "prewarm_dir": str(folder),
+    }
+    first = _run(tmp_path, monkeypatch, schedule_cron=cron, **prices)
+    assert first.succeeded, first.error
+    assert _writes(first) == [
+        ("POST", "modelDevelopmentClusters"),
+        ("POST", "models:upload"),
+        ("DELETE", "vsplocal"),
+    ]
+    decided = json.loads(pathlib.Path(first.outputs["decide-teardown/metrics"]).read_text())
+    assert decided["teardown_prewarm"] == 1.0
+    [request] = list(folder.glob("*.prewarm.json"))
+    intent = json.loads(request.read_text())
+    assert intent["create_at"] == decided["teardown_prewarm_at"] > time.time()
+    assert intent["cluster"].endswith(CLUSTERS)
+
+    early = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters", prewarm_dir=str(folder))
+    assert early.succeeded, early.error
+    assert _writes(early) == []  # not due yet: nothing created, the request stays
+    assert request.exists()
+
+    intent["create_at"] = time.time() - 1  # the reaper run at the due tick
+    request.write_text(json.dumps(intent))
+    due = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters", prewarm_dir=str(folder))
+    assert due.succeeded, due.error
+    assert _writes(due) == [("POST", "modelDevelopmentClusters")]
+    [create] = [e for e in due.journal if e["method"] == "POST"]
+    assert create["body"]["labels"]["vsp-teardown"] == "prewarmed"
+    assert create["body"]["labels"]["vsp-expires-at"]
+    assert not request.exists()
+
+    second = _run(tmp_path, monkeypatch, schedule_cron=cron, teardown_policy="delete")
+    assert second.succeeded, second.error
+    assert second.parameters["create-cluster"]["action"] == "reused"
+    assert ("POST", "modelDevelopmentClusters") not in _writes(second)

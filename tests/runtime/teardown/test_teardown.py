@@ -57,6 +57,7 @@ def test_hourly_cron_metrics_exact():
     assert d.as_metrics() == {
         "teardown_keep": 1.0,
         "teardown_shrink": 0.0,
+        "teardown_prewarm": 0.0,
         "teardown_cost_if_deleted": 24.0,
         "teardown_break_even_seconds": 14400.0,
         "teardown_next_run": _epoch(2026, 1, 5, 11, 0),
@@ -163,6 +164,7 @@ def test_unknown_cadence_auto_deletes():
         assert set(d.as_metrics()) == {
             "teardown_keep",
             "teardown_shrink",
+            "teardown_prewarm",
             "teardown_cost_if_deleted",
             "teardown_break_even_seconds",
         }

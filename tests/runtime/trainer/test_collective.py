@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.trainer import checkpoint, collective, history, manifests
+from vsp.components.runtime.trainer import (
+    checkpoint,
+    collective,
+    history,
+    history_writer,
+    manifests,
+)
 
 
 def write_parts(root, step: int, ranks: int = 2) -> None:
@@ -93,3 +100,39 @@ def test_the_numpy_loader_skips_a_collective_checkpoint(tmp_path):
     write_parts(tmp_path, 10)
     collective.commit(tmp_path, 10)
     assert checkpoint.load_latest(tmp_path) is None
+
+
+def test_committed_names_only_a_valid_checkpoint_of_that_very_step(tmp_path):
+    assert collective.committed(tmp_path, 10) is None
+    write_parts(tmp_path, 10)
+    assert collective.committed(tmp_path, 10) is None  # parts without a manifest: torn
+    collective.commit(tmp_path, 10)
+    assert collective.committed(tmp_path, 10).step == 10
+    assert collective.committed(tmp_path, 20) is None
+    part = collective.state_dir(tmp_path, 10) / "__1_0.distcp"
+    part.write_bytes(b"changed")
+    assert collective.committed(tmp_path, 10) is None  # no longer matches its manifest
+
+
+def test_preparing_a_committed_step_again_says_it_deletes_it(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(logging.getLogger("vsp"), "propagate", True)  # a step may have cut it
+    write_parts(tmp_path, 10)
+    collective.commit(tmp_path, 10)
+    collective.prepare(tmp_path, 10)
+    assert "step 10 is already committed" in caplog.text
+    assert collective.committed(tmp_path, 10) is None  # gone until the new save commits
+
+
+def test_a_notice_with_nothing_to_write_is_recorded_and_counts_as_landed(tmp_path):
+    history_writer.record_resume(tmp_path, 10, 100.0, 1.0)  # loaded step 10 ...
+    history_writer.record_unchanged(tmp_path, 10, "notice", at=101.0)  # ... noticed at once
+    history_writer.record_resume(tmp_path, 10, 200.0, 1.0)  # the next process resumes it
+    records = history.read(tmp_path)
+    assert [(r.event, r.step, r.reason, r.time, r.seconds) for r in records] == [
+        ("resume", 10, "", 100.0, 1.0),
+        ("save", 10, "notice", 101.0, 0.0),
+        ("resume", 10, "", 200.0, 1.0),
+    ]
+    assert history.notice_outcomes(records) == (1, 0)
+    without = [r for r in records if r.event != "save"]
+    assert history.notice_outcomes(without) == (0, 1)

@@ -45,7 +45,13 @@ from torch.distributed.checkpoint import state_dict as dcp_state
 from torch.nn.parallel import DistributedDataParallel
 
 from vsp.components.runtime.core import gcs_paths
-from vsp.components.runtime.trainer import collective, contract, model_files, progress
+from vsp.components.runtime.trainer import (
+    collective,
+    contract,
+    history_writer,
+    model_files,
+    progress,
+)
 from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.examples.trainer.step_log import StepLog
 
@@ -135,14 +141,22 @@ def run(args: argparse.Namespace) -> int:
         collective.record_resumed(root, step if step >= 0 else None, looked_up)
         if step >= 0:
             log.info("resumed from step %d (%d rank(s) now)", step, world)
+    last_saved = step if step >= 0 else None  # every rank holds the same steps
     step = max(step, 0)
     loss_fn = nn.MSELoss()
 
     def save(reason: str) -> None:
+        nonlocal last_saved
+        if step == last_saved:  # its committed checkpoint holds this state: nothing to write
+            if rank == 0:
+                history_writer.record_unchanged(root, step, reason)
+                log.info("%s save of step %d: already committed, nothing to write", reason, step)
+            return
         step_log.pause()  # a save's time is no step's
         started = time.time()  # training is held from here: the history's save starts here
         with progress.saving():  # a blocking save is not a stalled step
             collective_save(reason, started)
+        last_saved = step
         if reason == "final":  # the model write, the teardown and the exit are no steps
             progress.finishing()
 

@@ -15,7 +15,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from vsp.components.runtime.trainer import checkpoint, history, manifests, model_files, progress
+from vsp.components.runtime.trainer import (
+    checkpoint,
+    history,
+    history_writer,
+    manifests,
+    model_files,
+    progress,
+)
 from vsp.components.runtime.trainer import notice as trainer_notice
 from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import model, saving
@@ -134,6 +141,8 @@ class Trainer:
                 self.saver.wait()  # the persist in flight first: its checkpoint is then valid
                 if self.last_saved_step != step:
                     self.save("notice")
+                else:  # the checkpoint of this step holds the state: honoured, nothing to write
+                    history_writer.record_unchanged(self.cfg.checkpoint_dir, step, "notice")
                 self.saver.wait()
             else:
                 log.warning("preemption notice but no checkpoint dir: progress is lost")
@@ -172,6 +181,8 @@ class Trainer:
         self.step_log = StepLog(None)  # closed: the last step ended when the loop did
         if cfg.checkpoint_dir is not None and self.last_saved_step != state.step:
             self.save("final")
+        elif cfg.checkpoint_dir is not None:  # the last save holds the final state
+            history_writer.record_unchanged(cfg.checkpoint_dir, state.step, "final")
         if cfg.checkpoint_dir is not None:
             self.saver.wait()
         return state

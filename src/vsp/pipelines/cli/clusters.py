@@ -118,14 +118,22 @@ def delete_cluster(project: str, location: str, cluster_id: str) -> None:
 @clusters.command("reap")
 @_location_options
 @click.option("--dry-run", is_flag=True, help="Only print what would be deleted.")
+@click.option(
+    "--prewarm-dir",
+    default="",
+    help="Folder of pre-warm requests (gs://BUCKET/PATH or a local path): also create the "
+    "clusters whose pre-warm is due.",
+)
 @common.handle_errors
-def reap_clusters(project: str, location: str, dry_run: bool) -> None:
+def reap_clusters(project: str, location: str, dry_run: bool, prewarm_dir: str) -> None:
     """Delete the clusters whose vsp-expires-at label has passed (kept ones are left alone)."""
     client = common.client(location)
     parent = cluster_resource.ClusterRef(project, location, "-").parent
-    report = reaper.reap_expired(client, parent, dry_run=dry_run)
+    report = reaper.reap_expired(client, parent, dry_run=dry_run, prewarm_dir=prewarm_dir)
     for entry in report.entries:
         click.echo(f"{entry.cluster_id}: {entry.action}: {entry.reason}")
+    for warm in report.prewarm:
+        click.echo(f"{warm.cluster.rsplit('/', 1)[-1]}: {warm.action}: {warm.reason}")
     click.echo(f"total: {report.summary()}{' (dry run)' if dry_run else ''}")
     if report.failed:
         names = ", ".join(sorted(n.rsplit("/", 1)[-1] for n in report.failed))

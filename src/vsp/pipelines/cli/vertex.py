@@ -11,6 +11,7 @@ Artifact Registry calls always go to Google through kfp's ``RegistryClient``.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -324,15 +325,36 @@ def schedule(
     click.echo(f"cron: {created.get('cron', cron)}  next run: {created.get('nextRunTime', '?')}")
     console = "https://console.cloud.google.com/vertex-ai/pipelines/schedules"
     click.echo(f"console: {console}?project={job.project}")
-    if schedules.SCHEDULE_CRON in job.parameter_values and not client.reaper_scheduled(job.parent):
+    if schedules.SCHEDULE_CRON in job.parameter_values:
+        _check_reaper(client, job)
+
+
+def _check_reaper(client: schedules.SchedulesClient, job: jobs.PipelineJobRequest) -> None:
+    """Notes a missing reaper schedule, or one that does not read this pipeline's pre-warm
+    requests, with the command that creates the one needed."""
+    teardown = job.parameter_values.get("teardown_options") or {}
+    prewarm_dir = teardown.get("prewarm_dir", "") if isinstance(teardown, dict) else ""
+    reapers = client.reaper_parameters(job.parent)
+    command = (
+        f"vsp schedule --project {job.project} --location {job.location} --pipeline-root "
+        f"{job.pipeline_root} --template {schedules.REAPER_PIPELINE} "
+        f"--cron '{cadence.REAPER_CRON}' "
+        f"--param project={job.project} --param location={job.location}"
+    )
+    if not reapers:
+        extra = f" --param prewarm_dir={shlex.quote(prewarm_dir)}" if prewarm_dir else ""
         click.echo(
             f"note: this pipeline may keep its cluster warm until an expiry, and only "
             f"{schedules.REAPER_PIPELINE} deletes clusters whose expiry passed; no "
-            f"schedule of it exists in {job.location}. Create one: vsp schedule --project "
-            f"{job.project} --location {job.location} --pipeline-root {job.pipeline_root} "
-            f"--template {schedules.REAPER_PIPELINE} "
-            f"--cron '{cadence.REAPER_CRON}' "
-            f"--param project={job.project} --param location={job.location}",
+            f"schedule of it exists in {job.location}. Create one: {command}{extra}",
+            err=True,
+        )
+    elif prewarm_dir and all(r.get("prewarm_dir") != prewarm_dir for r in reapers):
+        click.echo(
+            f"note: teardown_options.prewarm_dir is {prewarm_dir}, but no "
+            f"{schedules.REAPER_PIPELINE} schedule in {job.location} reads it, so a cluster "
+            f"deleted for a pre-warm would not be re-created before the next run. Replace it: "
+            f"{command} --param prewarm_dir={shlex.quote(prewarm_dir)} --replace",
             err=True,
         )
 

@@ -238,6 +238,7 @@ def build(components: dict):
                 policy=teardown_policy,
                 schedule_cron=schedule_cron,
                 pipeline_name=NAME,
+                pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 options=teardown_options,
             )
             decide.after(register)

@@ -199,8 +199,10 @@ class SchedulesClient:
             if schedule.get("displayName") == display_name and schedule.get("state") in LIVE_STATES
         ]
 
-    def reaper_scheduled(self, parent: str) -> bool:
-        """Whether a live schedule runs the ``reap-expired-clusters`` pipeline in ``parent``."""
+    def reaper_parameters(self, parent: str) -> list[dict[str, Any]]:
+        """The parameter values of every live schedule of ``reap-expired-clusters`` in
+        ``parent`` (``runtimeConfig.parameterValues``; empty dicts when none are set)."""
+        found = []
         for schedule in self.list(parent):
             job = (schedule.get("createPipelineJobRequest") or {}).get("pipelineJob") or {}
             name = ((job.get("pipelineSpec") or {}).get("pipelineInfo") or {}).get("name")
@@ -208,8 +210,12 @@ class SchedulesClient:
             if schedule.get("state") in LIVE_STATES and (
                 name == REAPER_PIPELINE or f"/{REAPER_PIPELINE}/" in uri
             ):
-                return True
-        return False
+                found.append(dict((job.get("runtimeConfig") or {}).get("parameterValues") or {}))
+        return found
+
+    def reaper_scheduled(self, parent: str) -> bool:
+        """Whether a live schedule runs the ``reap-expired-clusters`` pipeline in ``parent``."""
+        return bool(self.reaper_parameters(parent))
 
     def delete(self, name: str) -> None:
         """Deletes a schedule and waits for the delete operation (missing is fine)."""

@@ -58,6 +58,19 @@ class ClusterRef:
     def collection_path(self) -> str:
         return f"{self.api_version}/{self.parent}/modelDevelopmentClusters"
 
+    @classmethod
+    def from_name(cls, name: str, api_version: str = "v1beta1") -> ClusterRef:
+        """The reference of ``projects/P/locations/L/modelDevelopmentClusters/ID``.
+
+        Raises:
+            errors.InternalError: ``name`` is not such a name (it came from the API or from
+                this tool's own records).
+        """
+        parts = name.split("/")
+        if len(parts) != 6 or parts[0] != "projects" or parts[4] != "modelDevelopmentClusters":
+            raise errors.InternalError(f"unexpected cluster name {name!r}")
+        return cls(parts[1], parts[3], parts[5], api_version)
+
 
 @dataclasses.dataclass
 class ClusterOptions:

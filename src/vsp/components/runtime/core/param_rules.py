@@ -245,6 +245,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "price_file": one_line,
         "expiry_slack_fraction": non_negative,
         "storage_price_per_hour": non_negative,
+        "prewarm_margin_minutes": non_negative,
+        "prewarm_dir": path_rule(gcs=True, optional=True),
     },
     "finalize_cluster": {
         "notify_topic": pubsub_topic,

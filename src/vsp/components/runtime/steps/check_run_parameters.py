@@ -22,7 +22,7 @@ from vsp.components.runtime.core import errors, gcp_labels, param_rules, step
 from vsp.components.runtime.registry import client
 from vsp.components.runtime.registry import gate as registry_gate
 from vsp.components.runtime.steps import register_model
-from vsp.components.runtime.teardown import cost, price_book
+from vsp.components.runtime.teardown import cost, prewarm_intents, price_book
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.trainer import manifests
 from vsp.components.runtime.training import code_check, options_check
@@ -151,6 +151,10 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
             delay_penalty_per_hour=p["delay_penalty_per_hour"],
             shrunk_price_per_hour=p["shrunk_price_per_hour"],
             scale_up_minutes=p["scale_up_minutes"],
+            prewarm_margin_minutes=_prewarm_option(params, "prewarm_margin_minutes", 0.0),
+        )
+        prewarm_intents.check_folder_given(
+            inputs.prewarm_margin_minutes, _prewarm_option(params, "prewarm_dir", "")
         )
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
@@ -190,6 +194,12 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         **extra,
     )
     return True
+
+
+def _prewarm_option(params: Mapping[str, Any], name: str, default: Any) -> Any:
+    """A pre-warm parameter of ``teardown_options`` (checked by ``with_groups`` already)."""
+    options = params.get("teardown_options") or {}
+    return options.get(name, default) if isinstance(options, Mapping) else default
 
 
 def _check_code(options: Any) -> None:

@@ -3,8 +3,10 @@
 An idle or provisioning price per hour of 0 means "price the cluster": the cluster is read and
 its node pools priced (``teardown.cost``: the shipped price table, a price file merged over
 it); a price > 0 is used as given and wins over the table and the file. The run history fills
-in the cadence; the ski-rental rule is ``teardown.decision.decide``. ``main`` is the
-component's entry; ``decide_teardown`` the same work for callers in Python.
+in the cadence; the ski-rental rule is ``teardown.decision.decide``. When it chooses to
+pre-warm, the step writes the request the reaper re-creates the cluster from
+(``record_prewarm``) before the pipeline deletes the cluster. ``main`` is the component's
+entry; ``decide_teardown`` the same work for callers in Python.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from vsp.components.runtime.cluster import diff as cluster_diff
 from vsp.components.runtime.cluster import resource
+from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, rest, step
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import decision, run_history
+from vsp.components.runtime.teardown import decision, prewarm_intents, run_history
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report as teardown_report
 
@@ -46,6 +50,9 @@ def main(
     storage_price_per_hour: float,
     shrunk_price_per_hour: float,
     scale_up_minutes: float,
+    prewarm_margin_minutes: float = 0.0,
+    prewarm_dir: str = "",
+    pipeline_run: str = "",
 ) -> tuple[str, str, str, dict[str, str]]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -54,6 +61,7 @@ def main(
     """
 
     def run() -> tuple[teardown_inputs.TeardownInputs, decision.TeardownDecision]:
+        prewarm_intents.check_folder_given(prewarm_margin_minutes, prewarm_dir)
         inputs = teardown_inputs.component_inputs(
             policy=policy,
             schedule_cron=schedule_cron,
@@ -65,10 +73,12 @@ def main(
             slack_fraction=expiry_slack_fraction,
             shrunk_price_per_hour=shrunk_price_per_hour,
             scale_up_minutes=scale_up_minutes,
+            prewarm_margin_minutes=prewarm_margin_minutes,
         )
-        return decide_teardown(
+        client = rest.VertexRestClient(location)
+        weighed, chosen = decide_teardown(
             inputs,
-            client=rest.VertexRestClient(location),
+            client=client,
             project=project,
             location=location,
             pipeline_name=pipeline_name,
@@ -76,6 +86,12 @@ def main(
             price_file=price_file,
             storage_price_per_hour=storage_price_per_hour,
         )
+        ref = resource.ClusterRef(project, location, cluster_id)
+        if chosen.prewarm is not None:
+            chosen = record_prewarm(client, ref, chosen, prewarm_dir, pipeline_run)
+        elif prewarm_dir:
+            prewarm_intents.withdraw(prewarm_dir, ref.name)
+        return weighed, chosen
 
     inputs, chosen = step.run_step("decide_teardown", run)
     values = decision_metrics(inputs, chosen)
@@ -87,6 +103,45 @@ def main(
     for line in chosen.summary():
         log.info("teardown: %s", line)
     return (chosen.action, chosen.reason, "\n".join(chosen.summary()), chosen.as_labels())
+
+
+def record_prewarm(
+    client: rest.VertexRestClient,
+    ref: resource.ClusterRef,
+    chosen: decision.TeardownDecision,
+    prewarm_dir: str,
+    pipeline_run: str = "",
+) -> decision.TeardownDecision:
+    """Writes the pre-warm request the reaper acts on, before the cluster is deleted.
+
+    The request holds the cluster's spec as it is now (``ClusterSpec.from_api``: output-only
+    fields dropped, user labels kept). When the cluster cannot be read (gone already), no
+    request is written and the decision is returned without its pre-warm: a plain delete.
+
+    Returns:
+        The decision, with ``prewarm`` cleared when no request could be written.
+    """
+    plan = chosen.prewarm
+    if plan is None:
+        return chosen
+    cluster = resource.ClusterResource(client, ref).get()
+    if cluster is None:
+        log.warning("cluster %s is gone: no pre-warm recorded, the next run creates it", ref.name)
+        note = " The cluster was already gone, so no pre-warm was recorded."
+        return dataclasses.replace(chosen, prewarm=None, reason=chosen.reason + note)
+    body = cluster_spec.ClusterSpec.from_api(cluster).to_request_body()
+    body["labels"] = cluster_diff.user_labels(body.get("labels"))
+    intent = prewarm_intents.Intent(
+        cluster=ref.name,
+        body=body,
+        tick=plan.tick,
+        create_at=plan.create_at,
+        ready_at=plan.ready_at,
+        expires_at=plan.expires_at,
+        decided_by=pipeline_run,
+    )
+    prewarm_intents.write(prewarm_dir, intent)
+    return chosen
 
 
 def needs_prices(inputs: teardown_inputs.TeardownInputs) -> bool:

@@ -21,6 +21,10 @@ Rule (deterministic ski rental with a prediction):
   the reaper's ticks (``teardown_history``), whole or shrunk: keep or shrink for it when its
   saving over deleting clearly exceeds the gaps' noise (``teardown_history.clearly_cheaper``),
   else delete; irregular arrivals make a single predicted time a poor guide.
+* With a cron and ``prewarm_margin_minutes`` > 0, ``auto`` also weighs deleting now and having
+  the reaper re-create the cluster to be ready that margin before the next tick
+  (``teardown.prewarm``): chosen (action ``delete``, ``prewarm`` set) when it costs less than
+  every other choice.
 * ``policy == "keep"`` / ``"shrink"`` / ``"delete"`` override the rule; the reason says so.
 
 A kept or shrunk cluster is labelled with ``vsp-expires-at`` (keep-with-TTL, which is what
@@ -45,6 +49,7 @@ from vsp.components.runtime.teardown import cadence as teardown_cadence
 from vsp.components.runtime.teardown import expiry
 from vsp.components.runtime.teardown import history as teardown_history
 from vsp.components.runtime.teardown import inputs as teardown_inputs
+from vsp.components.runtime.teardown import prewarm as teardown_prewarm
 from vsp.components.runtime.teardown.inputs import DELETE, KEEP, SHRINK
 
 
@@ -68,6 +73,9 @@ class TeardownDecision:
             next run is unknown.
         why: The reason in a few words (``keeping is cheaper``); ``reason`` has the numbers.
         idle_price_per_hour: What the kept cluster costs per idle hour, USD/hour.
+        prewarm: When deleting now and re-creating before the next tick was chosen
+            (``teardown.prewarm``): when the reaper creates the cluster and what it costs;
+            None otherwise.
     """
 
     action: str
@@ -81,6 +89,7 @@ class TeardownDecision:
     cost_if_shrunk: float | None = None
     why: str = ""
     idle_price_per_hour: float | None = None
+    prewarm: teardown_prewarm.PrewarmPlan | None = None
 
     def summary(self) -> list[str]:
         """The decision in two short lines: what and why, then the costs weighed."""
@@ -95,6 +104,8 @@ class TeardownDecision:
         if self.cost_if_shrunk is not None:
             costs.append(f"shrink {money.amount(self.cost_if_shrunk)}")
         costs.append(f"re-create {money.amount(self.cost_if_deleted)}")
+        if self.prewarm is not None:
+            costs.append(f"pre-warm {money.amount(self.prewarm.cost)}")
         rate = ""
         if self.idle_price_per_hour is not None:
             rate = f"; idle {money.per_hour(self.idle_price_per_hour)}"
@@ -105,6 +116,7 @@ class TeardownDecision:
         metrics = {
             "teardown_keep": 1.0 if self.action == KEEP else 0.0,
             "teardown_shrink": 1.0 if self.action == SHRINK else 0.0,
+            "teardown_prewarm": 1.0 if self.prewarm is not None else 0.0,
             "teardown_cost_if_deleted": float(self.cost_if_deleted),
             "teardown_break_even_seconds": float(self.break_even_seconds),
         }
@@ -114,6 +126,8 @@ class TeardownDecision:
             "teardown_cost_if_kept": self.cost_if_kept,
             "teardown_cost_if_shrunk": self.cost_if_shrunk,
             "teardown_expires_at": self.expires_at,
+            "teardown_prewarm_at": self.prewarm.create_at if self.prewarm else None,
+            "teardown_cost_if_prewarmed": self.prewarm.cost if self.prewarm else None,
         }
         metrics.update({k: float(v) for k, v in optional.items() if v is not None})
         return metrics
@@ -279,6 +293,12 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
             why = f"{_GERUND[action]} is cheaper"
     else:
         action, why = inputs.policy, f"policy is '{inputs.policy}', overriding the cost rule"
+    prewarmed = None
+    if inputs.policy == "auto" and inputs.schedule_cron and planned is not None and history is None:
+        prewarmed = _prewarm(inputs, planned, next_run, slack, now, costs[action])
+    if prewarmed is not None:
+        action, why = DELETE, "pre-warming before the next run is cheaper"
+        expiry_text = f"Pre-warm: {prewarmed.describe()}. "
     if action in (KEEP, SHRINK) and planned is not None and history is None:
         expires_at = planned.expires_at.get(action, expires_at)
         expiry_text = f"{planned.text.get(action, planned.text[KEEP])()}. "
@@ -304,4 +324,19 @@ def decide(inputs: teardown_inputs.TeardownInputs) -> TeardownDecision:
         cost_if_shrunk=costs.get(SHRINK),
         why=why,
         idle_price_per_hour=inputs.idle_price_per_hour,
+        prewarm=prewarmed,
     )
+
+
+def _prewarm(
+    inputs: teardown_inputs.TeardownInputs,
+    planned: expiry.Plan,
+    tick: float,
+    slack: float,
+    now: float,
+    cheapest: float,
+) -> teardown_prewarm.PrewarmPlan | None:
+    """The pre-warm when it costs less than ``cheapest`` (the best other choice), else None."""
+    share = (planned.missed + planned.late) / len(planned.sample) if planned.sample else 0.0
+    found = teardown_prewarm.plan(inputs, tick=tick, now=now, slack=slack, missed_share=share)
+    return found if found is not None and found.cost < cheapest else None

@@ -85,6 +85,9 @@ class TeardownInputs:
             minutes.
         unpriced: Why the cluster could not be priced, when its policy needs no price
             ('' = priced, or prices given); the costs shown are then 0.
+        prewarm_margin_minutes: With a cron, how many minutes before the next tick a cluster
+            deleted now and re-created by the reaper should be ready (``teardown.prewarm``);
+            0 = never pre-warm.
     """
 
     idle_price_per_hour: float
@@ -103,6 +106,7 @@ class TeardownInputs:
     shrunk_price_per_hour: float | None = None
     scale_up_minutes: float = DEFAULT_SCALE_UP_MINUTES
     unpriced: str = ""
+    prewarm_margin_minutes: float = 0.0
 
     @property
     def idle_price_text(self) -> str:
@@ -172,6 +176,7 @@ class TeardownInputs:
             "slack_fraction",
             "min_slack_seconds",
             "scale_up_minutes",
+            "prewarm_margin_minutes",
         ]
         if self.shrunk_price_per_hour is not None:
             names.append("shrunk_price_per_hour")
@@ -214,6 +219,7 @@ def component_inputs(
     slack_fraction: float = DEFAULT_SLACK_FRACTION,
     shrunk_price_per_hour: float = 0.0,
     scale_up_minutes: float = DEFAULT_SCALE_UP_MINUTES,
+    prewarm_margin_minutes: float = 0.0,
 ) -> TeardownInputs:
     """``TeardownInputs`` from a component's flat parameters ('' and 0 mean "not given").
 
@@ -231,6 +237,7 @@ def component_inputs(
         slack_fraction=slack_fraction,
         shrunk_price_per_hour=shrunk_price_per_hour or None,
         scale_up_minutes=scale_up_minutes,
+        prewarm_margin_minutes=prewarm_margin_minutes,
     )
 
 

@@ -12,6 +12,9 @@ cluster with unfinished Slurm jobs is in use: it is kept with a new expiry (``cl
 The delete is ``ClusterResource.delete``: not resent blindly after a lost answer, and waited
 for until gone.
 A claim that lands between the re-read and the DELETE cannot be seen; the window is one request.
+
+With ``prewarm_dir`` it then creates the clusters a teardown decision deleted to have them
+re-created before their next run (``teardown.prewarm_reaper``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, rest
-from vsp.components.runtime.teardown import in_use
+from vsp.components.runtime.teardown import in_use, prewarm_reaper
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +62,12 @@ class ReapReport:
     Attributes:
         entries: One entry per cluster.
         dry_run: Whether deletions were only reported.
+        prewarm: One entry per pre-warm request handled (``teardown.prewarm_reaper``).
     """
 
     entries: list[ReapEntry] = dataclasses.field(default_factory=list)
     dry_run: bool = False
+    prewarm: list[prewarm_reaper.PrewarmEntry] = dataclasses.field(default_factory=list)
 
     def _names(self, action: str) -> list[str]:
         return [e.name for e in self.entries if e.action == action]
@@ -95,7 +100,13 @@ class ReapReport:
         noun = "cluster" if len(self.entries) == 1 else "clusters"
         words = {DELETED: "deleted", WOULD_DELETE: "to delete", KEPT: "kept", FAILED: "failed"}
         parts = [f"{counts[a]} {word}" for a, word in words.items() if counts.get(a)]
-        return f"{len(self.entries)} {noun}" + (f": {', '.join(parts)}" if parts else "")
+        text = f"{len(self.entries)} {noun}" + (f": {', '.join(parts)}" if parts else "")
+        warmed: dict[str, int] = {}
+        for item in self.prewarm:
+            warmed[item.action] = warmed.get(item.action, 0) + 1
+        if warmed:
+            text += "; pre-warm requests: " + ", ".join(f"{n} {a}" for a, n in warmed.items())
+        return text
 
 
 def _iso(epoch: float) -> str:
@@ -122,14 +133,6 @@ def expiry_verdict(cluster: dict[str, Any], now: float) -> tuple[bool, str]:
     return True, f"expired at {_iso(expires_at)}"
 
 
-def ref_from_name(name: str, api_version: str = "v1beta1") -> cluster_resource.ClusterRef:
-    """The ``ClusterRef`` of ``projects/P/locations/L/modelDevelopmentClusters/ID``."""
-    parts = name.split("/")
-    if len(parts) != 6 or parts[0] != "projects" or parts[4] != "modelDevelopmentClusters":
-        raise errors.InternalError(f"unexpected cluster name {name!r} in the cluster listing")
-    return cluster_resource.ClusterRef(parts[1], parts[3], parts[5], api_version)
-
-
 def _reap_one(
     client: rest.VertexRestClient,
     listed: dict[str, Any],
@@ -143,7 +146,7 @@ def _reap_one(
     if not expired:
         return ReapEntry(name, KEPT, reason)
     resource = cluster_resource.ClusterResource(
-        client, ref_from_name(name, api_version), options=options
+        client, cluster_resource.ClusterRef.from_name(name, api_version), options=options
     )
     current = resource.get()  # right before deleting: a new run may have claimed it
     if current is None:
@@ -180,8 +183,10 @@ def reap_expired(
     delete_timeout: float = 3600.0,
     options: cluster_resource.ClusterOptions | None = None,
     api_version: str = "v1beta1",
+    prewarm_dir: str = "",
 ) -> ReapReport:
-    """Deletes the clusters under ``parent`` whose ``vsp-expires-at`` has passed.
+    """Deletes the clusters under ``parent`` whose ``vsp-expires-at`` has passed, then creates
+    the ones whose pre-warm is due.
 
     Args:
         client: REST client for the location.
@@ -192,10 +197,11 @@ def reap_expired(
         options: Waits, backoff and clock of the deletions (``timeout`` is set from
             ``delete_timeout``).
         api_version: REST version of the resource.
+        prewarm_dir: The folder of pre-warm requests (``teardown.prewarm_intents``; '' = none).
 
     Returns:
-        One entry per listed cluster. A failed deletion is reported (``failed``) and the other
-        clusters are still handled.
+        One entry per listed cluster (and per pre-warm request handled). A failed deletion is
+        reported (``failed``) and the other clusters are still handled.
     """
     now = time.time() if now is None else float(now)
     options = dataclasses.replace(options or cluster_resource.ClusterOptions())
@@ -212,5 +218,9 @@ def reap_expired(
         entry = _reap_one(client, listed, now, dry_run, options, api_version)
         log.info("cluster %s: %s (%s)", entry.cluster_id, entry.action, entry.reason)
         report.entries.append(entry)
+    if prewarm_dir:
+        report.prewarm = prewarm_reaper.create_due(
+            client, parent, prewarm_dir, now=now, dry_run=dry_run, api_version=api_version
+        )
     log.info("reap done: %s", report.summary())
     return report

@@ -31,6 +31,7 @@ file again before it writes the manifest, so "durable" does not rest on the fram
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -43,6 +44,8 @@ from vsp.components.runtime.trainer import (
     manifests,
     model_files,
 )
+
+log = logging.getLogger(__name__)
 
 DCP_WRITER = "torch.distributed.checkpoint"
 
@@ -57,15 +60,40 @@ def state_dir(directory: file_primitives.PathLike, step: int) -> Path:
     return checkpoint_dir(directory, step) / manifests.STATE_DIR
 
 
+def committed(directory: file_primitives.PathLike, step: int) -> manifests.CheckpointRef | None:
+    """The valid checkpoint of exactly ``step``, or None (none, or torn).
+
+    A trainer that resumed from ``step`` and has trained no step since holds what that
+    checkpoint holds: a notice or final save then has nothing to write (``prepare`` would
+    delete the committed checkpoint before the ranks write it again, and a kill in between
+    would lose it). Skip the save and record it with ``history_writer.record_unchanged``.
+    """
+    folder = checkpoint_dir(directory, step)
+    if not (folder / manifests.MANIFEST).is_file():
+        return None
+    try:
+        return manifests.verify_checkpoint(folder)
+    except manifests.CorruptCheckpointError:
+        return None
+
+
 def prepare(directory: file_primitives.PathLike, step: int) -> Path:
     """Empties ``ckpt-N`` (a torn or earlier save of the same step) and makes ``ckpt-N/state``.
 
-    Call on one rank (rank 0) before the ranks write, with a barrier after it.
+    Call on one rank (rank 0) before the ranks write, with a barrier after it. A committed
+    checkpoint of the same step is deleted too (and logged): check ``committed`` first and
+    skip a save whose step is already committed.
 
     Returns:
         The state folder to write into.
     """
     folder = checkpoint_dir(directory, step)
+    if committed(directory, step) is not None:
+        log.warning(
+            "step %d is already committed in %s: deleting it to save it again; until the new "
+            "save commits, no checkpoint of it exists (skip such saves: collective.committed)",
+            step, folder,
+        )  # fmt: skip
     if folder.exists():
         checkpoint.remove_tree(folder)
     target = folder / manifests.STATE_DIR

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from vsp.components.runtime.core import errors, file_primitives
 from vsp.components.runtime.trainer.history import SAVE_REASONS, Record, history_file
@@ -59,6 +60,22 @@ def record_saved(
 ) -> None:
     """Appends that the save of ``step`` begun at ``started`` completed after ``seconds``."""
     append(directory, Record("saved", round(started, 6), int(step), round(max(0.0, seconds), 6)))
+
+
+def record_unchanged(
+    directory: file_primitives.PathLike, step: int, reason: str, at: float | None = None
+) -> Record:
+    """Records a save of ``step`` that had nothing to write: its committed checkpoint already
+    holds this process's state (no step trained since it was loaded or saved).
+
+    A ``save`` and a ``saved`` line of 0 s at ``at`` (default now): a notice honoured this
+    way counts as landed when the next process resumes from ``step``
+    (``history.notice_outcomes``), and a final one as a hand-over.
+    """
+    moment = time.time() if at is None else float(at)
+    record = record_save(directory, step, moment, 0.0, reason)
+    record_saved(directory, step, moment, 0.0)
+    return record
 
 
 def record_resume(

@@ -1,0 +1,53 @@
+"""The DDP example trainer in one process (world size 1): a save of a step already committed
+is skipped, so its checkpoint is never deleted to be written again."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from vsp.components.runtime.trainer import collective, history
+
+pytest.importorskip("torch", reason="the DDP example needs the torch extra: pip install .[torch]")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def train(tmp_path, steps: int) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
+    command = [sys.executable, "-m", "vsp.examples.ddp_trainer", "--steps", str(steps)]
+    command += ["--save-every", "5", "--checkpoint-dir", str(tmp_path / "ckpt")]
+    command += ["--model-dir", str(tmp_path / "model")]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_rerun_of_a_finished_run_keeps_its_committed_final_checkpoint(tmp_path):
+    first = train(tmp_path, 10)
+    assert first.returncode == 0, first.stdout + first.stderr
+    final = collective.committed(tmp_path / "ckpt", 10)
+    assert final is not None
+    manifest = (final.path / "manifest.json").read_bytes()
+
+    again = train(tmp_path, 10)  # a retried step: resumes at step 10, trains nothing
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "final save of step 10: already committed, nothing to write" in again.stdout
+    assert (final.path / "manifest.json").read_bytes() == manifest  # never deleted, not rewritten
+    assert collective.committed(tmp_path / "ckpt", 10) is not None
+    saves = [(r.step, r.reason, r.seconds) for r in history.read(tmp_path / "ckpt")]
+    saves = [s for s in saves if s[1]]
+    assert saves[:2] == [(5, "periodic", saves[0][2]), (10, "final", saves[1][2])]
+    assert saves[2:] == [(10, "final", 0.0)]
