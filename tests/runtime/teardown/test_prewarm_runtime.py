@@ -26,6 +26,7 @@ from vsp.components.runtime.teardown import (
     prewarm_intents,
     prewarm_reaper,
     reaper,
+    report,
 )
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 
@@ -491,3 +492,14 @@ def test_a_later_decision_that_does_not_pre_warm_withdraws_the_older_request(
     )  # fmt: skip
     assert action == "delete"
     assert [i.cluster for _, i in prewarm_intents.read_all(str(folder))] == [name("warm12")]
+
+
+def test_the_report_shows_the_pre_warm_weighed():
+    inputs = with_margin(5)
+    page = report.html_section(inputs, decision.decide(inputs))
+    assert (
+        "<th>pre-warm (deleted now, re-created by the reaper before the next run)</th>"
+        "<td>50.00 USD: created at 2026-12-05 05:30:00 UTC, ready 2026-12-05 05:50:00 UTC</td>"
+    ) in page
+    off = report.html_section(DAILY, decision.decide(DAILY))
+    assert "before the next run)</th><td>not weighed</td>" in off

@@ -66,6 +66,18 @@ def _pools_table(cost: teardown_cost.ClusterCost) -> str:
     )
 
 
+def _prewarm_text(
+    inputs: teardown_inputs.TeardownInputs, decision: teardown_decision.TeardownDecision
+) -> str:
+    plan = decision.prewarm
+    if plan is None:
+        return "not weighed" if inputs.prewarm_margin_minutes <= 0 else "not chosen"
+    return (
+        f"{_money(plan.cost)}: created at {readable_time.utc(plan.create_at)}, ready "
+        f"{readable_time.utc(plan.ready_at)}"
+    )
+
+
 def html_section(
     inputs: teardown_inputs.TeardownInputs, decision: teardown_decision.TeardownDecision
 ) -> str:
@@ -80,6 +92,10 @@ def html_section(
             _money(decision.cost_if_shrunk) if inputs.can_shrink else "not weighed",
         ),
         ("cost if deleted (re-creation)", _money(decision.cost_if_deleted)),
+        (
+            "pre-warm (deleted now, re-created by the reaper before the next run)",
+            _prewarm_text(inputs, decision),
+        ),
         (
             "break-even idle time (keeping costs as much as re-creating)",
             "never" if math.isinf(be) else readable_time.duration(be),
