@@ -213,3 +213,40 @@ def test_the_report_names_the_cases_not_run() -> None:
     ) in text
     assert "Not run here" not in scaled_report.markdown(_results(cases, []))
     assert set(scaled.CASE_KEYS.values()) == set(scaled.CASES)
+
+
+def test_the_setting_of_a_case_is_its_measured_numbers_at_full_scale() -> None:
+    policy_line = (
+        "notice-first: a save takes 0.441 s (0.0324 s blocking), mean time between preemptions"
+    )
+    case = {
+        "restart_gap_mean_s": 2.0,
+        "startup_mean_s": 0.4,
+        "step_time_mean_s": 0.02,
+        "runs": [{"checkpoint_policy": policy_line}, {"checkpoint_policy": policy_line}],
+    }
+    scenario = scaled.setting_scenario(case)
+    assert scenario is not None
+    assert (scenario.mtbf_s, scenario.notice_s, scenario.p_no_notice) == (3600.0, 30.0, 0.0)
+    assert scenario.restart_s == pytest.approx(144.0)
+    assert scenario.step_s == pytest.approx(1.2)
+    assert scenario.block_s == pytest.approx(0.0324 * 60)
+    assert scenario.persist_s == pytest.approx((0.441 - 0.0324) * 60)
+    assert scaled.setting_scenario({**case, "runs": []}) is None  # no measured save: no bound
+    assert scaled.setting_scenario({**case, "startup_mean_s": None}) is None
+
+
+def test_the_bound_goal_compares_the_elapsed_goodput_with_the_settings_bound(monkeypatch) -> None:
+    monkeypatch.setattr(
+        scaled,
+        "setting_bound",
+        lambda case: {"bound": 0.96, "ours_simulated": 0.955, "restart_s": 144.0},
+    )
+    cases = _cases(0.97, 0.9408, [5] * 6)
+    [bound_goal] = [g for g in scaled.goals(cases, seeds=6) if g["id"].endswith("to-bound")]
+    assert bound_goal["measured"] == pytest.approx(0.98)
+    assert bound_goal["met"] is True
+    assert bound_goal["where"].startswith("bound 0.9600 (restart 144 s); ours measured 0.9408")
+    low = _cases(0.97, 0.94, [5] * 6)
+    [missed] = [g for g in scaled.goals(low, seeds=6) if g["id"].endswith("to-bound")]
+    assert missed["met"] is False
