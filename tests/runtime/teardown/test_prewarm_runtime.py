@@ -433,19 +433,30 @@ class Artifact:
         self.logged[name] = value
 
 
+def run_step(tmp_path, cluster_id: str, metrics=None, **changes):
+    """``decide_teardown.main`` as the component calls it (every parameter, the daily cron's
+    prices), with ``changes`` over those values."""
+    params = {
+        "project": PROJECT, "location": LOCATION, "cluster_id": cluster_id,
+        "metrics": metrics or Artifact(tmp_path / "m"), "report": Artifact(tmp_path / "r"),
+        "policy": "auto", "schedule_cron": "0 6 * * *", "interval_hours": 0.0,
+        "idle_price_per_hour": 100.0, "provisioning_minutes": 20.0,
+        "provisioning_price_per_hour": 100.0, "delay_penalty_per_hour": 300.0,
+        "pipeline_name": "", "expiry_slack_fraction": 0.25, "price_file": "",
+        "storage_price_per_hour": 0.0, "shrunk_price_per_hour": 0.0, "scale_up_minutes": 10.0,
+        "prewarm_margin_minutes": 0.0, "prewarm_dir": "", "pipeline_run": "",
+    }  # fmt: skip
+    return decide_teardown.main(**{**params, **changes})
+
+
 def test_the_step_deletes_and_records_the_request_the_reaper_acts_on(
     emulator, emulator_api, cluster_body, tmp_path
 ):
     emulator_api.create_running("warm9", live_body(cluster_body))
-    metrics, report = Artifact(tmp_path / "metrics"), Artifact(tmp_path / "report")
+    metrics = Artifact(tmp_path / "metrics")
     folder = tmp_path / "prewarm"
-    action, reason, summary, labels = decide_teardown.main(
-        project=PROJECT, location=LOCATION, cluster_id="warm9", metrics=metrics, report=report,
-        policy="auto", schedule_cron="0 6 * * *", interval_hours=0.0,
-        idle_price_per_hour=100.0, provisioning_minutes=20.0, provisioning_price_per_hour=100.0,
-        delay_penalty_per_hour=300.0, pipeline_name="", expiry_slack_fraction=0.25,
-        price_file="", storage_price_per_hour=0.0, shrunk_price_per_hour=0.0,
-        scale_up_minutes=10.0, prewarm_margin_minutes=0.0, prewarm_dir="", pipeline_run="run-3",
+    action, reason, _summary, labels = run_step(
+        tmp_path, "warm9", metrics=metrics, pipeline_run="run-3",
         options={"prewarm_margin_minutes": 5.0, "prewarm_dir": str(folder)},
     )  # fmt: skip
     assert action == "delete" and labels == {gcp_labels.TEARDOWN: "delete"}
@@ -458,16 +469,7 @@ def test_the_step_deletes_and_records_the_request_the_reaper_acts_on(
 
 def test_the_step_refuses_a_margin_without_a_folder_before_any_request(emulator, tmp_path, caplog):
     with pytest.raises(SystemExit) as caught:
-        decide_teardown.main(
-            project=PROJECT, location=LOCATION, cluster_id="warm10",
-            metrics=Artifact(tmp_path / "m"), report=Artifact(tmp_path / "r"), policy="auto",
-            schedule_cron="0 6 * * *", interval_hours=0.0, idle_price_per_hour=100.0,
-            provisioning_minutes=20.0, provisioning_price_per_hour=100.0,
-            delay_penalty_per_hour=300.0, pipeline_name="", expiry_slack_fraction=0.25,
-            price_file="", storage_price_per_hour=0.0, shrunk_price_per_hour=0.0,
-            scale_up_minutes=10.0, prewarm_margin_minutes=0.0, prewarm_dir="",
-            options={"prewarm_margin_minutes": 5.0},
-        )  # fmt: skip
+        run_step(tmp_path, "warm10", options={"prewarm_margin_minutes": 5.0})
     assert caught.value.code == errors.EXIT_USER_ERROR
     assert "prewarm_dir is empty" in str(caught.value.__cause__)
     assert emulator.journal() == []
@@ -481,15 +483,9 @@ def test_a_later_decision_that_does_not_pre_warm_withdraws_the_older_request(
     prewarm_intents.write(str(folder), intent_for("warm11", live_body(cluster_body), NOW))
     other = intent_for("warm12", live_body(cluster_body), NOW)
     prewarm_intents.write(str(folder), other)
-    action, *_ = decide_teardown.main(
-        project=PROJECT, location=LOCATION, cluster_id="warm11",
-        metrics=Artifact(tmp_path / "m"), report=Artifact(tmp_path / "r"), policy="delete",
-        schedule_cron="0 6 * * *", interval_hours=0.0, idle_price_per_hour=100.0,
-        provisioning_minutes=20.0, provisioning_price_per_hour=100.0,
-        delay_penalty_per_hour=300.0, pipeline_name="", expiry_slack_fraction=0.25,
-        price_file="", storage_price_per_hour=0.0, shrunk_price_per_hour=0.0,
-        scale_up_minutes=10.0, prewarm_margin_minutes=5.0, prewarm_dir=str(folder),
-    )  # fmt: skip
+    action, *_ = run_step(
+        tmp_path, "warm11", policy="delete", prewarm_margin_minutes=5.0, prewarm_dir=str(folder)
+    )
     assert action == "delete"
     assert [i.cluster for _, i in prewarm_intents.read_all(str(folder))] == [name("warm12")]
 
