@@ -10,6 +10,7 @@ import requests
 from click.testing import CliRunner
 
 from vsp.components.runtime.core import gcp_labels
+from vsp.components.runtime.teardown import prewarm_intents
 from vsp.pipelines.cli import main
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
@@ -65,3 +66,20 @@ def test_clusters_reap_failure_is_printed_and_exits_75(emulator, emulator_api, c
     assert "expired: failed: DELETE " in result.output
     assert "total: 1 cluster: 1 failed" in result.output
     assert "error: could not delete expired clusters expired. Fix:" in result.output
+
+
+def test_clusters_reap_creates_a_due_pre_warm(emulator, emulator_api, cluster_body, tmp_path):
+    now = time.time()
+    body = copy.deepcopy(cluster_body)
+    name = "projects/test-project/locations/us-central1/modelDevelopmentClusters/warm"
+    intent = prewarm_intents.Intent(name, body, now + 1800, now - 60, now + 1140, now + 7200)
+    prewarm_intents.write(str(tmp_path), intent)
+    result = CliRunner().invoke(
+        main.main, ["clusters", "reap", *LOC, "--prewarm-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("warm: pre-warmed: created, to be ready by ")
+    assert lines[-1] == "total: 0 clusters; pre-warm requests: 1 pre-warmed"
+    assert requests.get(emulator_api.clusters_url("warm")).status_code == 200
+    assert prewarm_intents.read_all(str(tmp_path)) == []
