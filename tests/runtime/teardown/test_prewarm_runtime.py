@@ -87,6 +87,10 @@ def test_the_reaper_tick_before_the_latest_start_creates_it_and_the_cost_is_exac
     assert "re-created by the reaper at 2026-12-05 05:30:00 UTC, ready 10 min before" in (
         chosen.reason
     )
+    assert chosen.summary()[0] == (
+        "delete: pre-warming before the next run is cheaper (next run in 4 h 30 min; "
+        "re-created at 2026-12-05 05:30:00 UTC)"
+    )
     assert chosen.summary()[1] == (
         "costs: keep 450.00 USD, re-create 133.33 USD, pre-warm 50.00 USD; idle 100.00 USD/h"
     )
@@ -391,7 +395,9 @@ def test_the_first_step_refuses_a_margin_without_a_folder():
     }
     with pytest.raises(errors.UserError) as caught:
         check_run_parameters.check_component_params(params)
-    assert "prewarm_dir is empty" in str(caught.value)
+    assert str(caught.value).startswith(
+        "teardown_options.prewarm_margin_minutes = 5 but teardown_options.prewarm_dir is empty"
+    )
 
 
 def test_the_first_step_refuses_a_negative_margin():

@@ -47,7 +47,8 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     "--cron",
     default=None,
     help="The schedule's cron, e.g. '0 * * * *', for the teardown decision (as `vsp schedule` "
-    "passes it): with a frequent cron the cluster is kept warm for the next run.",
+    "passes it; the same as --param schedule_cron=...): with a frequent cron the cluster is "
+    "kept warm for the next run.",
 )
 @click.option(
     "--in-process",

@@ -255,5 +255,7 @@ def _metrics_line(path: str) -> str:
         "teardown_cost_if_kept",
         "teardown_cost_if_shrunk",
         "teardown_cost_if_deleted",
+        "teardown_prewarm",
+        "teardown_cost_if_prewarmed",
     )
     return ", ".join(f"{k}={values[k]:g}" for k in shown if isinstance(values.get(k), (int, float)))

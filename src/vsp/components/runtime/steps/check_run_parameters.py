@@ -154,7 +154,9 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
             prewarm_margin_minutes=_prewarm_option(params, "prewarm_margin_minutes", 0.0),
         )
         prewarm_intents.check_folder_given(
-            inputs.prewarm_margin_minutes, _prewarm_option(params, "prewarm_dir", "")
+            inputs.prewarm_margin_minutes,
+            _prewarm_option(params, "prewarm_dir", ""),
+            group="teardown_options.",
         )
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):

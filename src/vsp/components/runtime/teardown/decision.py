@@ -98,6 +98,8 @@ class TeardownDecision:
             if self.idle_seconds is None
             else f"next run in {readable_time.duration(self.idle_seconds)}"
         )
+        if self.prewarm is not None:
+            when += f"; re-created at {readable_time.utc(self.prewarm.create_at)}"
         costs = []
         if self.cost_if_kept is not None:
             costs.append(f"keep {money.amount(self.cost_if_kept)}")

@@ -77,18 +77,24 @@ def folder(prewarm_dir: str) -> Path:
     return gcs_paths.to_local_path(prewarm_dir)
 
 
-def check_folder_given(margin_minutes: float, prewarm_dir: str) -> None:
+def check_folder_given(margin_minutes: float, prewarm_dir: str, group: str = "") -> None:
     """A pre-warm needs the folder the reaper reads its requests from.
+
+    Args:
+        margin_minutes: ``prewarm_margin_minutes``.
+        prewarm_dir: ``prewarm_dir``.
+        group: Where both were given, for the message (``teardown_options.``; '' = flat).
 
     Raises:
         errors.UserError: ``margin_minutes`` > 0 and ``prewarm_dir`` is empty.
     """
     if margin_minutes > 0 and not prewarm_dir:
+        margin, folder_name = f"{group}prewarm_margin_minutes", f"{group}prewarm_dir"
         raise errors.UserError(
-            f"prewarm_margin_minutes = {margin_minutes:g} but prewarm_dir is empty, so no "
-            "reaper could re-create the cluster. Fix: set prewarm_dir to a folder such as "
+            f"{margin} = {margin_minutes:g} but {folder_name} is empty, so no reaper could "
+            f"re-create the cluster. Fix: set {folder_name} to a folder such as "
             "gs://BUCKET/vsp/prewarm and give the reap-expired-clusters schedule the same "
-            "prewarm_dir, or set prewarm_margin_minutes to 0."
+            f"prewarm_dir, or set {margin} to 0."
         )
 
 
