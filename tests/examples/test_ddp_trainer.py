@@ -51,3 +51,37 @@ def test_a_rerun_of_a_finished_run_keeps_its_committed_final_checkpoint(tmp_path
     saves = [s for s in saves if s[1]]
     assert saves[:2] == [(5, "periodic", saves[0][2]), (10, "final", saves[1][2])]
     assert saves[2:] == [(10, "final", 0.0)]
+
+
+NOTICE_AT_ONCE = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+from vsp.components.runtime.trainer import notice
+from vsp.examples.ddp_trainer import train
+flag = notice.PreemptionNotice()
+flag.request("test: a notice while the process group forms")
+raise SystemExit(train.run(train.parse(sys.argv[1:]), flag))
+"""
+
+
+def test_a_notice_before_the_first_step_saves_nothing_and_counts_as_landed(tmp_path):
+    first = train(tmp_path, 10)  # committed: step 5 (periodic) and 10 (final)
+    assert first.returncode == 0, first.stdout + first.stderr
+    final = collective.committed(tmp_path / "ckpt", 10)
+    manifest = (final.path / "manifest.json").read_bytes()
+    command = [sys.executable, "-c", NOTICE_AT_ONCE, "--steps", "20", "--save-every", "5"]
+    command += ["--checkpoint-dir", str(tmp_path / "ckpt"), "--model-dir", str(tmp_path / "m2")]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
+    env["MASTER_PORT"] = str(free_port())
+    noticed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert noticed.returncode == 143, noticed.stdout + noticed.stderr  # contract.EXIT_PREEMPTED
+    assert "notice save of step 10: already committed, nothing to write" in noticed.stdout
+    assert (final.path / "manifest.json").read_bytes() == manifest
+    records = history.read(tmp_path / "ckpt")
+    assert [(r.event, r.step, r.reason) for r in records][-2:] == [
+        ("resume", 10, ""),
+        ("save", 10, "notice"),
+    ]
+    again = train(tmp_path, 20)  # the next process resumes from step 10: the notice landed
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert history.notice_outcomes(history.read(tmp_path / "ckpt")) == (1, 0)

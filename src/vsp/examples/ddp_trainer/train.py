@@ -104,7 +104,7 @@ def model_for(seed: int, hidden: int) -> nn.Module:
     return nn.Sequential(nn.Linear(FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, notice: trainer_notice.PreemptionNotice) -> int:
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         dist.barrier()
 
     step_log = StepLog(args.step_log if rank == 0 else None)
-    with trainer_notice.PreemptionNotice() as notice, step_log:
+    with step_log:
         while step < args.steps:
             began = step_log.begin()  # a step: the notice check, the update, its bookkeeping
             flag = torch.tensor([1 if notice.requested else 0])
@@ -218,4 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO, stream=sys.stdout, format="%(asctime)s ddp %(message)s", force=True
     )
     np.seterr(all="ignore")
-    return run(parse(argv))
+    args = parse(argv)
+    # From here a notice is a flag, also while the process group forms and the checkpoint
+    # loads: the first step boundary sees it (and saves nothing when nothing was trained).
+    with trainer_notice.PreemptionNotice() as notice:
+        return run(args, notice)
