@@ -33,24 +33,28 @@ def template(tmp_path):
     return str(path)
 
 
+def write_cron_template(tmp_path, name: str = "nightly", **more_parameters) -> str:
+    """A tiny template whose pipeline declares ``project``, ``schedule_cron`` and
+    ``more_parameters`` (name -> KFP parameter type, each optional)."""
+    parameters = {
+        "project": {"parameterType": "STRING"},
+        "schedule_cron": {"parameterType": "STRING", "isOptional": True},
+    }
+    parameters |= {k: {"parameterType": t, "isOptional": True} for k, t in more_parameters.items()}
+    spec = {
+        "pipelineInfo": {"name": name},
+        "root": {"inputDefinitions": {"parameters": parameters}},
+        "schemaVersion": "2.1.0",
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
 @pytest.fixture
 def cron_template(tmp_path):
     """A tiny template whose pipeline declares ``schedule_cron``."""
-    spec = {
-        "pipelineInfo": {"name": "nightly"},
-        "root": {
-            "inputDefinitions": {
-                "parameters": {
-                    "project": {"parameterType": "STRING"},
-                    "schedule_cron": {"parameterType": "STRING", "isOptional": True},
-                }
-            }
-        },
-        "schemaVersion": "2.1.0",
-    }
-    path = tmp_path / "nightly.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return str(path)
+    return write_cron_template(tmp_path)
 
 
 @pytest.fixture(autouse=True)
@@ -390,27 +394,13 @@ def test_schedule_of_a_keeping_pipeline_is_quiet_when_the_reaper_is_scheduled(
 
 
 def test_schedule_with_a_pre_warm_names_the_reaper_that_must_read_its_folder(emulator, tmp_path):
-    spec = {
-        "pipelineInfo": {"name": "nightly-warm"},
-        "root": {
-            "inputDefinitions": {
-                "parameters": {
-                    "project": {"parameterType": "STRING"},
-                    "schedule_cron": {"parameterType": "STRING", "isOptional": True},
-                    "teardown_options": {"parameterType": "STRUCT", "isOptional": True},
-                }
-            }
-        },
-        "schemaVersion": "2.1.0",
-    }
-    template = tmp_path / "nightly-warm.yaml"
-    template.write_text(yaml.safe_dump(spec))
+    template = write_cron_template(tmp_path, "nightly-warm", teardown_options="STRUCT")
     options = '{"prewarm_margin_minutes": 5, "prewarm_dir": "gs://bucket/vsp prewarm"}'
     reaper_args = ["schedule", *LOC, "--template", "reap-expired-clusters"]
     reaper_args += ["--pipeline-root", "gs://bucket/root", "--param", "project=test-project"]
     first = _run([*reaper_args, "--cron", "*/10 * * * *"])
     assert first.exit_code == 0, first.output
-    args = _schedule_args(str(template), "--param", f"teardown_options={options}")
+    args = _schedule_args(template, "--param", f"teardown_options={options}")
     result = _run(args)
     assert result.exit_code == 0, result.output
     assert "teardown_options.prewarm_dir is gs://bucket/vsp prewarm, but no" in result.stderr
