@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import pytest
@@ -83,3 +84,20 @@ def test_clusters_reap_creates_a_due_pre_warm(emulator, emulator_api, cluster_bo
     assert lines[-1] == "total: 0 clusters; pre-warm requests: 1 pre-warmed"
     assert requests.get(emulator_api.clusters_url("warm")).status_code == 200
     assert prewarm_intents.read_all(str(tmp_path)) == []
+
+
+def test_clusters_list_shows_the_pending_pre_warms(emulator, cluster_body, tmp_path):
+    tick = 1_796_450_400.0  # 2026-12-05 06:00 UTC
+    name = "projects/test-project/locations/us-central1/modelDevelopmentClusters/warm"
+    intent = prewarm_intents.Intent(name, {}, tick, tick - 1800, tick - 600, tick + 3600)
+    prewarm_intents.write(str(tmp_path), intent)
+    other = dataclasses.replace(intent, cluster=name.replace("us-central1", "europe-west4"))
+    prewarm_intents.write(str(tmp_path), other)
+    result = CliRunner().invoke(
+        main.main, ["clusters", "list", *LOC, "--prewarm-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1:] == [
+        "warm\tpre-warm\tcreated at 2026-12-05 05:30:00 UTC\tready by 2026-12-05 05:50:00 UTC"
+        "\trun at 2026-12-05 06:00:00 UTC"
+    ]

@@ -7,9 +7,9 @@ import json
 import click
 
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, gcp_labels
+from vsp.components.runtime.core import errors, gcp_labels, readable_time
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import price_book, reaper
+from vsp.components.runtime.teardown import prewarm_intents, price_book, reaper
 from vsp.pipelines.cli import common
 
 # The labels `clusters list` shows, in column order.
@@ -47,9 +47,19 @@ def _idle_cost(cluster: dict, location: str, book) -> tuple[str, str]:
     default="",
     help="JSON or YAML prices (USD per node-hour) merged over the price table.",
 )
+@click.option(
+    "--prewarm-dir",
+    default="",
+    help="Folder of pre-warm requests (gs://BUCKET/PATH or a local path): also list the "
+    "clusters the reaper will create, and when.",
+)
 @common.handle_errors
-def list_clusters(project: str, location: str, price_file: str) -> None:
+def list_clusters(project: str, location: str, price_file: str, prewarm_dir: str) -> None:
     """List clusters: name, state, idle cost, created, teardown, expiry, last run, last use.
+
+    With --prewarm-dir, the clusters deleted to be re-created before their next run follow,
+    one line each: name, "pre-warm", when the reaper creates it, when it should be ready,
+    the run's tick.
 
     The idle cost is what the cluster costs per hour as it stands (USD/hour): the nodes each
     pool keeps (a shrunk cluster keeps only its login nodes) at the price table's figure for
@@ -78,6 +88,16 @@ def list_clusters(project: str, location: str, price_file: str) -> None:
             labels.get(gcp_labels.LAST_USED_AT, ""),
         ]
         click.echo("\t".join(columns).rstrip())
+    if prewarm_dir:
+        for _, intent in prewarm_intents.read_all(prewarm_dir):
+            if intent.parent != ref.parent:
+                continue
+            times = (intent.create_at, intent.ready_at, intent.tick)
+            when = "\t".join(
+                f"{label} {readable_time.utc(t)}"
+                for label, t in zip(("created at", "ready by", "run at"), times, strict=True)
+            )
+            click.echo(f"{intent.cluster.rsplit('/', 1)[-1]}\tpre-warm\t{when}")
     for note in notes:
         click.echo(f"idle cost: {note}")
 
