@@ -164,6 +164,15 @@ class UnavailableError(ApiError, TransientError):
     """429, 500, 502, 503, 504, a reset connection or a timeout: retry with backoff."""
 
 
+class DeadlinePassedError(UnavailableError):
+    """Not sent: the caller's deadline (``VertexRestClient.deadline_at``) has passed.
+
+    Transient for whoever set the deadline (it may retry with a new one), but final for a wait
+    in progress: no request of that client will be sent again, so ``polling.poll_until`` stops
+    at once instead of polling until its own timeout.
+    """
+
+
 class OperationFailedError(VspError):
     """A long-running operation finished with an ``error`` status.
 

@@ -131,7 +131,8 @@ def poll_until(
     """Calls ``probe`` until ``done(value)`` is true, sleeping with backoff in between.
 
     Args:
-        probe: Fetches the current state. May raise ``TransientError`` (retried).
+        probe: Fetches the current state. May raise ``TransientError`` (retried), except
+            ``DeadlinePassedError``, which ends the wait (its client sends nothing more).
         done: Tells whether a state is final.
         what: Name of the thing waited on, for logs and the timeout message.
         timeout: Seconds before giving up with ``TimeoutExceededError``; None waits forever.
@@ -166,6 +167,8 @@ def poll_until(
         changed, value, failed = False, None, False
         try:
             value = probe()
+        except errors.DeadlinePassedError:
+            raise  # the client sends nothing more: waiting on cannot see a change
         except errors.TransientError as exc:
             failed, last_transient = True, exc
             log.warning("%s: transient error while polling (attempt %d): %s", what, attempts, exc)

@@ -230,11 +230,15 @@ class VertexRestClient:
         retry, budget = self._retry, self._deadline
         if self.deadline_at is not None:
             budget = max(0.0, min(budget, self.deadline_at - time.monotonic()))
+            if budget <= 0:
+                return self._send(method, path, params, body)  # raises DeadlinePassedError
             retry = dataclasses.replace(self._policy, deadline=budget).build()
         try:
             return retry(self._send)(method, path, params, body)
         except api_exceptions.RetryError as exc:
             cause = exc.cause
+            if isinstance(cause, errors.DeadlinePassedError):
+                raise cause from exc
             http_status = getattr(cause, "http_status", 0)
             fix = ""
             if not http_status:
@@ -257,7 +261,7 @@ class VertexRestClient:
         if self.deadline_at is not None:
             timeout = min(timeout, self.deadline_at - time.monotonic())
             if timeout <= 0:
-                raise errors.UnavailableError(
+                raise errors.DeadlinePassedError(
                     "not sent: the caller's deadline has passed",
                     status="DEADLINE_EXCEEDED",
                     method=method,
