@@ -8,7 +8,7 @@ import pytest
 
 from vsp.components import catalog
 from vsp.components.runtime.core import errors
-from vsp.components.runtime.steps import check_run_parameters
+from vsp.components.runtime.steps import check_run_parameters, run_checks
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 
 GOOD_MODEL = {
@@ -24,8 +24,8 @@ GOOD_TEARDOWN = teardown_inputs.TeardownInputs(
 
 
 def test_good_parameters_pass():
-    check_run_parameters.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=60.0)
-    check_run_parameters.check_run({**GOOD_MODEL, "model_dir": "/gcs/bucket/run/model"})
+    run_checks.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=60.0)
+    run_checks.check_run({**GOOD_MODEL, "model_dir": "/gcs/bucket/run/model"})
 
 
 def test_every_problem_is_named_with_its_fix():
@@ -43,7 +43,7 @@ def test_every_problem_is_named_with_its_fix():
         schedule_cron="every hour",
     )
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(model, bad_teardown, failure_keep_minutes=-5)
+        run_checks.check_run(model, bad_teardown, failure_keep_minutes=-5)
     assert caught.value.fields == [
         "model_id",
         "serving_image",
@@ -68,32 +68,26 @@ def test_an_unknown_policy_is_reported():
         policy="sometimes",
     )
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(GOOD_MODEL, inputs)
+        run_checks.check_run(GOOD_MODEL, inputs)
     assert caught.value.fields == ["policy"]
 
 
 def test_the_default_checkpoint_dir_needs_a_folder_above_the_model():
-    check_run_parameters.check_run(GOOD_MODEL, checkpoint_dir="")
-    check_run_parameters.check_run(
-        {**GOOD_MODEL, "model_dir": "gs://bucket/model"}, checkpoint_dir=""
-    )
+    run_checks.check_run(GOOD_MODEL, checkpoint_dir="")
+    run_checks.check_run({**GOOD_MODEL, "model_dir": "gs://bucket/model"}, checkpoint_dir="")
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(
-            {**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir=""
-        )
+        run_checks.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="")
     assert caught.value.fields == ["checkpoint_dir"]
     assert "Fix: use gs://BUCKET/RUN/model" in str(caught.value)
     # An explicit checkpoint directory needs no folder above the model.
-    check_run_parameters.check_run(
-        {**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c"
-    )
+    run_checks.check_run({**GOOD_MODEL, "model_dir": "gs://bucket"}, checkpoint_dir="/home/c")
 
 
 @pytest.mark.parametrize("minutes", [1e30, float("inf"), 10081])
 def test_a_retry_window_beyond_a_week_is_reported_before_anything_exists(minutes):
     # 1e30 minutes once passed this check and crashed the exit task (OverflowError).
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=minutes)
+        run_checks.check_run(GOOD_MODEL, GOOD_TEARDOWN, failure_keep_minutes=minutes)
     assert caught.value.fields == ["failure_keep_minutes"]
     assert "from 0 to 10080 (a week)" in str(caught.value)
 

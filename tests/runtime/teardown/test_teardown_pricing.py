@@ -8,7 +8,7 @@ import pytest
 
 from tests.runtime.teardown.test_teardown_idle_cost import local_cluster_body
 from vsp.components.runtime.core import errors, rest
-from vsp.components.runtime.steps import check_run_parameters, decide_teardown
+from vsp.components.runtime.steps import decide_teardown, run_checks
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import report
 
@@ -132,7 +132,7 @@ def test_a_cluster_without_prices_fails_with_the_pool_and_the_fixes():
 def test_delete_and_keep_need_no_price(machine, policy):
     """A machine without a price is no reason to fail a policy that weighs no cost."""
     body = local_cluster_body(machine_type=machine)
-    check_run_parameters.check_run(GOOD_MODEL, _inputs(policy=policy), cluster=body)
+    run_checks.check_run(GOOD_MODEL, _inputs(policy=policy), cluster=body)
     weighed, decision = _decide(ClusterClient(body), _inputs(policy=policy))
     assert decision.action == policy
     assert weighed.unpriced == f"machine type {machine} has no price."
@@ -145,7 +145,7 @@ def test_delete_and_keep_need_no_price(machine, policy):
 def test_auto_and_shrink_still_refuse_a_machine_without_a_price(policy):
     body = local_cluster_body(machine_type="a3-edgegpu-8g")
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(GOOD_MODEL, _inputs(policy=policy), cluster=body)
+        run_checks.check_run(GOOD_MODEL, _inputs(policy=policy), cluster=body)
     assert [(p.field, p.value) for p in caught.value.problems] == [
         ("machine_type", "a3-edgegpu-8g")
     ]
@@ -204,26 +204,24 @@ GOOD_MODEL = {
 def test_preflight_finds_a_cluster_it_cannot_price_before_it_exists(tmp_path):
     unknown = local_cluster_body(machine_type="a9-hypergpu-8g")
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(
-            GOOD_MODEL, _inputs(), failure_keep_minutes=60.0, cluster=unknown
-        )
+        run_checks.check_run(GOOD_MODEL, _inputs(), failure_keep_minutes=60.0, cluster=unknown)
     # The problem names the machine type, not a price parameter.
     [problem] = caught.value.problems
     assert (problem.field, problem.value) == ("machine_type", "a9-hypergpu-8g")
     assert "teardown_options.price_file" in problem.fix
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"a9-hypergpu-8g": {"SPOT": 1, "ON_DEMAND": 2}}))
-    check_run_parameters.check_run(GOOD_MODEL, _inputs(), cluster=unknown, price_file=str(prices))
+    run_checks.check_run(GOOD_MODEL, _inputs(), cluster=unknown, price_file=str(prices))
     # Explicit prices need no price for the cluster.
     explicit = _inputs(idle_price_per_hour=1.0, provisioning_price_per_hour=1.0)
-    check_run_parameters.check_run(GOOD_MODEL, explicit, cluster=unknown)
+    run_checks.check_run(GOOD_MODEL, explicit, cluster=unknown)
 
 
 def test_preflight_reports_an_invalid_price_file(tmp_path):
     prices = tmp_path / "prices.yaml"
     prices.write_text("a3-highgpu-8g: {SPOT: -2}\n")
     with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_run(GOOD_MODEL, _inputs(), price_file=str(prices))
+        run_checks.check_run(GOOD_MODEL, _inputs(), price_file=str(prices))
     assert [p.field for p in caught.value.problems] == ["price_file"]
 
 

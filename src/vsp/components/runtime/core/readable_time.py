@@ -30,6 +30,12 @@ def utc(epoch: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def rfc3339(epoch: float) -> str:
+    """Epoch seconds as ``YYYY-MM-DDTHH:MM:SSZ`` (whole seconds, rounded down)."""
+    moment = datetime.datetime.fromtimestamp(math.floor(epoch), tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def clock(epoch: float) -> str:
     """Epoch seconds as the UTC time of day, ``HH:MM:SS`` (for labels inside a chart)."""
     moment = datetime.datetime.fromtimestamp(math.floor(epoch), tz=datetime.timezone.utc)

@@ -30,7 +30,7 @@ import time
 
 from vsp.components.runtime.cluster import diff as cluster_diff
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.components.runtime.core import errors, gcp_labels, readable_time, rest
 from vsp.components.runtime.teardown import prewarm_intents
 
 log = logging.getLogger(__name__)
@@ -55,11 +55,6 @@ class PrewarmEntry:
     cluster: str
     action: str
     reason: str
-
-
-def _iso(epoch: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def create_body(intent: prewarm_intents.Intent, now: float) -> dict:
@@ -121,9 +116,11 @@ def _handle(
 ) -> PrewarmEntry:
     name = intent.cluster
     if now < intent.create_at:
-        return PrewarmEntry(name, WAITING, f"due at {_iso(intent.create_at)}")
+        return PrewarmEntry(name, WAITING, f"due at {readable_time.rfc3339(intent.create_at)}")
     if now > intent.expires_at:
-        return PrewarmEntry(name, DROPPED, f"its run did not come by {_iso(intent.expires_at)}")
+        return PrewarmEntry(
+            name, DROPPED, f"its run did not come by {readable_time.rfc3339(intent.expires_at)}"
+        )
     ref = cluster_resource.ClusterRef.from_name(name, api_version)
     existing = cluster_resource.ClusterResource(client, ref).get()
     if existing is not None:
@@ -134,7 +131,7 @@ def _handle(
             )
         return PrewarmEntry(name, DROPPED, f"the cluster exists ({state})")
     if dry_run:
-        return PrewarmEntry(name, WOULD_CREATE, f"due at {_iso(intent.create_at)}")
+        return PrewarmEntry(name, WOULD_CREATE, f"due at {readable_time.rfc3339(intent.create_at)}")
     try:
         client.post(
             ref.collection_path,
@@ -148,6 +145,6 @@ def _handle(
     except errors.VspError as exc:
         log.error("pre-warm of %s refused: %s", name, exc)
         return PrewarmEntry(name, FAILED, f"create refused, the run creates it itself: {exc}")
-    ready = _iso(intent.ready_at)
+    ready = readable_time.rfc3339(intent.ready_at)
     return PrewarmEntry(name, PREWARMED, f"created, to be ready by {ready} for the run at "
-                        f"{_iso(intent.tick)}")  # fmt: skip
+                        f"{readable_time.rfc3339(intent.tick)}")  # fmt: skip

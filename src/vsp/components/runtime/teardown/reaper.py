@@ -20,13 +20,12 @@ re-created before their next run (``teardown.prewarm_reaper``).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import time
 from typing import Any
 
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import errors, gcp_labels, rest
+from vsp.components.runtime.core import errors, gcp_labels, readable_time, rest
 from vsp.components.runtime.teardown import in_use, prewarm_reaper
 
 log = logging.getLogger(__name__)
@@ -109,11 +108,6 @@ class ReapReport:
         return text
 
 
-def _iso(epoch: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def expiry_verdict(cluster: dict[str, Any], now: float) -> tuple[bool, str]:
     """Whether a cluster may be deleted now, and why (or why not)."""
     value = (cluster.get("labels") or {}).get(gcp_labels.EXPIRES_AT)
@@ -124,13 +118,16 @@ def expiry_verdict(cluster: dict[str, Any], now: float) -> tuple[bool, str]:
     except ValueError:
         return False, f"unreadable {gcp_labels.EXPIRES_AT} {value!r}"
     if not gcp_labels.expired(cluster.get("labels"), now):
-        return False, f"expires at {_iso(expires_at)}"
+        return False, f"expires at {readable_time.rfc3339(expires_at)}"
     state = cluster_resource.cluster_state(cluster)
     if state == cluster_resource.STOPPING:
         return False, "already being deleted"
     if state not in DELETABLE_STATES:
-        return False, f"expired at {_iso(expires_at)} but {state}: busy, not deleted"
-    return True, f"expired at {_iso(expires_at)}"
+        return (
+            False,
+            f"expired at {readable_time.rfc3339(expires_at)} but {state}: busy, not deleted",
+        )
+    return True, f"expired at {readable_time.rfc3339(expires_at)}"
 
 
 def _reap_one(
@@ -211,7 +208,7 @@ def reap_expired(
         "reaping clusters under %s whose %s is before %s%s",
         parent,
         gcp_labels.EXPIRES_AT,
-        _iso(now),
+        readable_time.rfc3339(now),
         " (dry run)" if dry_run else "",
     )
     for listed in cluster_resource.list_clusters(client, parent, api_version):
