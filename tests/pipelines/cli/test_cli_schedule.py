@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import requests
@@ -14,14 +13,6 @@ from vsp.pipelines.cli import main
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
 PARENT = "projects/test-project/locations/us-central1"
-
-
-@pytest.fixture
-def template(tmp_path):
-    """A private copy of a compiled template (the compiled/ folder may change meanwhile)."""
-    path = tmp_path / "cluster_lifecycle.yaml"
-    shutil.copyfile("src/vsp/compiled/pipelines/cluster_lifecycle.yaml", path)
-    return str(path)
 
 
 def write_cron_template(tmp_path, name: str = "nightly", **more_parameters) -> str:

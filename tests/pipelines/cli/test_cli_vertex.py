@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import google.auth.exceptions
 import kfp.registry
@@ -24,14 +23,6 @@ HOST = "https://us-central1-kfp.pkg.dev/test-project/pipelines"
 DIGEST = "sha256:" + "cd" * 32
 AR_PARENT = "projects/test-project/locations/us-central1/repositories/pipelines"
 CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs"
-
-
-@pytest.fixture
-def template(tmp_path):
-    """A private copy of a compiled template (the compiled/ folder may change meanwhile)."""
-    path = tmp_path / "cluster_lifecycle.yaml"
-    shutil.copyfile("src/vsp/compiled/pipelines/cluster_lifecycle.yaml", path)
-    return str(path)
 
 
 @pytest.fixture(autouse=True)
