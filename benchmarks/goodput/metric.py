@@ -1,6 +1,7 @@
 """The goodput metric against the truth on seeded, preempted runs of the example trainer.
 
-``python -m benchmarks.goodput.metric [--seeds 1,3,4,5,6,7] [--out benchmarks/results]``
+``python -m benchmarks.goodput.metric [--seeds 1,3,4,5,6,7] [--out benchmarks/results]
+[--name goodput_metric]``
 
 For each seed, an in-process Vertex emulator (Slurm timings of the tests: 0.4 s notice, 0.1 s
 requeue hold) runs the training step (``train_on_cluster``, polls every 0.05-0.1 s) on the
@@ -207,7 +208,8 @@ def goals(report: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "id": f"goodput-metric-notice-{notice}",
                 "goal": f"goodput metric within 2% of the truth on every seed ({notice} s notice)",
-                "measured": f"worst {worst['error']:+.2%} over {len(runs)} seeds",
+                "measured": f"worst {worst['error']:+.2%} over {len(runs)} seeds "
+                f"({', '.join(str(r['seed']) for r in runs)})",
                 "where": f"seed {worst['seed']}",
                 "met": met,
             }
@@ -278,6 +280,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--notices", default="0.4,0", help="comma-separated notice lengths in seconds"
     )
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument(
+        "--name", default="goodput_metric", help="results file name (e.g. for other seeds)"
+    )
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     notices = [float(s) for s in args.notices.split(",") if s.strip()]
@@ -295,7 +300,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "command": "python -m benchmarks.goodput.metric --seeds "
         + ",".join(map(str, seeds))
         + " --notices "
-        + ",".join(f"{n:g}" for n in notices),
+        + ",".join(f"{n:g}" for n in notices)
+        + ("" if args.name == "goodput_metric" else f" --name {args.name}"),
         "goal": f"|metric - truth| / truth <= {GOAL:.0%} on every run",
         "goal_met": {
             f"{n:g}": all(abs(r["error"]) <= GOAL for r in runs if r["notice_seconds"] == n)
@@ -307,8 +313,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report["goals"] = goals(report)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "goodput_metric.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "goodput_metric.md").write_text(markdown(report))
+    (out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{args.name}.md").write_text(markdown(report))
     return report
 
 

@@ -105,9 +105,10 @@ def train_on_cluster(
         time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
         account: Slurm account to charge ('' = the user's default account).
         log_directory: Folder of the jobs' stdout (``slurm-JOBID.out``), as the cluster sees it
-            ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``) the step,
-            which cannot see the cluster's disks, shows the trainer's new log lines while it
-            polls and the tail on failure.
+            ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``, or
+            ``gs://BUCKET/PATH``, given to Slurm as that FUSE path) the step, which cannot see
+            the cluster's disks, shows the trainer's new log lines while it polls and the tail
+            on failure.
         max_preemptions: Preemptions survived before the step fails.
         max_user_failures: Restarts after the trainer itself failed (non-zero exit).
         fallback_after_preemptions: Move to the fallback partition after this many preemptions

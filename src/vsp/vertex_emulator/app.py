@@ -104,6 +104,8 @@ class EmulatorApp:
         self.control_router = router.Router()
         self.clock: Callable[[], float] = time.time
         self._ticks: list[tuple[str, Tick]] = []
+        # True while the periodic (background) tick runs, False while a request's tick does.
+        self.periodic_tick = False
         self.operations = operations.OperationManager(self)
         self.operations.install()
         # Set by their services' ``register`` (None when a test registers other services).
@@ -122,19 +124,32 @@ class EmulatorApp:
 
         Ticks run before every API request and every ``tick_interval_seconds`` in the background,
         under the store lock. They must be idempotent and derive state from stored timestamps.
+        ``periodic_tick`` says which: work that a real service does on its own timer, never
+        because a client asked something (Slurm's scheduler pass), runs only in the periodic one.
         """
         self._ticks.append((name or getattr(tick, "__name__", "tick"), tick))
 
-    def run_ticks(self, now: float | None = None) -> None:
-        """Runs every tick once (errors are logged, not raised)."""
-        now = self.now() if now is None else now
+    def run_ticks(self, now: float | None = None, *, periodic: bool = False) -> None:
+        """Runs every tick once (errors are logged, not raised). The time is read once the
+        store's lock is held: a tick that waited for a request must not date its work (a
+        start, a SIGKILL) from before the wait.
+
+        Args:
+            now: Epoch seconds to run them at (default: now).
+            periodic: The background tick (True) rather than a request's (``add_tick``).
+        """
         with self.store.lock:
-            for name, tick in self._ticks:
-                try:
-                    with self.store.transaction():
-                        tick(self, now)
-                except Exception:
-                    log.exception("emulator tick %s failed", name)
+            now = self.now() if now is None else now
+            self.periodic_tick = periodic
+            try:
+                for name, tick in self._ticks:
+                    try:
+                        with self.store.transaction():
+                            tick(self, now)
+                    except Exception:
+                        log.exception("emulator tick %s failed", name)
+            finally:
+                self.periodic_tick = False
 
     def update_settings(self, **changes: Any) -> config.EmulatorSettings:
         """Changes settings (validated) and saves them in the state directory."""

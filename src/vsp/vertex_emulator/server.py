@@ -216,7 +216,7 @@ class EmulatorServer:
 
     def _tick_loop(self) -> None:
         while not self._stopping.wait(self.app.settings.tick_interval_seconds):
-            self.app.run_ticks()
+            self.app.run_ticks(periodic=True)
 
     def _lock_state_dir(self) -> None:
         if fcntl is None or self._lock_file is not None:

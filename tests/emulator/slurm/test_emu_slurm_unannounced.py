@@ -16,6 +16,7 @@ from vsp.vertex_emulator.slurm import preemption as slurm_preemption
 from vsp.vertex_emulator.slurm.testing import SlurmTestClient
 
 NOTICE = 0.5
+NOTICE_FREE_REQUEUE_DELAY = config.EmulatorSettings().slurm_requeue_delay_seconds
 
 
 class FakeProcs:
@@ -23,6 +24,7 @@ class FakeProcs:
 
     def __init__(self) -> None:
         self.sent: list[tuple[int, str]] = []
+        self.discarded: set[int] = set()
 
     def signal(self, key, sig, *, leader_only=False):
         self.sent.append((key[1], signal.Signals(sig).name))
@@ -31,6 +33,12 @@ class FakeProcs:
     def terminate(self, key):
         self.signal(key, signal.SIGCONT)
         return self.signal(key, signal.SIGTERM)
+
+    def finished(self, key):
+        return None  # the SIGKILLed process is not reaped yet
+
+    def discard(self, key):
+        self.discarded.add(key[1])
 
 
 class FakeCtx:
@@ -42,7 +50,7 @@ class FakeCtx:
         self.topo = types.SimpleNamespace(spot_nodes={"n1"}, cluster_id="c1")
         self.settings = config.EmulatorSettings(slurm_preempt_notice_seconds=NOTICE)
         self.state = {"plan": slurm_preemption.normalize_plan(plan), "plan_fired": 0}
-        self.state["plan_runs"] = 0
+        self.state.update(plan_runs=0, nodes={})
         self.jobs: dict[int, dict] = {}
         self.events: list[dict] = []
         self.procs = FakeProcs()
@@ -54,6 +62,7 @@ class FakeCtx:
         return (self.name, int(job["job_id"]))
 
     record_event = slurm_context.ClusterContext.record_event
+    take_down = slurm_context.ClusterContext.take_down
 
 
 def run_plan(plan: dict, runs: int) -> FakeCtx:
@@ -105,6 +114,7 @@ def test_a_quarter_unannounced_sends_sigkill_alone_and_keeps_the_seeded_times():
     for job in range(1, 9):
         expected += [(job, "SIGKILL")] if job in (4, 6, 7) else [(job, "SIGCONT"), (job, "SIGTERM")]
     assert ctx.procs.sent == expected
+    assert ctx.procs.discarded == {4, 6, 7}  # the runs lost without notice ended at once
     assert [e["noticeSeconds"] for e in ctx.events] == [
         0.0 if job in (4, 6, 7) else NOTICE for job in range(1, 9)
     ]
@@ -117,12 +127,21 @@ def test_a_quarter_unannounced_sends_sigkill_alone_and_keeps_the_seeded_times():
     assert all(sig != "SIGKILL" for _, sig in announced.procs.sent)
 
 
-def test_an_unannounced_kill_ends_the_run_on_the_next_step():
-    ctx = run_plan({"mode": "fixed", "after_seconds": 2, "unannounced_share": 1}, 1)
-    job = ctx.jobs[1]
-    assert ctx.procs.sent == [(1, "SIGKILL")]
-    assert job["kill"]["kill_at"] == 102.0 and job["kill"]["killed"] is False
-    assert job["kill"]["node_down"] == ["n1"] and job["kill"]["outcome"] == "REQUEUE"
+def test_an_unannounced_kill_requeues_the_job_at_once_with_its_node_down():
+    ctx = FakeCtx({"mode": "fixed", "after_seconds": 2, "unannounced_share": 1})
+    job = {"job_id": 1, "alloc": ["n1"], "partition": "spot", "requeue": True, "name": "train"}
+    job.update(phase="script", start_time=ctx.now, state="RUNNING", restart_cnt=0)
+    ctx.jobs = {1: job}
+    slurm_preemption.on_run_start(ctx, job)
+    ctx.now = job["preempt_at"]
+    slurm_preemption.fire_due(ctx)
+    # In the same step: SIGKILL, the node DOWN, the job PENDING again (no step later).
+    assert ctx.procs.sent == [(1, "SIGKILL")] and ctx.procs.discarded == {1}
+    assert job["state"] == "PENDING" and job["restart_cnt"] == 1
+    assert job["kill"] is None and job["alloc"] == [] and job["last_nodes"] == ["n1"]
+    assert job["eligible_time"] == 102.0 + NOTICE_FREE_REQUEUE_DELAY
+    assert ctx.state["nodes"]["n1"]["state"] == "DOWN"
+    assert ctx.state["nodes"]["n1"]["reason"] == "Spot VM preempted"
     assert ctx.events[0]["noticeSeconds"] == 0.0 and ctx.events[0]["runSeconds"] == 2.0
     assert slurm_lifecycle.start_kill.__kwdefaults__["terminate"] is True
 

@@ -118,6 +118,35 @@ def test_an_internal_error_keeps_its_message_not_its_traceback():
     assert console.failure == step_console.Failure("register-model", "KeyError: 'name'", 70)
 
 
+def test_a_failed_jobs_log_tail_is_kept_whole_with_the_trainers_traceback():
+    console, _, _ = _console()
+    with console:
+        console.write(
+            "Executing task 'train-on-cluster'\n"
+            "2026-12-05 16:00:00,000 ERROR vsp.step: train_on_cluster failed (exit 2): training "
+            "failed: attempt 1 failed\n"
+            "last lines of the job's log:\n"
+            "slurmstepd: error: couldn't chdir to `/w': No such file or directory\n"
+            "Traceback (most recent call last):\n"
+            '  File "/w/train.py", line 3, in <module>\n'
+            "    import numpy\n"
+            "ModuleNotFoundError: No module named 'numpy'\n"
+            "[KFP Executor 2026-12-05 16:00:01,000 INFO]: exiting\n"
+            "Traceback (most recent call last):\n"
+            "Task 'train-on-cluster' finished with status FAILURE\n"
+        )
+    assert console.failure == step_console.Failure(
+        "train-on-cluster",
+        "training failed: attempt 1 failed\nlast lines of the job's log:\n"
+        "slurmstepd: error: couldn't chdir to `/w': No such file or directory\n"
+        "Traceback (most recent call last):\n"
+        'File "/w/train.py", line 3, in <module>\n'
+        "import numpy\n"
+        "ModuleNotFoundError: No module named 'numpy'",
+        2,
+    )
+
+
 def test_on_a_terminal_the_progress_line_is_redrawn_in_place_with_the_time_waited():
     console, out, _ = _console(live=True)
     console.write("Executing task 'create-cluster'\n")  # clock 1

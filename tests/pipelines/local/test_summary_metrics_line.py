@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vsp.pipelines.local import summary
+from vsp.pipelines.local import results, summary
 
 
 def test_the_metrics_line_shows_goodput_and_every_overhead(tmp_path):
@@ -24,3 +24,18 @@ def test_the_metrics_line_shows_goodput_and_every_overhead(tmp_path):
         "reload_node_seconds=1, periodic_save_node_seconds=2, notice_window_node_seconds=3, "
         "finish_node_seconds=4, work_lost_node_seconds=4"
     )
+
+
+def _result(state_dir, calls):
+    return results.LocalRunResult(
+        "slurm-spot-training", True, 12.0, calls, [], state_dir, mode="in-process"
+    )
+
+
+def test_the_injected_count_is_only_claimed_for_the_emulator_run_local_started(tmp_path):
+    own = summary.terminal_lines(_result(str(tmp_path), {"POST create cluster": 1}), preemptions=3)
+    assert "  injected preemptions: 3" in own
+    assert "  requests: POST create cluster 1" in own
+    external = summary.terminal_lines(_result(None, {}), preemptions=3)
+    assert "  injected preemptions: the external emulator's own (VERTEX_EMULATOR_HOST)" in external
+    assert not any(line.startswith("  requests:") for line in external)  # no journal to count

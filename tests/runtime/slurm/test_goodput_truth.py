@@ -28,7 +28,7 @@ STEPS = metric.STEPS
 # about 11 s: 1 -> 0.36 (while it starts), 4.70, 3.61 s; 5 -> 2.44, 3.38, 3.96 s; 6 -> 3.94,
 # 4.31, 1.66 s (``vertex_emulator.slurm.preemption.poisson_delays``), with the notice of the
 # test settings (0.4 s). A kill with no notice also loses work, and the end of such a run is
-# seen only by polling (the emulator shows it at its next tick): 5% there.
+# seen only by polling: Slurm shows the job requeued at once, the step at its next poll.
 # The last case persists in the background and waits 0.5 s before calling checkpoint.save (the
 # trainer's --save-persist-seconds): the history must date each save from its snapshot, not from
 # the late call, or the steps lost after the snapshot count as kept.
@@ -43,8 +43,8 @@ DELAYED_PERSIST = (*PERIODIC, "--save-mode", "async", "--save-persist-seconds", 
         (1, 0.4, 0.02, PERIODIC),
         (5, 0.4, 0.02, PERIODIC),
         (6, 0.4, 0.02, PERIODIC),
-        (3, 0.0, 0.05, PERIODIC),
-        (3, 0.0, 0.05, DELAYED_PERSIST),
+        (3, 0.0, 0.02, PERIODIC),
+        (3, 0.0, 0.02, DELAYED_PERSIST),
         (5, 0.4, 0.02, DELAYED_PERSIST),
     ],
     ids=[

@@ -59,6 +59,11 @@ def test_visibility_and_the_notes(tmp_path):
     assert "/home/run/ckpt" in note and "gs://BUCKET/PATH" in note
     seen = driver.unknown_goodput_note("/gcs/b/ckpt", visible=True)
     assert "no history.jsonl" in seen and "checkpoint.resume()" in seen
+    # On Cloud Storage but absent: the trainer saved nothing, the folder is not elsewhere.
+    for absent in ("/gcs/b/ckpt", "gs://b/ckpt"):
+        none_saved = driver.unknown_goodput_note(absent)
+        assert f"{absent} does not exist: the trainer saved no checkpoint" in none_saved
+        assert "cluster's own storage" not in none_saved
 
 
 def test_pruned_checkpoints_still_count_through_the_history(tmp_path):

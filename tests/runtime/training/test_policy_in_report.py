@@ -4,35 +4,12 @@ from __future__ import annotations
 
 import json
 
+from tests.runtime.training.fake_backends import SucceedingBackend
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.training import driver
-from vsp.components.runtime.training.backends.interface import TrainingBackend
-from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
+from vsp.components.runtime.training.recovery import SpotRecovery, Target
 
 EXPLAINED = "notice-first: a save takes 26 s (2 s blocking) & <more>"
-
-
-class SucceedingBackend(TrainingBackend):
-    resource_type = "SlurmJob"
-
-    def find(self, run_key):
-        return []
-
-    def submit(self, run_key, index, target):
-        return Attempt("100", target)
-
-    def refresh(self, attempt):
-        attempt.outcome, attempt.requeues = Outcome.SUCCEEDED, 0
-
-    def cancel(self, attempt):
-        raise AssertionError("nothing to cancel")
-
-    def uri(self, attempt):
-        return f"https://h/v1/jobs/{attempt.job_id}"
-
-    def log_tail(self, attempt):
-        return ""
 
 
 def _supervise(tmp_path):

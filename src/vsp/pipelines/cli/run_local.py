@@ -152,6 +152,9 @@ def run_local_command(
         ),
         **typed,
     }
+    if "command" in typed:  # the user's own trainer: the example's provenance is not its own
+        arguments = catalog.without_example_provenance(arguments, typed)
+        arguments["command"] = catalog.with_local_interpreter(arguments["command"], shared)
     if definitions is not None:
         from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
         from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415

@@ -58,6 +58,24 @@ LOCAL_MODEL = {
     "code_version": "vsp.examples.trainer",
 }
 LOCAL_BUCKET = "local-bucket"
+# What LOCAL_MODEL says of the example trainer's code and data: not true of a user's own.
+EXAMPLE_PROVENANCE = ("data_version", "code_version")
+
+
+def without_example_provenance(arguments: dict, given: dict) -> dict:
+    """``arguments`` without the example trainer's data and code versions, for a local run of
+    a user's own trainer (``given`` overrides ``command``): the registered version must not
+    claim the example's provenance. Versions the user gave (``given``) are kept.
+
+    Args:
+        arguments: The run's arguments (the local defaults with ``given`` applied).
+        given: The arguments the user gave (``--param``).
+    """
+    found = {k: v for k, v in arguments.items() if k not in EXAMPLE_PROVENANCE or k in given}
+    options = found.get("model_options")
+    if isinstance(options, dict) and "model_options" not in given:
+        found["model_options"] = {k: v for k, v in options.items() if k not in EXAMPLE_PROVENANCE}
+    return found
 
 
 def local_python(shared_dir: str) -> str:
@@ -73,6 +91,22 @@ def local_python(shared_dir: str) -> str:
         handle.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
     os.chmod(launcher, 0o755)
     return launcher
+
+
+def with_local_interpreter(command: Any, shared_dir: str) -> Any:
+    """A user's ``command`` for a local run, ``python``/``python3`` first replaced by
+    ``local_python``: the interpreter ``vsp`` runs in, which has numpy and whatever the user
+    installed beside it. Left as given, kfp.local would run the step's bare environment's
+    interpreter (see ``local_python``), where the trainer's imports fail. Other commands, and
+    values that are not a list, are returned as they are.
+
+    Args:
+        command: The ``command`` parameter as given (``--param command=[...]``).
+        shared_dir: Folder of the local run's shared files (where the launcher is written).
+    """
+    if isinstance(command, list) and command and command[0] in ("python", "python3"):
+        return [local_python(shared_dir), *command[1:]]
+    return command
 
 
 def _multinode(shared_dir: str, nodes: int, real_slurm: bool) -> dict[str, Any]:

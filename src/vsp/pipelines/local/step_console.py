@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from vsp.components.runtime.core import polling
+from vsp.components.runtime.training import supervisor
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TASK_START = re.compile(r"Executing task '(?P<task>[^']+)'")
@@ -45,6 +46,9 @@ _EXIT_CODE = re.compile(r"\S+ failed \(exit (\d+)\)(?: with an internal error)?:
 _WIDTH = 160
 _MAX_ERROR_LINES = 20
 _NOT_A_MESSAGE = ("Traceback", "[KFP Executor", "File ", "{", "}")
+# After the heading of a job's log tail, every line is the job's (its traceback included), up to
+# the tail's length: the tail's last lines name the cause.
+_MAX_TAIL_LINES = 40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +89,8 @@ class StepConsole(io.TextIOBase):
         self._errors: dict[str, str] = {}
         self._failed: dict[str, Failure] = {}
         self._continues = False
+        self._quoting = False  # inside a job's log tail (``supervisor.LOG_TAIL_HEADING``)
+        self._tail_lines = 0
         self._progress: tuple[str, float] | None = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -140,6 +146,7 @@ class StepConsole(io.TextIOBase):
         self.log.write(raw + "\n")
         line = _ANSI.sub("", raw).strip()
         continues, self._continues = self._continues, False
+        quoting, self._quoting = self._quoting, False
         if match := _TASK_START.search(line):
             self._task = match["task"]
             self._started[self._task] = self.clock()
@@ -154,10 +161,18 @@ class StepConsole(io.TextIOBase):
             self._show(f"{match['task']}: skipped ({match['why']} failed)")
         elif match := _RUNTIME.match(line):
             self._runtime(match["level"], match["logger"], match["message"])
+        elif continues and quoting and line and not line.startswith("[KFP Executor"):
+            # A line of the job's log tail, quoted whole (a trainer's "Traceback" included).
+            self._errors[self._task] += "\n" + line
+            self._continues = self._quoting = self._tail_lines < _MAX_TAIL_LINES
+            self._tail_lines += 1
         elif continues and line and not line.startswith(_NOT_A_MESSAGE):
             # The next line of a multi-line error message (e.g. each problem of a spec).
             self._errors[self._task] += "\n" + line
             self._continues = self._errors[self._task].count("\n") < _MAX_ERROR_LINES
+            if line == supervisor.LOG_TAIL_HEADING:
+                self._continues = self._quoting = True
+                self._tail_lines = 0
 
     def _task_ended(self, task: str, status: str) -> None:
         now = self.clock()

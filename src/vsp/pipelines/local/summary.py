@@ -205,9 +205,14 @@ def terminal_lines(
     lines = [f"pipeline {result.pipeline}: {state} in {result.seconds:.1f} s ({mode})"]
     if arguments is not None and show_arguments:
         lines.append(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
-    lines.append(f"  injected preemptions: {preemptions}")
+    if result.state_dir is not None:
+        lines.append(f"  injected preemptions: {preemptions}")
+    else:  # --preemptions configures only the emulator run-local starts itself
+        lines.append("  injected preemptions: the external emulator's own (VERTEX_EMULATOR_HOST)")
     lines += summary_lines(result)
-    lines.append("  requests: " + ", ".join(f"{c} {n}" for c, n in sorted(result.calls.items())))
+    if result.calls:
+        calls = ", ".join(f"{c} {n}" for c, n in sorted(result.calls.items()))
+        lines.append(f"  requests: {calls}")
     for name, path in sorted(result.outputs.items()):
         if name.endswith("/metrics"):
             lines.append(f"  {name}: {_metrics_line(path)}")

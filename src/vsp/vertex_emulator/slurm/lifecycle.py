@@ -154,7 +154,10 @@ def start_kill(
 ) -> None:
     """SIGCONT+SIGTERM now, SIGKILL after ``wait`` wall-clock seconds, then ``outcome``;
     ``terminate`` False: SIGKILL now, no SIGTERM (a node lost without notice). ``why``: the
-    cause slurmstepd names in its line (``stepd_says_cancelled``)."""
+    cause slurmstepd names in its line (``stepd_says_cancelled``). Nodes lost without notice
+    (``node_down`` with ``terminate`` False) are DOWN at once and the run ends now, as when
+    slurmctld sets a node DOWN (``node_down``): Slurm shows the job requeued in the same
+    instant, not one emulator step later."""
     stepd_says_cancelled(ctx, job, why)
     if terminate:
         ctx.procs.terminate(ctx.key(job))
@@ -163,11 +166,13 @@ def start_kill(
     job["kill"] = {
         "outcome": outcome,
         "kill_at": ctx.now + wait,
-        "killed": False,
+        "killed": not terminate,
         "node_down": list(node_down or []),
         "node_reason": node_reason,
     }
-    if not node_down:
+    if node_down and not terminate:
+        _node_gone(ctx, job, job["kill"])
+    elif not node_down:
         _show_completing(job, outcome)
 
 

@@ -119,7 +119,7 @@ class SlurmRuntime:
             if cluster["clusterStatus"]["state"] == "STOPPING":
                 slurm_sim.shut_down_cluster(ctx)
             else:
-                slurm_sim.step(ctx)
+                slurm_sim.step(ctx, scheduler_pass=app.periodic_tick)
             ctx.save()
 
     def _forget(self, name: str) -> None:

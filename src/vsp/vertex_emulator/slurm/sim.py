@@ -25,14 +25,18 @@ PRIORITY_SPAN = 1_000_000
 HELD_USER, HELD_ADMIN = "JobHeldUser", "JobHeldAdmin"
 
 
-def step(ctx: slurm_context.ClusterContext) -> None:
-    """Advances one cluster: node recovery, running jobs, spot preemptions, scheduling."""
+def step(ctx: slurm_context.ClusterContext, *, scheduler_pass: bool = True) -> None:
+    """Advances one cluster: node recovery, running jobs, spot preemptions and, with
+    ``scheduler_pass``, scheduling. slurmctld starts pending jobs on its own timer and on
+    events (a submission, ``schedule`` after an API change), never because a client read the
+    queue: the emulator's request ticks pass False, so a start is not timed by a poll."""
     ctx.recover_nodes()
     for job in list(ctx.jobs.values()):
         slurm_lifecycle.advance(ctx, job)
     slurm_preemption.fire_due(ctx)
     slurm_freeze.fire_due(ctx)
-    schedule(ctx)
+    if scheduler_pass:
+        schedule(ctx)
 
 
 def tier(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> int:

@@ -218,7 +218,7 @@ RULES: dict[str, dict[str, Rule]] = {
     "train_on_cluster": {
         "model_dir": STORAGE,
         "checkpoint_dir": path_rule(gcs=True, optional=True),
-        "log_directory": path_rule(gcs=False, optional=True),
+        "log_directory": path_rule(gcs=True, optional=True),
         "working_directory": path_rule(gcs=False, optional=False),
         "environment": environment,
     },

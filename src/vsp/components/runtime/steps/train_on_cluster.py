@@ -12,7 +12,7 @@ from typing import Any
 
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
-from vsp.components.runtime.core import errors, rest, run_identity, step
+from vsp.components.runtime.core import errors, gcs_paths, rest, run_identity, step
 from vsp.components.runtime.slurm import api, job_checks
 from vsp.components.runtime.slurm import launcher as launchers
 from vsp.components.runtime.trainer import manifests
@@ -105,7 +105,8 @@ def main(
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
             model_dir, key
         )
-        output = f"{log_directory.rstrip('/')}/slurm-%j.out" if log_directory else None
+        logs = str(gcs_paths.to_local_path(log_directory)) if log_directory else ""
+        output = f"{logs.rstrip('/')}/slurm-%j.out" if logs else None  # gs:// as the FUSE path
         training = slurm.SlurmTraining(
             command=list(command),
             working_directory=working_directory,

@@ -38,6 +38,7 @@ MODEL_FORMAT = "vsp-model"
 MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.npz"
 MODEL_METADATA_FILE = "metadata.json"
+MODEL_RUN_KEY = "run_key"  # manifest field: the run that wrote the model (``VSP_RUN_KEY``)
 _CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{10,})\Z")
 # A checkpoint whose files a framework wrote (``collective.commit``): the manifest says
 # ``"payload": "directory"`` and lists every file under ``STATE_DIR`` by relative path.
@@ -234,3 +235,14 @@ def verify_model_dir(path: file_primitives.PathLike) -> dict[str, Any]:
     if problems:
         raise ModelDirError(root, problems)
     return manifest
+
+
+def model_run_key(path: file_primitives.PathLike) -> str | None:
+    """The run key a model directory's manifest names (None: no manifest, an unreadable one, or
+    one written outside a run, without ``run_key``). Does not verify the files."""
+    try:
+        manifest = json.loads((Path(path) / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+    found = manifest.get(MODEL_RUN_KEY) if isinstance(manifest, dict) else None
+    return str(found) if found else None

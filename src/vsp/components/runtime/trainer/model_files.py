@@ -5,7 +5,8 @@ A model directory holds the trained model and a ``manifest.json`` written last::
     <model_dir>/model.npz       named numpy arrays (the parameters)
     <model_dir>/metadata.json   JSON-able dict (step, config, ...)
     <model_dir>/<extra files>   e.g. metrics.json with the loss history
-    <model_dir>/manifest.json   format, format_version, step, created, size + sha256 per file
+    <model_dir>/manifest.json   format, format_version, step, created, size + sha256 per file,
+                                and the run that wrote it (``run_key``, when ``VSP_RUN_KEY`` is set)
 
 ``verify_model_dir`` returns the manifest only when every listed file matches and nothing else is
 there; otherwise it raises ``ModelDirError`` (a ``UserError``) naming each problem. A "register
@@ -29,7 +30,7 @@ from typing import IO, Any
 import numpy as np
 
 from vsp.components.runtime.core import errors, file_primitives
-from vsp.components.runtime.trainer import manifests
+from vsp.components.runtime.trainer import contract, manifests
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,9 @@ def write_model_dir(
         "created": created_iso,
         "files": file_primitives.describe_files(root, sorted(payload)),
     }
+    run_key = os.environ.get(contract.RUN_KEY_ENV, "")
+    if run_key:  # the training step checks that the model it registers is its run's
+        manifest[manifests.MODEL_RUN_KEY] = run_key
     file_primitives.write_file_atomic(root / manifests.MANIFEST, encode_json(manifest))
     return manifest
 

@@ -29,6 +29,7 @@ from vsp.components.runtime.core import (
 from vsp.components.runtime.trainer import history, manifests
 from vsp.components.runtime.training import (
     hang,
+    model_check,
     poll_plan,
     recovery,
     report,
@@ -131,6 +132,13 @@ def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
             "trainer's start lines. Fix: load with checkpoint.resume() and save with "
             "checkpoint.save(..., reason=...) (vsp.components.runtime.trainer)."
         )
+    if gcs_paths.to_gcs_uri(checkpoint_dir) is not None:
+        return (
+            f"unknown: the checkpoint directory {checkpoint_dir} does not exist: the trainer "
+            "saved no checkpoint there (it ended before its first save, or saves elsewhere), "
+            "so there is no checkpoint history to read. Fix: save with checkpoint.save(..., "
+            "reason=...) into $VSP_CHECKPOINT_DIR (vsp.components.runtime.trainer)."
+        )
     return (
         f"unknown: the checkpoint directory {checkpoint_dir} is not visible from this step (it "
         "is on the cluster's own storage), so the checkpoint history cannot be read. "
@@ -223,6 +231,11 @@ def supervise(
             storage_calls=loop.storage_calls(),
             observations=list(loop.observations),
         )
+    else:
+        problem = model_check.foreign_model_problem(model_dir, run_key)
+        if problem:  # nothing to register: fail before the registration step runs
+            log.error("%s", problem)
+            failure = errors.UserError(problem)
     supervised = loop.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
     records = own_records(history.read(checkpoint_dir) if visible else None, result.events)

@@ -35,6 +35,9 @@ from vsp.components.runtime.training.recovery import Attempt, RecoveryStrategy, 
 log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=60.0)
+# The line before the job's log tail in a failed run's error (the local console quotes the
+# lines after it whole: a trainer's traceback is the point of the message there).
+LOG_TAIL_HEADING = "last lines of the job's log:"
 
 
 @contextlib.contextmanager
@@ -373,6 +376,6 @@ class TrainingSupervisor:
                 continue
             if current.outcome is Outcome.USER_FAILURE or current.hung_because:
                 tail = self.backend.log_tail(current)
-                shown = f"\nlast lines of the job's log:\n{tail}" if tail else ""
+                shown = f"\n{LOG_TAIL_HEADING}\n{tail}" if tail else ""
                 raise errors.UserError(f"training failed: {decision.reason}{shown}")
             raise errors.TransientError(f"training did not finish: {decision.reason}")

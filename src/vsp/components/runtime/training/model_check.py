@@ -1,0 +1,35 @@
+"""After a run succeeded: whether the model in ``model_dir`` is this run's.
+
+A trainer that exits 0 without writing its model (a code path that skips the write, a model
+written elsewhere) leaves in ``model_dir`` whatever an earlier run wrote there, as happens when a
+schedule gives every run the same folder. Registering that would publish the earlier run's model
+as a new version with this run's provenance. The model manifest names the run that wrote it
+(``run_key``, from ``VSP_RUN_KEY``: ``trainer.model_files``), so the training step fails instead,
+before anything is registered.
+"""
+
+from __future__ import annotations
+
+from vsp.components.runtime.core import gcs_paths
+from vsp.components.runtime.trainer import manifests
+
+
+def foreign_model_problem(model_dir: str, run_key: str) -> str:
+    """Why the model in ``model_dir`` is not ``run_key``'s ('' when it is, or when nothing says:
+    no manifest visible from this step, or one without a run key).
+
+    Args:
+        model_dir: The run's model directory (``gs://``, a GCS FUSE path or a local path).
+        run_key: The run's key (``VSP_RUN_KEY`` of its jobs).
+    """
+    written_by = manifests.model_run_key(gcs_paths.to_local_path(model_dir))
+    if written_by is None or written_by == run_key:
+        return ""
+    return (
+        f"the trainer ended with success, but the model in {model_dir} was written by another "
+        f"run ({written_by}), not by this one ({run_key}): this run wrote no model, and "
+        "registering the folder would publish the other run's model as this run's version. "
+        "Fix: make the trainer write its model to $VSP_MODEL_DIR at the end of every run "
+        "(model_files.write_model_dir), and give runs that must not share a model their own "
+        "model_dir."
+    )
