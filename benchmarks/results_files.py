@@ -42,5 +42,7 @@ def write(out: pathlib.Path, name: str, results: dict, markdown: str) -> None:
     for goal in results.get("goals", []):
         state = {True: "met", False: "NOT met"}.get(goal["met"], "reported")
         where = f" ({goal['where']})" if goal.get("where") else ""
-        print(f"goal {goal['id']}: {state}: {goal['measured']:.4g}{where}")
+        value = goal["measured"]
+        shown = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
+        print(f"goal {goal['id']}: {state}: {shown}{where}")
     print(f"wrote {json_path} and {md_path}")

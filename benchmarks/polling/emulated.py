@@ -15,6 +15,10 @@ Job API call) and every Cloud Storage read the modelled FUSE cache let through
 (``storage_calls``: beacon, progress records for the hang rule, log), per scaled job-hour of
 supervision (the step's supervised seconds x 60 / 3600).
 
+Goodput: the step's own figure (``goodput``, ``billed_node_seconds``) against the truth of
+``benchmarks.goodput.metric`` (the trainer's step log, the emulator's run records), so the
+metric is checked under the plan's rare Vertex calls too, not only under frequent polls.
+
 Detection: the emulator's state changes of the job (each run's start; each preemption, at its
 notice; the end) against the step's observations (``RunResult.observations``: wall time and
 what the step knew: Vertex's state and restart count, the beacon's run and state). A change is
@@ -160,6 +164,8 @@ def run_one(channel: str, seed: int, steps: int, step_s: float, unannounced: flo
                 e for e in emulator.app.slurm.preemptions(cluster) if str(e["jobId"]) == job_id
             ]
             job = next(j for j in emulator.app.slurm.jobs(cluster) if str(j["job_id"]) == job_id)
+            billed, _ = goodput_metric.true_billed_seconds(emulator, cluster, job_id)
+            useful = goodput_metric.true_useful_seconds(root / "shared" / "steps.log", steps)
         finally:
             emulator.app.slurm.shutdown()
             emulator.stop()
@@ -178,4 +184,7 @@ def run_one(channel: str, seed: int, steps: int, step_s: float, unannounced: flo
         "unannounced": sum(1 for e in events if not e["noticeSeconds"]),
         "channels_seen": sorted({o["channel"] for o in observations}),
         "detections": detections(changes(events, job), observations),
+        # The step's goodput under the plan against the truth (``benchmarks.goodput.metric``).
+        "goodput": {"metric": outcome.metrics.get("goodput"), "truth": round(useful / billed, 4)},
+        "billed_seconds": {"metric": outcome.metrics["billed_node_seconds"], "truth": billed},
     }

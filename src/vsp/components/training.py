@@ -82,6 +82,8 @@ def train_on_cluster(
         working_directory: Absolute directory of the job on the cluster's shared storage.
         model_dir: Where the trainer writes the final model (``VSP_MODEL_DIR``), on Cloud
             Storage as the cluster sees it (``/gcs/BUCKET/PATH`` or ``gs://BUCKET/PATH``).
+            ``{run}`` in it becomes the pipeline run's id, a folder per run (a schedule's runs
+            all get the same value); the ``model_dir`` output is the path used.
         gcp_resources: Output: the Slurm jobs of the run (proto-JSON).
         metrics: Output: preemptions, resubmissions, wall time (s), node-hours, work lost (s),
             goodput (0-1), cost and estimated Spot saving (USD).

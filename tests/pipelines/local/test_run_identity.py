@@ -99,6 +99,31 @@ def test_two_runs_with_the_same_parameters_on_one_warm_cluster_train_twice(tmp_p
 
 
 @pytest.mark.slow
+def test_a_run_token_in_model_dir_gives_each_run_its_own_model_folder(tmp_path, monkeypatch):
+    arguments = _arguments(tmp_path)
+    shared = arguments["model_dir"]
+    arguments["model_dir"] = f"{shared}/{{run}}"
+    first = _run(tmp_path, monkeypatch, arguments)
+    second = _run(tmp_path, monkeypatch, arguments)
+    assert first.succeeded and second.succeeded, (first.error, second.error)
+    folders = [r.parameters["train-on-cluster"]["model_dir"] for r in (first, second)]
+    assert folders[0] != folders[1] and "{run}" not in "".join(folders)
+    runs = [f.removeprefix(f"{shared}/") for f in folders]  # the run's id as a label value
+    assert all(r and "/" not in r and r != f for r, f in zip(runs, folders, strict=True)), folders
+    for folder in folders:
+        assert (pathlib.Path(folder) / "manifest.json").is_file()  # each run's own model
+    # Each version points at its own run's folder; the checkpoints sit beside the folders.
+    uploads = [
+        e["body"]["model"]["artifactUri"]
+        for r in (first, second)
+        for e in r.journal
+        if e["path"].endswith("/models:upload")
+    ]
+    assert len(uploads) == 2 and uploads[0] != uploads[1]
+    assert [u.rsplit("/", 1)[-1] for u in uploads] == [f.rsplit("/", 1)[-1] for f in folders]
+
+
+@pytest.mark.slow
 def test_two_runs_of_a_pipeline_with_a_60_character_name_train_twice(tmp_path, monkeypatch):
     assert len(LONG_NAME) == 60
     arguments, first, second = _two_runs(tmp_path, monkeypatch, LONG_NAME)

@@ -39,3 +39,17 @@ def test_the_injected_count_is_only_claimed_for_the_emulator_run_local_started(t
     external = summary.terminal_lines(_result(None, {}), preemptions=3)
     assert "  injected preemptions: the external emulator's own (VERTEX_EMULATOR_HOST)" in external
     assert not any(line.startswith("  requests:") for line in external)  # no journal to count
+
+
+def test_a_delete_the_step_declined_is_not_reported_as_done(tmp_path):
+    declined = _result(str(tmp_path), {})
+    declined.parameters.update(
+        {"decide-teardown": {"action": "delete", "summary": "delete: policy is 'delete'"}},
+        **{"delete-cluster": {"Output": False}},
+    )
+    rows = dict(summary.facts(declined))
+    assert rows["teardown"] == "delete: policy is 'delete'"
+    assert rows["cluster after the run"].startswith("not deleted: already gone, or in use by")
+    done = _result(str(tmp_path), {})
+    done.parameters.update({"delete-cluster": {"Output": True}})
+    assert "cluster after the run" not in dict(summary.facts(done))

@@ -33,3 +33,12 @@ def test_derived_keys_of_iterations_differ_by_task_id():
     assert keys == {"vsp-sweep-51168511-101", "vsp-sweep-51168511-202", "vsp-sweep-51168511-303"}
     # A retried task passes the same ids, so it gets the same key and re-attaches.
     assert driver.run_key_for("51168511", "sweep", task="101") == "vsp-sweep-51168511-101"
+
+
+def test_the_run_token_becomes_the_runs_label_value():
+    run = "Slurm-Spot-Training 2026/12/05 03:00"
+    value = gcp_labels.run_value(run)
+    assert run_identity.expand_run_token("/gcs/b/model/{run}", run) == f"/gcs/b/model/{value}"
+    assert "/" not in value and " " not in value
+    assert run_identity.expand_run_token("gs://b/{run}/m/{run}", "r1") == "gs://b/r1/m/r1"
+    assert run_identity.expand_run_token("/gcs/b/model", "r1") == "/gcs/b/model"

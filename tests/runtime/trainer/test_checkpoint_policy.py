@@ -132,6 +132,22 @@ def test_auto_interval_clamps() -> None:
     assert policy.interval_s == 50.0
 
 
+def test_a_save_is_never_due_before_the_last_one_persisted() -> None:
+    # A 0.03 s snapshot persisting 2.5 s in the background, preempted every 20 s: the formula
+    # asks for a save about every second, but one due while the last is still being written
+    # would wait for it, as long as a blocking save. The interval is the whole save at least.
+    policy = cp.CheckpointPolicy(
+        mtbf_s=20.0, initial_save_cost_s=0.03, strategy=strategies.YoungDaly(), smoothing=1.0
+    )
+    policy.record_save(10, 0.03, persisted=False)
+    policy.record_persist(2.5)
+    raw = strategies.daly_interval(0.03, 20.0)
+    assert raw < 2.5 and policy.interval_s == 2.5
+    assert policy.explain().endswith("clamped to 2.5 s")
+    policy.record_persist(0.1)  # a faster store: the formula's interval again
+    assert policy.save_total_s < raw and policy.interval_s == pytest.approx(raw)
+
+
 def test_observed_preemptions_update_mtbf() -> None:
     policy = cp.CheckpointPolicy(mtbf_s=HOUR, initial_save_cost_s=30.0)
     assert policy.mtbf_s == HOUR

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
+from vsp.components.runtime.training import driver
 from vsp.components.runtime.training.backends.interface import TrainingBackend
-from vsp.components.runtime.training.recovery import Attempt
+from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
 
 
 class SucceedingBackend(TrainingBackend):
@@ -27,3 +29,17 @@ class SucceedingBackend(TrainingBackend):
 
     def log_tail(self, attempt):
         return ""
+
+
+def supervise_success(folder, run_key="run-1", pages=None):
+    """``driver.supervise`` of a run that succeeds at once, its checkpoints and model in
+    ``folder`` (``ckpt``, ``model``); the report pages are appended to ``pages``."""
+    return driver.supervise(
+        SucceedingBackend(),
+        SpotRecovery(Target("spot", spot=True)),
+        run_key,
+        checkpoint_dir=str(folder / "ckpt"),
+        model_dir=str(folder / "model"),
+        poll_backoff=polling.Backoff(initial=0, maximum=0, jitter=0),
+        write_report=(pages if pages is not None else []).append,
+    )

@@ -8,11 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from tests.runtime.training.fake_backends import SucceedingBackend
-from vsp.components.runtime.core import errors, polling
+from tests.runtime.training.fake_backends import supervise_success
+from vsp.components.runtime.core import errors
 from vsp.components.runtime.trainer import contract, manifests, model_files
-from vsp.components.runtime.training import driver, model_check
-from vsp.components.runtime.training.recovery import SpotRecovery, Target
+from vsp.components.runtime.training import model_check
 
 
 def _write_model(folder, run_key, monkeypatch):
@@ -51,16 +50,7 @@ def test_only_another_runs_model_is_a_problem(tmp_path, monkeypatch):
 
 def _supervise(tmp_path, run_key):
     pages = []
-    outcome = driver.supervise(
-        SucceedingBackend(),
-        SpotRecovery(Target("spot", spot=True)),
-        run_key,
-        checkpoint_dir=str(tmp_path / "ckpt"),
-        model_dir=str(tmp_path / "model"),
-        poll_backoff=polling.Backoff(initial=0, maximum=0, jitter=0),
-        write_report=pages.append,
-    )
-    return outcome, pages
+    return supervise_success(tmp_path, run_key, pages), pages
 
 
 def test_a_success_that_left_an_earlier_runs_model_fails_the_step(tmp_path, monkeypatch):
@@ -77,13 +67,5 @@ def test_the_report_of_that_run_says_failed(tmp_path, monkeypatch):
     _write_model(tmp_path / "model", "run-3", monkeypatch)
     pages = []
     with pytest.raises(errors.UserError):
-        driver.supervise(
-            SucceedingBackend(),
-            SpotRecovery(Target("spot", spot=True)),
-            "run-4",
-            checkpoint_dir=str(tmp_path / "ckpt"),
-            model_dir=str(tmp_path / "model"),
-            poll_backoff=polling.Backoff(initial=0, maximum=0, jitter=0),
-            write_report=pages.append,
-        )
+        supervise_success(tmp_path, "run-4", pages)
     assert "Training run run-4 (failed)" in pages[0]

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import json
 
-from tests.runtime.training.fake_backends import SucceedingBackend
-from vsp.components.runtime.core import polling
+from tests.runtime.training.fake_backends import supervise_success
 from vsp.components.runtime.training import driver
-from vsp.components.runtime.training.recovery import SpotRecovery, Target
 
 EXPLAINED = "notice-first: a save takes 26 s (2 s blocking) & <more>"
 
 
 def _supervise(tmp_path):
     pages = []
-    driver.supervise(
-        SucceedingBackend(),
-        SpotRecovery(Target("spot", spot=True)),
-        "run-1",
-        checkpoint_dir=str(tmp_path / "ckpt"),
-        model_dir=str(tmp_path / "model"),
-        poll_backoff=polling.Backoff(initial=0, maximum=0, jitter=0),
-        write_report=pages.append,
-    )
+    supervise_success(tmp_path, pages=pages)
     return pages[0]
 
 

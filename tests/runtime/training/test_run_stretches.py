@@ -120,3 +120,38 @@ def test_the_poll_window_narrows_whole_second_times_and_bounds_the_error():
     assert window.when(101.0) == 101.5
     assert window.when(99.0) == 100.4  # before the window: its start
     assert window.when(105.0) == 102.1  # after it: its end
+
+
+def test_a_write_of_the_running_job_starts_the_window_and_its_silence_ends_it():
+    now = [0.0]
+    window = PollWindow(lambda: now[0], resolution=1.0, since=0.0)
+    now[0] = 500.0
+    # The job wrote its beacon at 400 (heartbeat 100 s, reads at most 10 s stale): it was alive
+    # then, so a requeue seen now happened after 400, not in [0, 500].
+    window.alive(400.0, read_at=480.0, heartbeat=100.0, cache=10.0)
+    assert window.when() == 450.0 and window.ended() == 450.0
+    window.close()
+    # A later read at 505 shows the same write: 505 - 10 < 400 + 100, the next beat may not
+    # be visible yet, so nothing bounds the end but now.
+    now[0] = 505.0
+    window.alive(400.0, read_at=505.0, heartbeat=100.0, cache=10.0)
+    assert window.ended() == 452.5
+    window.close()
+    # At 700 it still shows the 400 write although a live job rewrites it by 500: gone by 500.
+    now[0] = 700.0
+    window.alive(400.0, read_at=700.0, heartbeat=100.0, cache=10.0)
+    assert window.ended() == 450.0  # within [400, 500], not the middle of [400, 700]
+    assert window.when() == 550.0  # a start is not bounded by the old run's silence
+    assert window.ended(400.0) == 400.5  # Slurm's whole second 400 -> [400, 401]
+    assert window.ended(600.0) == 500.0  # a reported time past the bound moves to it
+    window.close()
+    # The bound holds for that poll only; a newer write lifts it.
+    now[0] = 720.0
+    assert window.ended() == 560.0  # [400, 720]: no Vertex call moved the start meanwhile
+    window.alive(715.0, read_at=720.0, heartbeat=100.0, cache=10.0)
+    assert window.previous == 715.0 and window.ended() == 717.5
+    # A write dated ahead of now (clock skew) counts as now; no heartbeat promised: no bound.
+    window.close()
+    now[0] = 900.0
+    window.alive(950.0, read_at=900.0)
+    assert window.previous == 900.0 and window.ended() == 900.0

@@ -209,6 +209,26 @@ def test_sigterm_cancels_the_running_job_before_the_step_exits():
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
 
 
+def test_ctrl_c_cancels_the_running_job_too_and_a_second_one_waits_for_the_cleanup():
+    backend = ScriptedBackend([[(R, 0)]])
+    before = signal.getsignal(signal.SIGINT)
+    calls = {"n": 0}
+
+    def interrupt_after_two_polls(attempt):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C (kfp.local's steps)
+        if calls["n"] == 3:  # the cleanup's refresh: a second Ctrl-C is ignored meanwhile
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+
+    backend.on_refresh = interrupt_after_two_polls
+    with pytest.raises(KeyboardInterrupt):
+        supervise(backend).run()
+    assert backend.cancelled == ["100"] and calls["n"] == 3  # the cleanup refreshed it once
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_timeline_records_each_state_change_and_requeue():
     backend = ScriptedBackend([[(P, 0), (R, 0), (P, 1), (R, 1), (OK, 1)]])
     ticks = iter(range(1000))

@@ -104,7 +104,8 @@ def build(components: dict):
             command: Trainer argv, one list item per argument.
             working_directory: Absolute job directory on the cluster's shared storage.
             model_dir: Directory the trainer writes the final model to, on Cloud Storage as
-                seen from the cluster: ``/gcs/BUCKET/PATH`` (GCS FUSE) or ``gs://BUCKET/PATH``.
+                seen from the cluster: ``/gcs/BUCKET/PATH`` (GCS FUSE) or ``gs://BUCKET/PATH``;
+                ``{run}`` in it becomes the run's id (a folder per run of a schedule).
             model_id: Model Registry id; a new version is added when the model exists.
             serving_image: Serving container image of the registered model.
             location: Vertex AI region.

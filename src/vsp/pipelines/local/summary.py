@@ -52,6 +52,16 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
                 f"goodput {_goodput(train)}, cost {money.amount(train.get('cost', 0), 4)})",
             )
         )
+        if train.get("interruptions_without_notice_save"):
+            rows.append(
+                (
+                    "notice saves",
+                    f"{train.get('notice_saves_landed', 0):g} landed; "
+                    f"{train['interruptions_without_notice_save']:g} interruption(s) resumed "
+                    "from an older checkpoint (no notice, or a notice save that did not land "
+                    "in time: the work since the last save was lost)",
+                )
+            )
         if "final_loss" in train:
             rows.append(("final loss", f"{train['final_loss']:.6g}"))
     trained = params.get("train-on-cluster") or params.get("train-custom-job") or {}
@@ -74,6 +84,15 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
             what = "shrunk until" if decide.get("action") == "shrink" else "kept until"
             expires = gcp_labels.parse_timestamp(labels[gcp_labels.EXPIRES_AT]).timestamp()
             rows.append((what, f"{readable_time.utc(expires)}, then reaped"))
+    deleted = params.get("delete-cluster")
+    if deleted and deleted.get("Output") is False:  # the decision was delete, the step declined
+        rows.append(
+            (
+                "cluster after the run",
+                "not deleted: already gone, or in use by another run (the delete-cluster log "
+                "names the users; it is labelled with an expiry for the reaper)",
+            )
+        )
     shrink = params.get("shrink-cluster")
     if shrink:
         rows.append(("gpu pools", f"{shrink.get('Output', '')}"))

@@ -13,9 +13,14 @@ from __future__ import annotations
 import logging
 import uuid
 
+from vsp.components.runtime.core import gcp_labels
+
 log = logging.getLogger(__name__)
 
 MANUAL_PREFIX = "manual-"
+# In a path parameter (``model_dir``), replaced by the run's identity: a folder per run from one
+# value, as a schedule needs (its runs all get the same parameters).
+RUN_TOKEN = "{run}"
 
 
 def ensure(pipeline_run: str, what: str) -> str:
@@ -35,3 +40,17 @@ def ensure(pipeline_run: str, what: str) -> str:
         fresh,
     )
     return fresh
+
+
+def expand_run_token(path: str, pipeline_run: str) -> str:
+    """``path`` with each ``{run}`` replaced by the run's identity as a label value
+    (``gcp_labels.run_value``: letters, digits, ``-`` and ``_``; safe in a path), so that
+    ``/gcs/b/model/{run}`` gives every run of a schedule a model folder of its own.
+
+    Args:
+        path: A path or ``gs://`` URI, with or without the token.
+        pipeline_run: The run's identity (``ensure``'s result, never empty).
+    """
+    if RUN_TOKEN not in path:
+        return path
+    return path.replace(RUN_TOKEN, gcp_labels.run_value(pipeline_run))

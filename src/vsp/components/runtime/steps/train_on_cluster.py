@@ -102,8 +102,9 @@ def main(
         cluster = names.resolve_cluster_id(location, cluster_id, cluster_name)
         run = run_identity.ensure(pipeline_run, "train_on_cluster")
         key = driver.run_key_for(run, cluster, run_key, task_id)
+        chosen["model_dir"] = run_identity.expand_run_token(model_dir, run)
         chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
-            model_dir, key
+            chosen["model_dir"], key
         )
         logs = str(gcs_paths.to_local_path(log_directory)) if log_directory else ""
         output = f"{logs.rstrip('/')}/slurm-%j.out" if logs else None  # gs:// as the FUSE path
@@ -111,7 +112,7 @@ def main(
             command=list(command),
             working_directory=working_directory,
             checkpoint_dir=chosen["checkpoint_dir"],
-            model_dir=model_dir,
+            model_dir=chosen["model_dir"],
             environment=dict(environment),
             nodes=nodes,
             tasks_per_node=tasks_per_node,
@@ -158,7 +159,7 @@ def main(
     return (
         result.job_ids,
         chosen["checkpoint_dir"],
-        model_dir,
+        chosen["model_dir"],
         result.preemptions,
         chosen["code_sha256"],
     )

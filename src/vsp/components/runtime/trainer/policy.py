@@ -171,7 +171,10 @@ class CheckpointPolicy:
             return None
         if self.every_seconds is not None:
             return float(self.every_seconds)
-        interval = max(self.min_interval_s, self.strategy.interval(self.costs()))
+        # Never before the last save has persisted: a save due while one is still being
+        # written waits for it, which blocks training as long as a blocking save would.
+        raw = self.strategy.interval(self.costs())
+        interval = max(self.min_interval_s, raw, self.save_total_s)
         return interval if self.max_interval_s is None else min(interval, self.max_interval_s)
 
     def explain(self) -> str:

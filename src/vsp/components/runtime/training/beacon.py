@@ -78,6 +78,11 @@ class Beacon:
         """What identifies a state change: the run (restart count), the state, when entered."""
         return (self.restart, self.state, self.since)
 
+    def of(self, job_id: str, restart: int) -> bool:
+        """Whether this run of that job wrote it: then its ``time`` (the cluster's clock, as the
+        checkpoint history's) proves that run was alive then (``poll_window``)."""
+        return self.job == job_id and self.restart == restart
+
     @property
     def live(self) -> bool:
         """Whether the beacon says the job still runs."""

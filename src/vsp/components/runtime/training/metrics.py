@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from vsp.components.runtime.trainer.history import Record
+from vsp.components.runtime.trainer.history import Record, notice_outcomes
 from vsp.components.runtime.training import goodput
 from vsp.components.runtime.training.backends.interface import RunResult
 from vsp.components.runtime.training.recovery import Attempt
@@ -113,6 +113,11 @@ def compute(
         metrics["goodput"] = round(figures["useful"] / billed, 4) if billed else 0.0
         for name in goodput.FIGURES:
             metrics[f"{name}_node_seconds"] = round(figures[name], 3)
+        # Interruptions the next process resumed from a notice save of, and the others (no
+        # notice, or a notice save that did not land in time: work since the last save lost).
+        landed, missed = notice_outcomes(list(history))
+        metrics["notice_saves_landed"] = float(landed)
+        metrics["interruptions_without_notice_save"] = float(missed)
     elif not any(i.ended_by in INTERRUPTIONS for i in intervals):
         metrics["work_lost_node_seconds"] = 0.0
     return metrics

@@ -30,6 +30,6 @@ def foreign_model_problem(model_dir: str, run_key: str) -> str:
         f"run ({written_by}), not by this one ({run_key}): this run wrote no model, and "
         "registering the folder would publish the other run's model as this run's version. "
         "Fix: make the trainer write its model to $VSP_MODEL_DIR at the end of every run "
-        "(model_files.write_model_dir), and give runs that must not share a model their own "
-        "model_dir."
+        "(model_files.write_model_dir), and give every run its own model_dir (a {run} in "
+        "it becomes the pipeline run's id)."
     )

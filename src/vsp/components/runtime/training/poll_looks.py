@@ -27,7 +27,17 @@ log = logging.getLogger(__name__)
 
 
 class Looks(abc.ABC):
-    """What a poll reads; see the module docstring."""
+    """What a poll reads; see the module docstring.
+
+    Attributes:
+        read_now: Whether the last ``before_call`` read the beacon (else it gave the last copy).
+        heartbeat_seconds: Longest time between two beacon writes of a live job (0: none).
+        cache_seconds: How stale a beacon read may be (the FUSE cache's time).
+    """
+
+    read_now: bool = False
+    heartbeat_seconds: float = 0.0
+    cache_seconds: float = 0.0
 
     @abc.abstractmethod
     def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
@@ -78,9 +88,12 @@ class Planned(Looks):
         self.plan = poll_plan.PollPlan(settings)
         self.clock = clock
         self._log_read_at: float | None = None
+        self.heartbeat_seconds = settings.heartbeat_seconds
+        self.cache_seconds = settings.cache_seconds
 
     def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
         read = self.plan.read_due(self.clock.now())
+        self.read_now = read
         beacon = self.backend.beacon(attempt) if read else self.plan.last_beacon
         return beacon, self.plan.look(self.clock.now(), beacon, read=read)
 

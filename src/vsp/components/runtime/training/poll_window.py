@@ -1,6 +1,12 @@
 """When a change seen by polling happened: within ``[previous poll, this poll]`` narrowed by
 the backend's own time of it (Slurm: whole seconds; a requeue's end: none), the middle of what
-both allow; a reported time outside the window moves to its nearest edge. Hand-rolled.
+both allow; a reported time outside the window moves to its nearest edge.
+
+Signs of life narrow it further: a beacon the running job wrote at ``t`` moves the window's start
+to ``t``; and when a later read still showed that same write although the job's heartbeat would
+have rewritten it by ``t + heartbeat`` (a read at ``R`` reflects the file as of ``R - cache`` at
+worst), the job was gone by then, so an end seen now is dated within ``[t, t + heartbeat]``
+(``ended``), not in the middle of the long wait until the step noticed. Hand-rolled.
 """
 
 from __future__ import annotations
@@ -22,18 +28,57 @@ class PollWindow:
         self.resolution = resolution
         self.previous = since
         self.current = since
+        self._written: float | None = None  # the running job's last write seen
+        self._quiet_read: float | None = None  # a later read that still showed it
+        self._gone_by: float | None = None  # the job was gone by then (this poll only)
 
     def open(self) -> None:
         """Call right before a poll's request."""
         self.current = self.wall()
 
+    def alive(
+        self,
+        written: float,
+        *,
+        read_at: float | None = None,
+        heartbeat: float = 0.0,
+        cache: float = 0.0,
+    ) -> None:
+        """A write of the running job seen at this poll (see the module docstring).
+
+        Args:
+            written: When the job wrote it (the cluster's clock): it was alive then.
+            read_at: When this poll read it (None: not read now, the last copy seen).
+            heartbeat: Longest time between two writes of a live job (0: none promised).
+            cache: How stale a read may be (the FUSE cache's time).
+        """
+        written = min(written, self.wall())
+        if self._written is None or written > self._written:
+            self._written, self._quiet_read = written, None
+        elif read_at is not None and written == self._written:
+            self._quiet_read = read_at
+        self.previous = max(self.previous, written)
+        quiet = self._quiet_read is not None and self._quiet_read - cache >= written + heartbeat
+        self._gone_by = written + heartbeat if heartbeat > 0 and quiet else None
+
     def close(self) -> None:
         """Call after the poll's changes are recorded: the next window starts at this poll."""
-        self.previous = self.current
+        self.previous = max(self.previous, self.current)
+        self._gone_by = None
 
     def when(self, reported: float | None = None) -> float:
         """Best estimate of a change seen by the poll in progress (see the module docstring)."""
-        low, high = self.previous, max(self.previous, self.wall())
+        return self._within(self.previous, max(self.previous, self.wall()), reported)
+
+    def ended(self, reported: float | None = None) -> float:
+        """Best estimate of the end of the run that was alive (``alive``) seen by this poll:
+        ``when``, bounded by the time the run's silence shows it was gone."""
+        high = max(self.previous, self.wall())
+        if self._gone_by is not None and self._gone_by >= self.previous:
+            high = min(high, self._gone_by)
+        return self._within(self.previous, high, reported)
+
+    def _within(self, low: float, high: float, reported: float | None) -> float:
         if reported is None:
             return (low + high) / 2
         top = reported + self.resolution

@@ -148,7 +148,7 @@ class TrainingSupervisor:
         while the job runs (or ran) again ends the old stretch at the new run's start."""
         ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
         if attempt.requeues > self._seen_requeues.get(attempt.job_id, attempt.requeues):
-            restart = window.when(attempt.run_started_at) if ran_again else window.when()
+            restart = window.when(attempt.run_started_at) if ran_again else window.ended()
             self._event(attempt, "requeued", restart)
             if ran_again and before is Outcome.RUNNING:
                 self._event(attempt, "running", restart)
@@ -156,7 +156,9 @@ class TrainingSupervisor:
         if attempt.outcome is not before:
             reported = attempt.ended_at if attempt.outcome.terminal else None
             reported = attempt.run_started_at if attempt.outcome is Outcome.RUNNING else reported
-            self._event(attempt, attempt.outcome.value.lower(), window.when(reported))
+            ended = before is Outcome.RUNNING and attempt.outcome is not Outcome.RUNNING
+            timed = window.ended(reported) if ended else window.when(reported)
+            self._event(attempt, attempt.outcome.value.lower(), timed)
 
     def _known_attempts(self) -> list[Attempt]:
         found = {a.job_id: a for a in self.backend.find(self.run_key)}
@@ -205,6 +207,13 @@ class TrainingSupervisor:
             nonlocal pending_since, seen_requeues, switch, stall
             before = attempt.outcome
             beacon, called = looks.before_call(attempt)
+            if before is Outcome.RUNNING and beacon and beacon.of(attempt.job_id, attempt.requeues):
+                window.alive(  # the run Vertex saw RUNNING wrote it: alive then
+                    beacon.time,
+                    read_at=self.wall() if looks.read_now else None,
+                    heartbeat=looks.heartbeat_seconds,
+                    cache=looks.cache_seconds,
+                )
             if called:
                 window.open()
                 self.backend.refresh(attempt)
@@ -308,6 +317,8 @@ class TrainingSupervisor:
                 exit code and the log tail).
             errors.TransientError: Preemption budget or capacity exhausted.
             StepCancelled: SIGTERM arrived; the running job was cancelled first.
+            KeyboardInterrupt: SIGINT (Ctrl-C where a step runs in a terminal, as ``vsp
+                run-local`` does): the running job was cancelled first too.
         """
         start = self.clock.now()
         deadline = None if self.timeout is None else start + self.timeout
@@ -324,15 +335,16 @@ class TrainingSupervisor:
         with cancel_on_sigterm():
             try:
                 return self._drive(start, deadline, reattached)
-            except StepCancelled:
+            except (StepCancelled, KeyboardInterrupt):
                 self._cancel_everything()
                 raise
 
     def _cancel_everything(self) -> None:
         """Cancels every unfinished job of the run, including one whose submit was in flight."""
-        previous = signal.getsignal(signal.SIGTERM)
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the cleanup first
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:  # finish the cleanup first (a second Ctrl-C included)
+            with contextlib.suppress(ValueError):
+                signal.signal(sig, signal.SIG_IGN)
         try:
             known = {a.job_id: a for a in self.attempts}
             try:
@@ -347,8 +359,9 @@ class TrainingSupervisor:
                     log.warning("step cancelled: cancelling job %s", attempt.job_id)
                     self.backend.cancel(attempt)
         finally:
-            with contextlib.suppress(ValueError):
-                signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                with contextlib.suppress(ValueError):
+                    signal.signal(sig, handler)
 
     def _drive(self, start: float, deadline: float | None, reattached: bool) -> RunResult:
         if not self.attempts:
