@@ -124,6 +124,13 @@ def test_typed_parameters_follow_declared_types(template):
         "zone": "",
     }
     assert templates.typed_parameters({"cluster_id": "001"}, None) == {"cluster_id": 1}
+    # A STRING given as a quoted JSON string is its content; other quotes stay as written.
+    quoted = {"model_dir": '"/gcs/b/m/{run}"', "cluster_id": '"a"b"', "zone": '"'}
+    assert templates.typed_parameters(quoted, definitions) == {
+        "model_dir": "/gcs/b/m/{run}",
+        "cluster_id": '"a"b"',
+        "zone": '"',
+    }
 
 
 def test_registry_tag_is_resolved_to_its_version(template):

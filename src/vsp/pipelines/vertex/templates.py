@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import json
 import os
 import pathlib
 import re
@@ -243,14 +244,16 @@ def typed_parameters(
 ) -> dict[str, Any]:
     """Turns ``NAME=VALUE`` texts into parameter values by the template's declared types.
 
-    STRING parameters keep the text as written (``001`` stays ``"001"``); other declared types,
-    and every parameter when the types are unknown (``definitions`` None), are read as YAML.
+    STRING parameters keep the text as written (``001`` stays ``"001"``), except a text that is
+    one double-quoted JSON string (``"/gcs/b/m"``, as for the untyped ones): its content, not the
+    quotes. Other declared types, and every parameter when the types are unknown
+    (``definitions`` None), are read as YAML.
     """
     values: dict[str, Any] = {}
     for name, text in raw.items():
         kind = ((definitions or {}).get(name) or {}).get("parameterType")
         if kind == "STRING" or text == "":
-            values[name] = text
+            values[name] = _unquoted(text)
             continue
         try:
             values[name] = yaml.safe_load(text)
@@ -262,6 +265,18 @@ def typed_parameters(
             except ValueError:
                 pass
     return values
+
+
+def _unquoted(text: str) -> str:
+    """The content of a double-quoted JSON string, else ``text`` as it is."""
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(found, str):
+            return found
+    return text
 
 
 def check_parameters(
