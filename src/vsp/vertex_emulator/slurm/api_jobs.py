@@ -12,6 +12,7 @@ from typing import Any
 
 from vsp.vertex_emulator.slurm import accounting as slurm_accounting
 from vsp.vertex_emulator.slurm import context as slurm_context
+from vsp.vertex_emulator.slurm import final_state as slurm_final_state
 from vsp.vertex_emulator.slurm import freeze as slurm_freeze
 from vsp.vertex_emulator.slurm import jobdesc as slurm_jobdesc
 from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
@@ -57,7 +58,7 @@ def _invalid_job(job_id: Any, extra: dict[str, Any] | None = None) -> Reply:
 
 def _live(call: Call) -> dict[str, Any] | None:
     job = call.ctx.jobs.get(int(call.params["job_id"]))
-    if job is None or slurm_lifecycle.expired(call.ctx, job):
+    if job is None or slurm_final_state.expired(call.ctx, job):
         return None
     return job
 
@@ -116,7 +117,9 @@ def get_job(call: Call) -> Reply:
 def list_jobs(call: Call) -> Reply:
     """GET /slurm/v0.0.42/jobs: every job still in the live queue."""
     ctx = call.ctx
-    jobs = [ctx.jobs[k] for k in sorted(ctx.jobs) if not slurm_lifecycle.expired(ctx, ctx.jobs[k])]
+    jobs = [
+        ctx.jobs[k] for k in sorted(ctx.jobs) if not slurm_final_state.expired(ctx, ctx.jobs[k])
+    ]
     return 200, _listing(ctx, jobs)
 
 

@@ -19,16 +19,15 @@ from typing import Any
 
 from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import environment as slurm_environment
+from vsp.vertex_emulator.slurm import final_state as slurm_final_state
 from vsp.vertex_emulator.slurm import process as slurm_process
 from vsp.vertex_emulator.slurm import shapes as slurm_shapes
 
-HELD_REASON = "launch failed requeued held"
 # What slurmstepd writes to the batch script's standard error when it ends the script
 # (``*** JOB N ON NODE CANCELLED AT TIME<why> ***``, src/slurmd/slurmstepd/req.c), by cause.
 CANCELLED, TIME_LIMIT, REQUEUED = "", " DUE TO TIME LIMIT", " DUE TO JOB REQUEUE"
 PREEMPTED = " DUE TO PREEMPTION"
 NODE_FAILURE = " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"
-_REASONS = {"TIMEOUT": "TimeLimit", "NODE_FAIL": "NodeDown", "FAILED": "NonZeroExitCode"}
 
 
 def begin_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], nodes: list[str]) -> None:
@@ -62,7 +61,7 @@ def _start_phase(
         if kind == "prolog":
             _start_phase(ctx, job, "script", 0)
         else:
-            finalize(ctx, job, job.get("outcome") or "COMPLETED")
+            slurm_final_state.finalize(ctx, job, job.get("outcome") or "COMPLETED")
         return
     spool = ctx.spool(job)
     if kind == "script":
@@ -119,7 +118,7 @@ def _launch_failed(
 
 def _prolog_failed(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     ctx.take_down(job.get("alloc") or [], "DRAIN", "Prolog error")
-    finalize(ctx, job, "REQUEUE_HOLD")
+    slurm_final_state.finalize(ctx, job, "REQUEUE_HOLD")
 
 
 def stepd_says_cancelled(
@@ -196,7 +195,7 @@ def cancel(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> bool:
         if job["state"] in slurm_shapes.TERMINAL_STATES:
             return False
         job["end_time"] = ctx.now
-        finalize(ctx, job, "CANCELLED")
+        slurm_final_state.finalize(ctx, job, "CANCELLED")
         return True
     if phase == "epilog":
         if job.get("outcome") != "REQUEUE":
@@ -299,7 +298,7 @@ def _node_gone(
     if job.get("phase") == "script":
         rc, sig = result if result is not None else (None, int(signal.SIGKILL))
         job.update(exit={"rc": rc, "signal": sig}, end_time=ctx.now)
-    finalize(ctx, job, kill["outcome"])
+    slurm_final_state.finalize(ctx, job, kill["outcome"])
 
 
 def _on_exit(
@@ -312,7 +311,7 @@ def _on_exit(
     kill = job.get("kill")
     if phase == "prolog":
         if kill is not None:
-            finalize(ctx, job, kill["outcome"])
+            slurm_final_state.finalize(ctx, job, kill["outcome"])
         elif rc == 0 and sig is None:
             _start_phase(ctx, job, "prolog", job.get("step", 0) + 1)
         else:
@@ -332,7 +331,7 @@ def finish_run(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: 
     """After the script: the epilogs (state shows COMPLETING), then ``finalize``."""
     job.update(kill=None, outcome=outcome)
     if not ctx.topo.epilog or job.get("node_failed"):
-        finalize(ctx, job, outcome)
+        slurm_final_state.finalize(ctx, job, outcome)
         return
     _show_completing(job, outcome)
     _start_phase(ctx, job, "epilog", 0)
@@ -342,7 +341,7 @@ def lost(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
     """A job whose process this emulator does not have (it restarted): a node failure."""
     slurm_process.kill_stale_group(job.get("pgid"), job.get("marker"))
     if job.get("phase") == "epilog":
-        finalize(ctx, job, job.get("outcome") or "COMPLETED")
+        slurm_final_state.finalize(ctx, job, job.get("outcome") or "COMPLETED")
         return
     kill = job.get("kill")
     if kill is not None and not kill["node_down"]:
@@ -351,55 +350,4 @@ def lost(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> None:
         outcome = "REQUEUE" if job.get("requeue") else "NODE_FAIL"
     ctx.record_event(job, "node_failure", outcome, job.get("alloc") or [])
     job["end_time"] = ctx.now
-    finalize(ctx, job, outcome)
-
-
-def finalize(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: str) -> None:
-    """Releases the nodes and sets the state the run ends in."""
-    ctx.procs.discard(ctx.key(job))
-    nodes = job.get("alloc") or []
-    job.update(
-        alloc=[],
-        last_nodes=nodes or job.get("last_nodes") or [],
-        phase=None,
-        step=0,
-        kill=None,
-        outcome=None,
-        preempt_at=None,
-        pgid=None,
-    )
-    counted = bool(job.pop("requeue_counted", False))
-    if outcome in ("REQUEUE", "REQUEUE_HOLD"):
-        held = outcome == "REQUEUE_HOLD"
-        delay = 0.0 if held else ctx.scaled(ctx.settings.slurm_requeue_delay_seconds)
-        job.update(
-            state="PENDING",
-            flags=["LAUNCH_FAILED", "REQUEUE_HOLD"] if held else [],
-            restart_cnt=int(job.get("restart_cnt", 0)) + (0 if counted else 1),
-            eligible_time=ctx.now + delay,
-            start_time=None,
-            end_time=None,
-            finished_at=None,
-            exit=None,  # as Slurm 24.11 shows a requeued job: exit code SUCCESS, 0
-            launch_held=held,
-            reason=HELD_REASON if held else ("BeginTime" if delay else "None"),
-        )
-        return
-    reason = _REASONS.get(outcome, "None")
-    code = job.get("exit") or {}
-    if outcome == "FAILED" and code.get("signal"):
-        reason = f"RaisedSignal:{code['signal']}({slurm_shapes.signal_name(code['signal'])})"
-    job.update(
-        state=outcome,
-        flags=[],
-        reason=reason,
-        end_time=job.get("end_time") or ctx.now,
-        finished_at=ctx.now,
-    )
-
-
-def expired(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> bool:
-    """Whether a finished job has left the live queue (``MinJobAge``)."""
-    done = job.get("finished_at")
-    age = ctx.scaled(ctx.settings.slurm_min_job_age_seconds)
-    return done is not None and job.get("phase") is None and ctx.now - done >= age
+    slurm_final_state.finalize(ctx, job, outcome)

@@ -17,6 +17,7 @@ from typing import Any
 
 from vsp.vertex_emulator.slurm import context as slurm_context
 from vsp.vertex_emulator.slurm import environment as slurm_environment
+from vsp.vertex_emulator.slurm import final_state as slurm_final_state
 from vsp.vertex_emulator.slurm import freeze as slurm_freeze
 from vsp.vertex_emulator.slurm import lifecycle as slurm_lifecycle
 from vsp.vertex_emulator.slurm import preemption as slurm_preemption
@@ -107,7 +108,7 @@ def _blocker(ctx: slurm_context.ClusterContext, job: dict[str, Any]) -> str | No
     if job.get("hold"):
         return job.get("hold_reason") or HELD_USER
     if job.get("launch_held"):
-        return slurm_lifecycle.HELD_REASON
+        return slurm_final_state.HELD_REASON
     if ctx.now < float(job.get("eligible_time") or 0):
         return "BeginTime"
     if job["partition"] not in ctx.topo.partitions:
@@ -214,6 +215,6 @@ def shut_down_cluster(ctx: slurm_context.ClusterContext) -> None:
     for job in ctx.jobs.values():
         if job.get("phase") is not None:
             job["end_time"] = ctx.now
-            slurm_lifecycle.finalize(ctx, job, "NODE_FAIL")
+            slurm_final_state.finalize(ctx, job, "NODE_FAIL")
         elif job["state"] == "PENDING":
-            slurm_lifecycle.finalize(ctx, job, "CANCELLED")
+            slurm_final_state.finalize(ctx, job, "CANCELLED")
