@@ -8,12 +8,17 @@ reclaims the Spot node with a 0.5 s notice (30 s) and requeues the job after 2 s
 checkpoints and the job's log are on the emulated Cloud Storage (``$VSP_GCS_FUSE_ROOT``), as in
 the example pipelines, so the job keeps its beacon beside the checkpoints; in the ``comment``
 channel a file stands where the beacon folder would be, so the job cannot write it and keeps
-its beacon in its Slurm comment instead.
+its beacon in its Slurm comment instead. In the ``push`` channel the job writes the beacon file
+and also publishes its state changes to a Pub/Sub topic, and the step waits on a pull of its
+subscription between looks (``progress_feed``): the emulator holds a pull that finds nothing
+for ``PULL_HOLD_SECONDS`` (90 s, the one figure reported for real Pub/Sub, scaled), and the
+step's pull timeout and acknowledgement batching are scaled too.
 
 Counted: every Vertex request the step sent (``vertex_calls``: submit, lookups and every Slurm
-Job API call) and every Cloud Storage read the modelled FUSE cache let through
-(``storage_calls``: beacon, progress records for the hang rule, log), per scaled job-hour of
-supervision (the step's supervised seconds x 60 / 3600).
+Job API call), every Cloud Storage read the modelled FUSE cache let through
+(``storage_calls``: beacon, progress records for the hang rule, log) and every Pub/Sub request
+(``pubsub_calls``: the subscription's create and delete, each pull, each acknowledgement), per
+scaled job-hour of supervision (the step's supervised seconds x 60 / 3600).
 
 Goodput: the step's own figure (``goodput``, ``billed_node_seconds``) against the truth of
 ``benchmarks.goodput.metric`` (the trainer's step log, the emulator's run records), so the
@@ -39,12 +44,24 @@ from typing import Any
 from benchmarks.goodput import metric as goodput_metric
 from benchmarks.goodput import scaled_run
 from vsp.components.runtime.steps import train_on_cluster
-from vsp.components.runtime.training import hang, poll_plan, storage_reads
+from vsp.components.runtime.training import hang, poll_plan, progress_feed, storage_reads
 
 SCALE = 60.0
 POLL_SECONDS = 20.0 / SCALE
 CACHE_SECONDS = storage_reads.FUSE_TTL_SECONDS / SCALE
-CHANNELS = ("beacon", "comment")
+CHANNELS = ("beacon", "comment", "push")
+TOPIC = f"projects/{goodput_metric.PROJECT}/topics/vsp-progress"
+PULL_HOLD_SECONDS = 90.0 / SCALE
+FEED = progress_feed.FeedSettings(
+    pull_seconds=300.0 / SCALE, ack_seconds=300.0 / SCALE, least_wait_seconds=12.0 / SCALE
+)
+# (label, channel, share of preemptions without notice) measured by ``run.measure``.
+VARIANTS = (
+    ("beacon", "beacon", 0.0),
+    ("comment", "comment", 0.0),
+    ("push", "push", 0.0),
+    ("push, 25% unannounced", "push", 0.25),
+)
 # The component's default hang rule (floor 1800 s, 20 steps), scaled: its progress reads count.
 HANG_RULE = hang.HangRule(1800.0 / SCALE, 20.0)
 ENDING = ("notice", "exiting")
@@ -105,7 +122,8 @@ def run_one(channel: str, seed: int, steps: int, step_s: float, unannounced: flo
     """One scaled run of ``steps`` trainer steps in ``channel`` under the plan of ``seed``.
 
     Args:
-        channel: ``beacon`` (the job writes the beacon file) or ``comment`` (it cannot).
+        channel: ``beacon`` (the job writes the beacon file), ``comment`` (it cannot) or
+            ``push`` (it writes it and publishes its state changes).
         seed: Seed of the preemption plan and of the trainer.
         steps: Training steps.
         step_s: Simulated seconds per step.
@@ -125,8 +143,11 @@ def run_one(channel: str, seed: int, steps: int, step_s: float, unannounced: flo
         if channel == "comment":
             (gcs / "bucket" / "ckpt.beacon").write_text("not a folder: the job cannot write here")
         emulator = goodput_metric.start_emulator(
-            root / "emulator", scaled_run.NOTICE_S, scaled_run.SETTINGS
+            root / "emulator",
+            scaled_run.NOTICE_S,
+            scaled_run.SETTINGS.replace(pubsub_pull_hold_seconds=PULL_HOLD_SECONDS),
         )
+        push = {"progress_topic": TOPIC, "feed_settings": FEED} if channel == "push" else {}
         cluster = goodput_metric.CLUSTER
         try:
             plan: dict[str, Any] = {"unannounced_share": unannounced} if unannounced else {}
@@ -158,6 +179,7 @@ def run_one(channel: str, seed: int, steps: int, step_s: float, unannounced: flo
                 hang_rule=HANG_RULE,
                 timeout_seconds=3 * steps * step_s + 600,
                 max_preemptions=scaled_run.MAX_PREEMPTIONS + 2,
+                **push,
             )
             [job_id] = outcome.result.job_ids
             events = [
@@ -180,6 +202,7 @@ def run_one(channel: str, seed: int, steps: int, step_s: float, unannounced: flo
         "scaled_job_hours": result.seconds * SCALE / 3600.0,
         "vertex_calls": result.vertex_calls,
         "storage_calls": result.storage_calls,
+        "pubsub_calls": int(outcome.metrics.get("pubsub_calls", 0)),
         "preemptions": len(events),
         "unannounced": sum(1 for e in events if not e["noticeSeconds"]),
         "channels_seen": sorted({o["channel"] for o in observations}),

@@ -15,13 +15,15 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['wall_seconds']:.0f} s wall (all numbers: `polling.json`).",
         "",
         "Counted: every Vertex request of the training step (submit, lookups, each Slurm Job "
-        "API call through Vertex) and every Cloud Storage read (beacon, progress records, log) "
-        "that the modelled FUSE cache did not serve (the mount's stat cache, gcsfuse's default "
-        "`ttl-secs` 60 s and `negative-ttl-secs` 5 s: a read within that time is served from "
-        "the last fetch, free and stale). Plan: `PlanSettings.for_poll_seconds(20)` (look "
-        f"{s['beacon_seconds']:g} s, expect {s['expect_seconds']:g} s, pending "
-        f"{s['pending_seconds']:g} s, stale {s['stale_seconds']:g} s, cap {s['cap_seconds']:g} "
-        f"s, FUSE cache {s['cache_seconds']:g} s, job heartbeat {s['heartbeat_seconds']:g} s).",
+        "API call through Vertex), every Pub/Sub request (the subscription's create, get and "
+        "delete, each pull, each acknowledgement) and every Cloud Storage read (beacon, "
+        "progress records, log) that the modelled FUSE cache did not serve (the mount's stat "
+        "cache, gcsfuse's default `ttl-secs` 60 s and `negative-ttl-secs` 5 s: a read within "
+        "that time is served from the last fetch, free and stale). Plan: "
+        f"`PlanSettings.for_poll_seconds(20)` (look {s['beacon_seconds']:g} s, expect "
+        f"{s['expect_seconds']:g} s, pending {s['pending_seconds']:g} s, stale "
+        f"{s['stale_seconds']:g} s, cap {s['cap_seconds']:g} s, FUSE cache "
+        f"{s['cache_seconds']:g} s, job heartbeat {s['heartbeat_seconds']:g} s).",
         "",
         "## Goals",
         "",
@@ -66,14 +68,15 @@ def markdown(results: dict[str, Any]) -> str:
         "first observation of the step that shows it, in real-scale seconds (x60).",
         "",
         "| channel | scaled job-hours | preemptions | calls / job-hour | Vertex | Cloud Storage |"
-        " p50 s | p95 s | max s | changes | never seen |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        " Pub/Sub | p50 s | p95 s | max s | changes | never seen |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["emulated"]:
         lines.append(
             f"| {row['channel']} | {row['scaled_job_hours']:.2f} | {row['preemptions']} | "
             f"{row['calls_per_job_hour']:.1f} | {row['vertex_calls_per_job_hour']:.1f} | "
-            f"{row['storage_calls_per_job_hour']:.1f} | {row['latency_p50']:.1f} | "
+            f"{row['storage_calls_per_job_hour']:.1f} | "
+            f"{row.get('pubsub_calls_per_job_hour', 0.0):.1f} | {row['latency_p50']:.1f} | "
             f"{row['latency_p95']:.1f} | {row['latency_max']:.1f} | {row['changes']} | "
             f"{row['never_seen']} |"
         )
@@ -82,18 +85,26 @@ def markdown(results: dict[str, Any]) -> str:
         "*beacon*: the job writes its beacon file beside the checkpoints; *comment*: a file "
         "stands where the beacon folder would be, the job says so in its output and keeps its "
         "beacon in its Slurm comment, which the step reads from the Vertex calls it makes (no "
-        "Cloud Storage read once it knows). Channels the step saw: "
+        "Cloud Storage read once it knows); *push*: the job writes its beacon file and also "
+        "publishes its start, notice and exit to Pub/Sub, and the step waits on a pull of its "
+        "subscription between looks (`progress_topic`); the emulator holds a pull that finds "
+        "nothing for 90 s (scaled), the one figure reported for real Pub/Sub, whose bound is "
+        "not documented: each such pull is a call, so the calls per job-hour of this channel "
+        "rest on that figure (about 3600 / hold of them are pulls); *push, 25% unannounced*: "
+        "the same with a quarter of the preemptions without notice, which no message tells "
+        "(the next run's start does). Channels the step saw: "
         + "; ".join(f"{r['channel']}: {', '.join(r['channels_seen'])}" for r in results["emulated"])
         + ".",
         "",
-        "Why the p95 stays near the look interval: the preemption itself and the job's end "
-        "are announced by nothing the step can see before its next look, so they are seen "
-        "within one look interval (100 s here), uniformly: the p95 of those changes is near "
-        "0.95 x 100 s. A look every 30 s would bring it to 30 s but costs 120 looks per "
-        "job-hour, each a call (a beacon read served by the 60 s cache is no fresher). Within "
-        "60 calls per job-hour a 30 s p95 needs a change to be pushed to the step, which no "
-        "API the step uses offers. The goals table's lower bound makes it exact: with 60 looks "
-        "an hour, a change at a memoryless time waits more than d with probability at least "
+        "Why the p95 of the pull channels stays near the look interval: the preemption itself "
+        "and the job's end are announced by nothing the step can see before its next look, so "
+        "they are seen within one look interval (100 s here), uniformly: the p95 of those "
+        "changes is near 0.95 x 100 s. A look every 30 s would bring it to 30 s but costs 120 "
+        "looks per job-hour, each a call (a beacon read served by the 60 s cache is no "
+        "fresher). Within 60 calls per job-hour a 30 s p95 needs a change to be pushed to the "
+        "step: the push channel does it, for about 40 pulls per job-hour at a 90 s hold on "
+        "top of the plan's other calls. The goals table's lower bound makes it exact: with 60 "
+        "looks an hour, a change at a memoryless time waits more than d with probability at least "
         "1 - 60 d / 3600, so when a share q of the changes are preemptions the p95 is at least "
         "60 s x (1 - 0.05 / q) whatever the schedule, even with every other change seen at "
         "once (`pull_p95_floor`).",

@@ -19,6 +19,7 @@ from vsp.vertex_emulator import (
     store,
 )
 from vsp.vertex_emulator.clusters import api as clusters
+from vsp.vertex_emulator.pubsub import subscriptions as pubsub_subscriptions
 from vsp.vertex_emulator.pubsub import topics as pubsub_topics
 
 
@@ -210,7 +211,8 @@ def test_timestamps_round_trip():
 def test_every_service_is_in_the_table():
     assert clusters.register in app.services()
     assert pubsub_topics.register in app.services()
-    assert len(app.services()) == 7
+    assert pubsub_subscriptions.register in app.services()
+    assert len(app.services()) == 8
 
 
 def test_an_extension_adds_routes_ticks_and_operation_kinds(tmp_path):

@@ -56,6 +56,7 @@ def train_on_cluster(
     keep_job_on_timeout: bool = False,
     launcher: str = "none",
     nccl_env_file: str = "/usr/local/gib/scripts/set_nccl_env.sh",
+    progress_topic: str = "",
 ) -> NamedTuple(
     "Outputs",
     [
@@ -171,6 +172,12 @@ def train_on_cluster(
             c10d rendezvous at the first node of each start). See docs/multi-node.md.
         nccl_env_file: Absolute path of the machine's NCCL settings file, sourced by every
             task when it exists on its node (srun and torchrun only; '' = none).
+        progress_topic: Pub/Sub topic ``projects/P/topics/T`` (it must exist) where each job
+            publishes its state changes (start, preemption notice, end) for this step, which
+            waits on them between polls and so sees a change within seconds instead of
+            within a poll interval (up to about 100 s). The step creates and deletes a
+            subscription of its own; the nodes need curl and leave to publish, the step's
+            service account leave to subscribe. '' = none: polls only.
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
@@ -45,6 +46,7 @@ def services() -> list[Extension]:
     from vsp.vertex_emulator.models import api as models
     from vsp.vertex_emulator.pipelines import jobs as pipeline_jobs
     from vsp.vertex_emulator.pipelines import schedules as pipeline_schedules
+    from vsp.vertex_emulator.pubsub import subscriptions as pubsub_subscriptions
     from vsp.vertex_emulator.pubsub import topics as pubsub_topics
     from vsp.vertex_emulator.slurm import api as slurm_api
 
@@ -56,6 +58,7 @@ def services() -> list[Extension]:
         pipeline_schedules.register,
         slurm_api.register,
         pubsub_topics.register,
+        pubsub_subscriptions.register,
     ]
 
 
@@ -106,6 +109,8 @@ class EmulatorApp:
         self._ticks: list[tuple[str, Tick]] = []
         # True while the periodic (background) tick runs, False while a request's tick does.
         self.periodic_tick = False
+        # Notified when a service stores something a long poll may wait for (``hold_seconds``).
+        self.changed = threading.Condition()
         self.operations = operations.OperationManager(self)
         self.operations.install()
         # Set by their services' ``register`` (None when a test registers other services).
@@ -224,10 +229,33 @@ class EmulatorApp:
         route, request.params = found
         self.run_ticks()
         response = self._call(route.handler, request)
+        if response.hold_seconds > 0:
+            response = self._held(route.handler, request, response)
         version = request.params.get("api_version")
         if version:
             response.body = operations.in_version(response.body, version)
         return response
+
+    def _held(
+        self, handler: router.Handler, request: router.Request, response: router.Response
+    ) -> router.Response:
+        """A long poll: asks ``handler`` again on each change until it holds no more or its
+        hold has passed (the store's lock is not held while waiting)."""
+        end = time.monotonic() + response.hold_seconds
+        while response.hold_seconds > 0:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            with self.changed:
+                self.changed.wait(min(left, 0.5))
+            response = self._call(handler, request)
+        response.hold_seconds = 0.0
+        return response
+
+    def notify_changed(self) -> None:
+        """Wakes the long polls waiting in ``_held``."""
+        with self.changed:
+            self.changed.notify_all()
 
     def _call(self, handler: router.Handler, request: router.Request) -> router.Response:
         try:

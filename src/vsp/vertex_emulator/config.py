@@ -93,6 +93,9 @@ class EmulatorSettings:
             delay above is 0); 0 = off.
         custom_job_spot_preempt_max_count: Most preemptions the default plan makes; 0 = no limit.
         custom_job_spot_preempt_seed: Seed of the default CustomJob Poisson plan.
+        pubsub_pull_hold_seconds: Longest time a Pub/Sub pull that finds no message waits for
+            one before answering empty (real Pub/Sub bounds it without documenting the bound;
+            about 90 s has been reported), wall seconds, not scaled by ``time_scale``.
     """
 
     provisioning_delay_seconds: float = 3.0
@@ -137,6 +140,7 @@ class EmulatorSettings:
     custom_job_spot_preempt_mean_seconds: float = 0.0
     custom_job_spot_preempt_max_count: int = 0
     custom_job_spot_preempt_seed: int = 0
+    pubsub_pull_hold_seconds: float = 90.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

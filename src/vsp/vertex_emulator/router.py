@@ -30,11 +30,15 @@ class Response:
         status: HTTP status code.
         body: JSON-serialisable body.
         headers: Extra response headers.
+        hold_seconds: A long poll's empty answer: the app calls the handler again whenever the
+            emulator's state changes (``EmulatorApp.changed``), up to this many seconds, and
+            answers the first reply that holds no more (0: answer now).
     """
 
     body: Any = dataclasses.field(default_factory=dict)
     status: int = 200
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    hold_seconds: float = 0.0
 
 
 @dataclasses.dataclass

@@ -223,7 +223,7 @@ def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_p
     assert len(slurm_calls(cluster, SUBMIT)) == before == 0
 
 
-def train_on_emulated_storage(cluster, tmp_path, monkeypatch):
+def train_on_emulated_storage(cluster, tmp_path, monkeypatch, **options):
     """60 steps preempted once, checkpoints and model under ``tmp_path/gcs`` standing in for
     Cloud Storage, a 1.2 s FUSE cache modelled; the outcome and the counted reads."""
     from vsp.components.runtime.training import poll_plan
@@ -238,7 +238,7 @@ def train_on_emulated_storage(cluster, tmp_path, monkeypatch):
     )
     settings = poll_plan.PlanSettings.for_poll_seconds(0.4, cache_seconds=1.2)
     opened = count_storage_reads(monkeypatch)
-    return train(spec, max_preemptions=3, poll_settings=settings), opened
+    return train(spec, max_preemptions=3, poll_settings=settings, **options), opened
 
 
 @pytest.mark.slow
@@ -321,3 +321,35 @@ def test_an_unwritable_beacon_folder_falls_back_to_the_job_comment(cluster, tmp_
     assert outcome.metrics["vertex_calls"] == len(cluster.journal()) - before
     assert outcome.metrics["storage_calls"] == sum(opened.values())
     assert opened["beacon"] <= 2
+
+
+@pytest.mark.slow
+def test_progress_messages_bring_each_change_and_their_calls_are_counted(
+    cluster, tmp_path, monkeypatch
+):
+    from vsp.components.runtime.training import progress_feed
+
+    topic = f"projects/{PROJECT}/topics/progress"
+    cluster.app.update_settings(pubsub_pull_hold_seconds=0.5)
+    feed = progress_feed.FeedSettings(pull_seconds=5.0, ack_seconds=2.0, least_wait_seconds=0.2)
+    outcome, _ = train_on_emulated_storage(
+        cluster, tmp_path, monkeypatch, progress_topic=topic, feed_settings=feed
+    )
+    assert outcome.metrics["preemptions"] == 1
+    [job_id] = outcome.result.job_ids
+    sent = [
+        (m["attributes"]["restart"], m["attributes"]["state"])
+        for m in cluster.published()
+        if m["attributes"]["job"] == job_id
+    ]
+    assert sorted(sent) == [("0", "exiting"), ("0", "notice"), ("0", "started"),
+                            ("1", "exiting"), ("1", "started")]  # fmt: skip
+    seen = {tuple(o["beacon"]) for o in outcome.result.observations if o["beacon"]}
+    assert {(0, "notice"), (1, "started"), (1, "exiting")} <= seen
+    pubsub = [e for e in cluster.journal() if "/subscriptions/" in e["path"]]
+    assert outcome.metrics["pubsub_calls"] == len(pubsub)
+    assert [e["method"] for e in pubsub[:2]] == ["GET", "PUT"] and pubsub[-1]["method"] == "DELETE"
+    assert any(e["path"].endswith(":pull") for e in pubsub)
+    assert outcome.metrics["api_calls"] == sum(
+        outcome.metrics[k] for k in ("vertex_calls", "storage_calls", "pubsub_calls")
+    )

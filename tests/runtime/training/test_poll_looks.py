@@ -5,7 +5,8 @@ from __future__ import annotations
 from tests.runtime.training.test_poll_supervisor import SPOT, TimedBackend
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
-from vsp.components.runtime.training import poll_looks, poll_plan
+from vsp.components.runtime.training import poll_looks, poll_plan, progress_feed
+from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.recovery import Attempt
 
 SETTINGS = poll_plan.PlanSettings.for_poll_seconds(20)
@@ -43,3 +44,72 @@ def test_a_plan_reads_the_beacon_calls_vertex_when_it_says_and_the_log_once_per_
     assert looks.log_due() and not looks.log_due()
     clock.sleep(SETTINGS.cap_seconds)
     assert looks.log_due()
+
+
+class FakeFeed:
+    """A progress feed whose pulls take ``hold`` seconds of the clock and bring the states
+    queued for them (``arrive[i]``: the i-th pull's beacon, None: nothing)."""
+
+    settings = progress_feed.FeedSettings(pull_seconds=120, ack_seconds=300, least_wait_seconds=12)
+    topic = "projects/p/topics/t"
+
+    def __init__(self, clock, hold, arrive):
+        self.clock, self.hold, self.arrive = clock, hold, list(arrive)
+        self.pulled_at: list[float] = []
+        self._latest = None
+
+    def latest(self, job_id):
+        return self._latest
+
+    def pull(self):
+        self.pulled_at.append(self.clock.now())
+        got = self.arrive.pop(0) if self.arrive else None
+        if got is None:
+            self.clock.sleep(self.hold)
+            return False
+        self.clock.sleep(1)
+        self._latest = got
+        return True
+
+
+def test_pushed_looks_wait_on_pulls_and_a_message_ends_the_wait_as_a_fresh_look():
+    clock = polling.FakeClock()
+    backend = TimedBackend(clock, start=0, end=10**6)
+    notice = Beacon("9", 0, "notice", 500, 500, None)
+    feed = FakeFeed(clock, hold=90, arrive=[None, None, notice])
+    looks = poll_looks.for_backend(backend, SETTINGS, clock, feed)
+    assert isinstance(looks, poll_looks.Pushed)
+    attempt = Attempt("9", SPOT)
+    clock.sleep(2)
+    beacon, called = looks.before_call(attempt)
+    backend.refresh(attempt)
+    looks.after_call(attempt, beacon)
+    looks.waiter()(600)  # two empty 90 s pulls, then the notice after 1 s
+    assert feed.pulled_at == [2, 92, 182] and clock.now() == 183
+    beacon, called = looks.before_call(attempt)
+    assert beacon == notice and looks.plan.pushed and not called  # waits for the exit message
+    assert backend.read_at == [2]  # the message is the look: no file read
+    looks.waiter()(5)  # too short for a pull (under a tenth of one): slept
+    assert feed.pulled_at == [2, 92, 182] and clock.now() == 188
+    looks.waiter()(20)  # a pull is never cut short: 90 s, nothing came
+    assert feed.pulled_at == [2, 92, 182, 188] and clock.now() == 278
+
+
+def test_a_running_job_that_sends_no_message_stops_the_pulls(caplog):
+    clock = polling.FakeClock()
+    backend = TimedBackend(clock, start=0, end=10**6)
+    feed = FakeFeed(clock, hold=90, arrive=[])
+    looks = poll_looks.for_backend(backend, SETTINGS, clock, feed)
+    attempt = Attempt("9", SPOT)
+    for _ in range(5):  # RUNNING from the look at 100 s; two pulls' time (240 s) by 400 s
+        beacon, called = looks.before_call(attempt)
+        if called:
+            backend.refresh(attempt)
+            looks.after_call(attempt, beacon)
+        looks.waiter()(100)
+    assert not looks.listening
+    assert "sent no progress message to projects/p/topics/t" in caplog.text
+    pulls = len(feed.pulled_at)
+    looks.before_call(attempt)
+    looks.waiter()(100)
+    assert len(feed.pulled_at) == pulls  # sleeps now

@@ -158,3 +158,41 @@ def test_after_the_beacon_was_found_missing_pending_is_polled_at_the_fallback():
     # every 20 s (not the 60 s of a job whose beacon was never looked for).
     assert calls == [20.0 * k for k in range(16)]
     assert plan.vertex_state == PENDING and plan.beacon_missing
+
+
+def test_once_messages_arrive_the_file_is_read_rarely_and_a_notice_waits_for_the_exit():
+    settings = PlanSettings.for_poll_seconds(20)
+    pushed = settings.pushed()
+    assert (pushed.read_seconds, pushed.stale_seconds, pushed.expect_seconds) == (600, 850, 10)
+    assert pushed.cap_seconds == settings.cap_seconds and not pushed.problems()
+    plan = PollPlan(settings)
+    assert plan.look(0, beacon("started", 0)) and plan.settings is settings
+    plan.called(0, RUNNING, restart=0)
+    plan.push_on()
+    plan.push_on()  # once
+    assert plan.pushed and plan.settings == pushed
+    assert plan.next_look() == 600
+    assert not plan.read_due(599) and plan.read_due(600)
+    # A notice does not call Vertex: the job's exit message comes within its notice.
+    assert not plan.look(30, beacon("notice", 30), read=False)
+    assert not plan.look(120, beacon("notice", 30), read=False)
+    assert plan.look(131, beacon("exiting", 131, rc=143), read=False)
+    assert plan.reason == "beacon: exiting (run 0)"
+    plan.called(131, RUNNING, restart=0)
+    # Vertex still says RUNNING after the exit: asked again every expect_seconds, as before.
+    assert not plan.look(135, beacon("exiting", 131, rc=143), read=False)
+    assert plan.look(141, beacon("exiting", 131, rc=143), read=False)
+    plan.called(141, PENDING, restart=1)
+    # No exit message after a notice (the node died in it): Vertex after fallback_seconds.
+    again = PollPlan(settings)
+    again.look(0, beacon("started", 0))
+    again.called(0, RUNNING, restart=0)
+    again.push_on()
+    assert not again.look(30, beacon("notice", 30), read=False)
+    assert not again.look(129, beacon("notice", 30), read=False)
+    assert again.look(130, beacon("notice", 30), read=False)
+    # Without messages a notice is a call at once, as before.
+    plain = PollPlan(settings)
+    plain.look(0, beacon("started", 0))
+    plain.called(0, RUNNING, restart=0)
+    assert plain.look(30, beacon("notice", 30), read=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.training import driver, poll_plan
+from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training.backends.interface import TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.recovery import Attempt, SpotRecovery, Target
@@ -119,7 +120,7 @@ def test_without_beacons_every_poll_calls_vertex_as_before():
 
 
 def test_call_metrics_are_per_hour_of_supervision():
-    assert poll_plan.call_metrics(30, 1800, storage_calls=12) == {
+    assert training_metrics.call_metrics(30, 1800, storage_calls=12) == {
         "vertex_calls": 30.0,
         "storage_calls": 12.0,
         "api_calls": 42.0,
@@ -127,7 +128,7 @@ def test_call_metrics_are_per_hour_of_supervision():
         "storage_calls_per_job_hour": 24.0,
         "api_calls_per_job_hour": 84.0,
     }
-    assert poll_plan.call_metrics(2, 0) == {
+    assert training_metrics.call_metrics(2, 0) == {
         "vertex_calls": 2.0,
         "storage_calls": 0.0,
         "api_calls": 2.0,

@@ -155,3 +155,68 @@ def test_a_write_of_the_running_job_starts_the_window_and_its_silence_ends_it():
     now[0] = 900.0
     window.alive(950.0, read_at=900.0)
     assert window.previous == 900.0 and window.ended() == 900.0
+
+
+def test_the_last_write_of_a_lost_run_bounds_its_end_within_a_heartbeat():
+    now = [1020.0]
+    window = PollWindow(lambda: now[0], resolution=1.0, since=1010.0)
+    assert not window.bounded
+    window.last_write(1005.0, heartbeat=10.0)  # found by the next run: gone by 1015
+    assert window.bounded and window.ended() == 1012.5  # [1010, 1015], not [1010, 1020]
+    assert window.when() == 1015.0  # a start is not bounded by it
+    window.close()
+    assert not window.bounded
+    window.last_write(1005.0, heartbeat=0.0)  # no heartbeat promised: no bound
+    assert not window.bounded
+
+
+class BeaconRowsBackend(TimedBackend):
+    """``TimedBackend`` whose job writes beacons: each read plays the next beacon row."""
+
+    def __init__(self, rows, beacons):
+        super().__init__(rows)
+        self.beacons = list(beacons)
+
+    @property
+    def writes_beacons(self):
+        return True
+
+    def beacon(self, attempt):
+        return self.beacons.pop(0) if len(self.beacons) > 1 else self.beacons[0]
+
+
+def test_a_run_lost_without_notice_ends_by_its_last_write_not_at_the_next_start():
+    from vsp.components.runtime.training.beacon import Beacon
+    from vsp.components.runtime.training.poll_plan import PlanSettings
+
+    # Looks and Vertex calls every 10 s; the job's heartbeat is stale / 2 = 10 s.
+    settings = PlanSettings(
+        beacon_seconds=10, cap_seconds=10, expect_seconds=10, stale_seconds=20,
+        fallback_seconds=10, pending_seconds=10, cache_seconds=0,
+    )  # fmt: skip
+    rows = [
+        (R, 0, 1000.0, None),
+        (R, 0, 1000.0, None),
+        (R, 1, 1016.0, None),
+        (OK, 1, 1016.0, 1027.0),
+    ]
+    beacons = [
+        Beacon("1", 0, "running", 1000.0, 1000.0),
+        Beacon("1", 0, "running", 1000.0, 1005.0),  # its last write: lost at about 1008
+        Beacon("1", 1, "started", 1016.0, 1016.0, None, prev_restart=0, prev_time=1005.0),
+        Beacon("1", 1, "exiting", 1027.0, 1027.0, 0, prev_restart=0, prev_time=1005.0),
+    ]
+    clock = polling.FakeClock(1000.0)
+    supervisor = TrainingSupervisor(
+        BeaconRowsBackend(rows, beacons),
+        SpotRecovery(SPOT, max_preemptions=5),
+        "run-1",
+        clock=clock,
+        wall=clock.now,
+        poll_settings=settings,
+    )
+    result = supervisor.run()
+    intervals = metrics.run_intervals(result, clock.now())
+    # Gone within [1010, 1015] (the last write 1005 + a heartbeat; the poll at 1010 saw it
+    # RUNNING): its end is 1012.5, not the next run's start 1016, and the gap is not billed.
+    assert stretches(intervals) == [(1000.0, 1012.5, "requeued"), (1016.0, 1027.0, "succeeded")]

@@ -271,6 +271,7 @@ def _metrics_line(path: str) -> str:
         "vertex_calls",
         "vertex_calls_per_job_hour",
         "storage_calls",
+        "pubsub_calls",
         "api_calls",
         "api_calls_per_job_hour",
         "final_loss",

@@ -2,8 +2,9 @@
 
 The emulator stands in for ``pubsub.googleapis.com`` too (a client pointed at it by
 ``VERTEX_EMULATOR_HOST`` sends its publishes here): every message is kept, in order, with its
-topic and publish time, and nothing is delivered; ``published(app)`` gives what would have been
-sent. The body is a ``PublishRequest``: ``messages``, each with ``data`` (base64) and/or
+topic and publish time (``published(app)`` gives them all), and kept for each subscription of
+the topic whose filter it matches (``subscriptions``), for its pulls. The body is a
+``PublishRequest``: ``messages``, each with ``data`` (base64) and/or
 ``attributes`` (string to string), at least one of them; the answer is ``{"messageIds": [...]}``.
 """
 
@@ -14,6 +15,7 @@ import binascii
 from typing import Any
 
 from vsp.vertex_emulator import clock, errors, router
+from vsp.vertex_emulator.pubsub import subscriptions
 
 MESSAGES = "pubsub_messages"
 _TOPIC = r"projects/(?P<project>[^/]+)/topics/(?P<topic>[^/:]+)"
@@ -64,6 +66,8 @@ def publish(request: router.Request) -> router.Response:
             "attributes": dict(message.get("attributes") or {}),
         }
         store.put(MESSAGES, f"{number:012d}", record)
+        delivered = {k: record[k] for k in ("data", "attributes", "messageId", "publishTime")}
+        subscriptions.deliver(request.app, topic, delivered)
         ids.append(record["messageId"])
     return router.Response({"messageIds": ids})
 

@@ -122,8 +122,9 @@ def pubsub_topic(value: Any) -> tuple[str, str] | None:
     if not isinstance(value, str) or not PUBSUB_TOPIC.fullmatch(value):
         return (
             "is not a Pub/Sub topic name.",
-            "give projects/PROJECT/topics/TOPIC (the topic: 3-255 letters, digits and - . _ ~ + %, "
-            "starting with a letter, not with 'goog'), or '' for no notification.",
+            "give projects/PROJECT/topics/TOPIC (PROJECT: a project id, 6-30 lowercase letters, "
+            "digits and hyphens; TOPIC: 3-255 letters, digits and - . _ ~ + %, starting with a "
+            "letter, not with 'goog'), or '' for none.",
         )
     return None
 
@@ -221,6 +222,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "log_directory": path_rule(gcs=True, optional=True),
         "working_directory": path_rule(gcs=False, optional=False),
         "environment": environment,
+        "progress_topic": pubsub_topic,
     },
     "train_custom_job": {
         "base_output_directory": gcs_uri,

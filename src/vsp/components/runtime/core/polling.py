@@ -127,6 +127,7 @@ def poll_until(
     rng: random.Random | None = None,
     heartbeat: float | None = 60.0,
     delay_for: Callable[[T], float] | None = None,
+    wait: Callable[[float], None] | None = None,
 ) -> PollResult[T]:
     """Calls ``probe`` until ``done(value)`` is true, sleeping with backoff in between.
 
@@ -148,6 +149,9 @@ def poll_until(
         delay_for: Seconds to sleep after a probe that returned a value, chosen by the caller
             (a poll plan); None follows ``backoff``. After a transient error the backoff
             applies either way.
+        wait: Waits between probes instead of ``clock.sleep``: up to the delay, less when
+            something the caller listens to arrives (a long poll; it may overrun the delay by
+            one such call, as a timeout is checked at the next probe).
 
     Returns:
         The final state with the attempt count and elapsed time.
@@ -214,7 +218,7 @@ def poll_until(
                 duration(elapsed),
                 _next(delay, timeout, elapsed),
             )
-        clock.sleep(delay)
+        (wait or clock.sleep)(delay)
 
 
 def _short(state: str, limit: int = 90) -> str:

@@ -205,6 +205,11 @@ class VertexRestClient:
             return self._send("PATCH", path, params, body)
         return self._retried("PATCH", path, params, body)
 
+    def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT (a create by name, as Pub/Sub's): never retried; the caller looks the resource
+        up instead."""
+        return self._send("PUT", path, None, body)
+
     def post(
         self,
         path: str,

@@ -7,11 +7,13 @@ trace for user errors so the cause is the last thing a user reads.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
 
 from vsp.components.runtime.core import errors, param_rules
@@ -169,3 +171,21 @@ def normalize_final_state(state: str) -> str:
         log.warning("final state %r is not one of %s; taking the failure path", state, FINAL_STATES)
         return "FAILED"
     return text
+
+
+@contextlib.contextmanager
+def cancel_on_sigterm() -> Iterator[None]:
+    """Turns SIGTERM into ``StepCancelled`` while the block runs (main thread only)."""
+
+    def handler(signum, frame):
+        raise errors.StepCancelled(f"received signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -50,6 +50,18 @@ is set, keeps the same states in the job's comment instead: ``scontrol update Jo
 Comment="<that comment> vsp-beacon=STATE:RESTART:SINCE:RC"`` (``training.beacon.from_comment``),
 with no heartbeat. When neither works it says that too, and the step polls Slurm only.
 
+With ``VSP_PROGRESS_URL`` (a topic's ``:publish`` URL) and ``VSP_PROGRESS_RUN`` (the run's tag,
+lowercase hex and dashes) it also publishes ``started``, ``notice`` and ``exiting`` to Pub/Sub
+with curl (``training.progress_feed``), each message's attributes the beacon's fields and the
+tag; ``notice`` in the background, so the payload hears its signal at once. For an ``https``
+URL it takes a token from the node's metadata server and gives it to curl on standard input
+(``-K -``), never in argv. Both values are checked by ``case`` patterns (other characters turn
+publishing off); the ``started`` message is sent at once and checked, and when curl is missing
+or the publish fails the script says so and publishes nothing more. Each run also reads the
+beacon an earlier run of the job left (restart count and write time) before it writes its own,
+and keeps them in its beacon and messages (``prev_restart``, ``prev_time``): a run lost without
+notice wrote nothing after that time.
+
 Every argument is quoted with ``shlex.quote``: quotes, ``$()``, backticks, newlines and unicode
 reach the payload unchanged and execute nothing. Environment values never appear in the script
 (they travel in the request's JSON ``environment`` list). NUL cannot be passed in argv and is
@@ -71,6 +83,11 @@ BEACON_HEARTBEAT_ENV = "VSP_BEACON_HEARTBEAT"  # training.beacon.HEARTBEAT_ENV
 _BEACON = r"""# Progress beacon for the pipeline step: a JSON file on Cloud Storage, written
 # on each state change and every VSP_BEACON_HEARTBEAT seconds; off without VSP_BEACON_DIR.
 # When the folder cannot be written, the job says so and keeps the beacon in its comment.
+_vsp_now() {  # epoch seconds to the millisecond (whole seconds where date has no %N)
+  local t
+  t=$(date +%s.%N)
+  case "$t" in [0-9]*.[0-9][0-9][0-9]*) printf '%s' "${t%??????}" ;; *) date +%s ;; esac
+}
 _vsp_bdir=${VSP_BEACON_DIR:-}
 case "$_vsp_bdir" in gs://*) _vsp_bdir="${VSP_GCS_FUSE_ROOT:-/gcs}/${_vsp_bdir#gs://}" ;; esac
 _vsp_hb=${VSP_BEACON_HEARTBEAT:-15}
@@ -82,13 +99,34 @@ case "$_vsp_restart" in ''|*[!0-9]*) _vsp_restart=0 ;; esac
 _vsp_bcomment=${VSP_BEACON_COMMENT:-}
 _vsp_bstate="${TMPDIR:-/tmp}/vsp-beacon-$_vsp_job-$$"
 _vsp_channel=""
+# An earlier run lost without notice (its beacon still says it runs): its restart count and
+# last write, read before this run replaces them; the step dates that run's end by them.
+_vsp_prev_restart=null
+_vsp_prev_time=null
+if [ -n "$_vsp_bdir" ]; then
+  _vsp_prev=$(sed -n -e 's/.*"restart": \([0-9]*\), "state": "\([a-z]*\)",/\1 \2 /' \
+    -e 's/ "since": [0-9.]*, "time": \([0-9.]*\),.*/\1/p' \
+    -- "$_vsp_bdir/vsp-beacon-$_vsp_job.json" 2>/dev/null | head -n 1)
+  case "$_vsp_prev" in
+    [0-9]*' started '[0-9]*|[0-9]*' running '[0-9]*|[0-9]*' saving '[0-9]*)
+      case "${_vsp_prev%% *}${_vsp_prev##* }" in
+        *[!0-9.]*|*.*.*) ;;
+        *)
+          if [ "${_vsp_prev%% *}" -lt "$_vsp_restart" ]; then
+            _vsp_prev_restart=${_vsp_prev%% *}
+            _vsp_prev_time=${_vsp_prev##* }
+          fi ;;
+      esac ;;
+  esac
+fi
 _vsp_write_beacon() {
   local st since rc tmp
   read -r st since rc < "$_vsp_bstate" || return 1
   tmp="$_vsp_bdir/.tmp-vsp-beacon-$_vsp_job-$BASHPID"
   mkdir -p -- "$_vsp_bdir" &&
-    printf '{"job": "%s", "restart": %s, "state": "%s", "since": %s, "time": %s, "rc": %s}\n' \
-      "$_vsp_job" "$_vsp_restart" "$st" "$since" "$(date +%s)" "$rc" > "$tmp" &&
+    printf '{"job": "%s", "restart": %s, "state": "%s", "since": %s, "time": %s, "rc": %s, %s}\n' \
+      "$_vsp_job" "$_vsp_restart" "$st" "$since" "$(_vsp_now)" "$rc" \
+      "\"prev_restart\": $_vsp_prev_restart, \"prev_time\": $_vsp_prev_time" > "$tmp" &&
     mv -f -- "$tmp" "$_vsp_bdir/vsp-beacon-$_vsp_job.json"
 } 2>/dev/null
 _vsp_write_comment() {
@@ -97,13 +135,54 @@ _vsp_write_comment() {
   scontrol update "JobId=$_vsp_job" \
     "Comment=$_vsp_bcomment vsp-beacon=$st:$_vsp_restart:$since:$rc"
 } >/dev/null 2>&1
+_vsp_purl=${VSP_PROGRESS_URL:-}
+case "$_vsp_purl" in http://*|https://*) ;; *) _vsp_purl="" ;; esac
+case "$_vsp_purl" in *[!A-Za-z0-9:/._~%+-]*) _vsp_purl="" ;; esac
+_vsp_prun=${VSP_PROGRESS_RUN:-}
+case "$_vsp_prun" in ''|*[!a-z0-9-]*) _vsp_purl="" ;; esac
+_vsp_metadata=http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default
+_vsp_publish() {  # STATE SINCE RC: one Pub/Sub message; the token never reaches argv
+  local auth="" tok="" a
+  case "$_vsp_purl" in
+    https://*)
+      tok=$(curl -sf --max-time 5 -H 'Metadata-Flavor: Google' "$_vsp_metadata/token" |
+        sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
+      [ -n "$tok" ] || return 1
+      auth="header = \"Authorization: Bearer $tok\"" ;;
+  esac
+  a="\"vsp_run\": \"$_vsp_prun\", \"job\": \"$_vsp_job\", \"restart\": \"$_vsp_restart\""
+  a="$a, \"state\": \"$1\", \"since\": \"$2\", \"time\": \"$(_vsp_now)\", \"rc\": \"$3\""
+  a="$a, \"prev_restart\": \"$_vsp_prev_restart\", \"prev_time\": \"$_vsp_prev_time\""
+  printf '%s\n' "$auth" | curl -sf --max-time 5 -K - -X POST -H 'Content-Type: application/json' \
+    -d "{\"messages\": [{\"attributes\": {$a}}]}" "$_vsp_purl"
+} >/dev/null 2>&1
 _vsp_beacon() {  # STATE [EXIT_CODE]
+  local now
+  now=$(_vsp_now)
+  if [ -n "$_vsp_purl" ] && [ "$1" != running ]; then
+    if [ "$1" = exiting ]; then
+      _vsp_publish "$1" "$now" "${2:-null}" || true  # the job ends next: not in the background
+    else
+      ( _vsp_publish "$1" "$now" "${2:-null}" || true ) &
+    fi
+  fi
   [ -n "$_vsp_channel" ] || return 0
-  printf '%s %s %s\n' "$1" "$(date +%s)" "${2:-null}" > "$_vsp_bstate" 2>/dev/null || return 0
+  printf '%s %s %s\n' "$1" "$now" "${2:-null}" > "$_vsp_bstate" 2>/dev/null || return 0
   if [ "$_vsp_channel" = file ]; then _vsp_write_beacon || true; else _vsp_write_comment || true; fi
 }
+if [ -n "$_vsp_purl" ]; then
+  if ! command -v curl >/dev/null 2>&1; then
+    echo "vsp: curl is not installed on this node: no progress messages; the step reads" \
+      "the beacon instead" >&2
+    _vsp_purl=""
+  elif ! _vsp_publish started "$(_vsp_now)" null; then
+    echo "vsp: cannot publish progress messages to ${_vsp_purl%:publish} (check that the" \
+      "nodes' service account may publish to the topic): the step reads the beacon instead" >&2
+    _vsp_purl=""
+  fi
+fi
 if [ -n "$_vsp_bdir" ]; then
-  if printf 'started %s null\n' "$(date +%s)" > "$_vsp_bstate" 2>/dev/null; then
+  if printf 'started %s null\n' "$(_vsp_now)" > "$_vsp_bstate" 2>/dev/null; then
     if _vsp_write_beacon; then
       _vsp_channel=file
     elif [ -n "$_vsp_bcomment" ] && _vsp_write_comment; then

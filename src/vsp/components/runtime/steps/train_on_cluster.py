@@ -12,11 +12,18 @@ from typing import Any
 
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
-from vsp.components.runtime.core import errors, gcs_paths, rest, run_identity, step
+from vsp.components.runtime.core import errors, gcs_paths, param_rules, rest, run_identity, step
 from vsp.components.runtime.slurm import api, job_checks
 from vsp.components.runtime.slurm import launcher as launchers
 from vsp.components.runtime.trainer import manifests
-from vsp.components.runtime.training import beacon, code_check, driver, hang, options_check
+from vsp.components.runtime.training import (
+    beacon,
+    code_check,
+    driver,
+    hang,
+    options_check,
+    progress_feed,
+)
 from vsp.components.runtime.training.backends import slurm
 
 log = logging.getLogger(__name__)
@@ -67,6 +74,7 @@ def main(
     keep_job_on_timeout: bool = False,
     launcher: str = "none",
     nccl_env_file: str = launchers.DEFAULT_NCCL_ENV_FILE,
+    progress_topic: str = "",
 ) -> tuple[list, str, str, int, str]:
     """The component's entry: its parameters in, its outputs out (see the component).
 
@@ -95,6 +103,8 @@ def main(
             lambda *p: launch.append(errors.SpecProblem(*p)),
             container_image=container_image,
         )
+        if (bad := param_rules.pubsub_topic(progress_topic)) is not None:
+            launch.append(errors.SpecProblem("progress_topic", progress_topic, *bad))
         if launch:
             raise errors.SpecValidationError("train_on_cluster", launch)
         code = code_check.resolve(code_uri, code_sha256, code_cache_dir)
@@ -143,6 +153,7 @@ def main(
             max_hangs=max_hangs,
             hang_rule=hang.HangRule(hang_floor_seconds, hang_step_factor),
             keep_job_on_timeout=keep_job_on_timeout,
+            progress_topic=progress_topic,
             **driver.component_options(
                 spot_price=spot_price_per_node_hour,
                 ondemand_price=ondemand_price_per_node_hour,
@@ -204,12 +215,16 @@ def train_on_cluster(
     pipeline_run: str = "",
     task_id: str = "",
     max_hangs: int = 1,
+    progress_topic: str = "",
+    feed_settings: progress_feed.FeedSettings | None = None,
     **supervise_options: Any,
 ) -> driver.TrainOutcome:
     """Spot training as Slurm jobs on a training cluster; see ``driver.supervise``.
 
     Staged code is read back and its sha256 checked, and a container image checked against
-    the cluster, before any job is submitted (``code_check``).
+    the cluster, before any job is submitted (``code_check``). With ``progress_topic`` (and a
+    poll plan) the jobs publish their state changes there and the step waits on them
+    (``progress_feed``, pulled as ``feed_settings`` say).
     """
     if not training.command:
         raise errors.UserError("command is empty. Fix: give the trainer's argv as a list.")
@@ -246,6 +261,12 @@ def train_on_cluster(
         max_hangs=max_hangs,
     )
     settings = supervise_options.get("poll_settings")
+    key = driver.run_key_for(pipeline_run, cluster_id, run_key, task_id)
+    feed = None
+    if progress_topic and settings:
+        feed = progress_feed.ProgressFeed(
+            progress_topic, key, location, feed_settings or progress_feed.FeedSettings()
+        )
     backend = slurm.SlurmBackend(
         client,
         training,
@@ -254,11 +275,13 @@ def train_on_cluster(
         beacon_dir=beacon.folder_for(training.checkpoint_dir) if settings else "",
         beacon_heartbeat=settings.heartbeat_seconds if settings else 0.0,
         cache_seconds=settings.cache_seconds if settings else 0.0,
+        progress_env=feed.environment() if feed else None,
     )
     return driver.supervise(
         backend,
         strategy,
-        driver.run_key_for(pipeline_run, cluster_id, run_key, task_id),
+        key,
+        progress_feed=feed,
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
         report_notes=notes,

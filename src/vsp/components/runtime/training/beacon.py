@@ -11,11 +11,13 @@ Vertex (``callSlurmRestApi``) only when the beacon changes, goes stale, or after
 
 Document (every field written by the batch shell, none taken from a parameter)::
 
-    {"job": "123", "restart": 0, "state": "running", "since": 1767225600,
-     "time": 1767225615, "rc": null}
+    {"job": "123", "restart": 1, "state": "running", "since": 1767225600,
+     "time": 1767225615, "rc": null, "prev_restart": 0, "prev_time": 1767225480}
 
 ``since`` is when the state was entered and ``time`` when the file was written (epoch seconds by
-the cluster's clock; the step never compares them with its own clock). A requeued job starts
+the cluster's clock). ``prev_restart`` and ``prev_time`` are the restart count and ``time`` of
+the copy an earlier run of the job left, read when this run started (null when none): a run
+lost without notice wrote nothing after it, which dates that run's end. A requeued job starts
 again with ``restart`` one higher (``SLURM_RESTART_COUNT``), so a requeue shows in the beacon even
 when no Vertex poll saw the job PENDING.
 
@@ -64,6 +66,9 @@ class Beacon:
         since: Epoch seconds (cluster clock) the state was entered.
         time: Epoch seconds (cluster clock) this copy was written (moves at each heartbeat).
         rc: The payload's exit code with ``exiting``; None otherwise.
+        prev_restart: The earlier run whose beacon this run found when it started (None: none).
+        prev_time: When that run last wrote it: a run lost without notice wrote nothing
+            after, so it ended within a heartbeat of that time (``poll_window.last_write``).
     """
 
     job: str
@@ -72,16 +77,13 @@ class Beacon:
     since: float
     time: float
     rc: int | None = None
+    prev_restart: int | None = None
+    prev_time: float | None = None
 
     @property
     def key(self) -> tuple[int, str, float]:
         """What identifies a state change: the run (restart count), the state, when entered."""
         return (self.restart, self.state, self.since)
-
-    def of(self, job_id: str, restart: int) -> bool:
-        """Whether this run of that job wrote it: then its ``time`` (the cluster's clock, as the
-        checkpoint history's) proves that run was alive then (``poll_window``)."""
-        return self.job == job_id and self.restart == restart
 
     @property
     def live(self) -> bool:
@@ -104,9 +106,19 @@ class Beacon:
                 since=float(data["since"]),
                 time=float(data["time"]),
                 rc=None if rc is None else int(rc),
+                **previous(data.get("prev_restart"), data.get("prev_time")),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
+
+
+def previous(restart: object, time: object) -> dict[str, int | float]:
+    """``prev_restart`` and ``prev_time`` for ``Beacon`` from a document's values ({} when
+    absent or not numbers: JSON null, the batch script's ``null``)."""
+    try:
+        return {"prev_restart": int(restart), "prev_time": float(time)}  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return {}
 
 
 def folder_for(checkpoint_dir: str) -> str:

@@ -38,6 +38,7 @@ from vsp.components.runtime.training import (
 )
 from vsp.components.runtime.training import metrics as training_metrics
 from vsp.components.runtime.training.backends import interface
+from vsp.components.runtime.training.progress_feed import ProgressFeed
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,7 @@ def supervise(
     report_notes: Sequence[tuple[str, str]] = (),
     hang_rule: hang.HangRule | None = None,
     keep_job_on_timeout: bool = False,
+    progress_feed: ProgressFeed | None = None,
 ) -> TrainOutcome:
     """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
 
@@ -195,10 +197,12 @@ def supervise(
 
     The metrics include ``vertex_calls``, ``storage_calls`` (Cloud Storage reads) and
     ``api_calls`` (both), each also per job-hour the step supervised the run
-    (``poll_plan.call_metrics``); ``poll_settings`` lets a backend that writes beacons call
+    (``metrics.call_metrics``); ``poll_settings`` lets a backend that writes beacons call
     Vertex only when the beacon asks for it (``poll_plan``). ``hang_rule`` cancels and resubmits an
     attempt whose trainer stopped making step progress (``hang``); at ``timeout_seconds`` the
-    running attempt is cancelled unless ``keep_job_on_timeout``.
+    running attempt is cancelled unless ``keep_job_on_timeout``. With ``progress_feed`` the
+    run's subscription is opened before the first submit and deleted at the end, and polls wait
+    on its pulls (``progress_feed``); its calls are the ``pubsub_calls`` metric.
 
     Raises:
         errors.UserError: The trainer failed beyond its restart budget.
@@ -216,10 +220,13 @@ def supervise(
         poll_settings=poll_settings,
         hang_rule=hang_rule,
         keep_job_on_timeout=keep_job_on_timeout,
+        progress_feed=progress_feed,
     )
     failure: BaseException | None = None
     began = loop.clock.now()
     try:
+        if progress_feed is not None:
+            progress_feed.open()
         result = loop.run()
     except (errors.VspError, errors.StepCancelled) as exc:
         failure = exc
@@ -230,12 +237,16 @@ def supervise(
             vertex_calls=loop.vertex_calls(),
             storage_calls=loop.storage_calls(),
             observations=list(loop.observations),
+            pubsub_calls=loop.pubsub_calls(),
         )
     else:
         problem = model_check.foreign_model_problem(model_dir, run_key)
         if problem:  # nothing to register: fail before the registration step runs
             log.error("%s", problem)
             failure = errors.UserError(problem)
+    finally:
+        if progress_feed is not None:
+            progress_feed.close()
     supervised = loop.clock.now() - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
     records = own_records(history.read(checkpoint_dir) if visible else None, result.events)
@@ -243,7 +254,11 @@ def supervise(
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), history=records, now=now
     )
-    metrics.update(poll_plan.call_metrics(result.vertex_calls, supervised, result.storage_calls))
+    metrics.update(
+        training_metrics.call_metrics(
+            result.vertex_calls, supervised, result.storage_calls, loop.pubsub_calls()
+        )
+    )
     losses = _losses(model_dir)
     if losses:
         metrics["final_loss"] = losses[-1]

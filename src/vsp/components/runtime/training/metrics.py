@@ -121,3 +121,28 @@ def compute(
     elif not any(i.ended_by in INTERRUPTIONS for i in intervals):
         metrics["work_lost_node_seconds"] = 0.0
     return metrics
+
+
+def call_metrics(
+    calls: int, seconds: float, storage_calls: int = 0, pubsub_calls: int = 0
+) -> dict[str, float]:
+    """The step's API calls: ``vertex_calls`` (Vertex, Slurm through Vertex included),
+    ``storage_calls`` (Cloud Storage reads that reached Cloud Storage), ``pubsub_calls`` (the
+    progress messages' pulls and the rest, when used) and ``api_calls`` (all), each also per
+    job-hour when time passed.
+
+    Args:
+        calls: Vertex API calls the step made for the run.
+        seconds: Wall seconds the step supervised the run.
+        storage_calls: Cloud Storage reads the step made while it watched the run.
+        pubsub_calls: Pub/Sub calls for the job's progress messages.
+    """
+    counts = {"vertex_calls": calls, "storage_calls": storage_calls}
+    if pubsub_calls:
+        counts["pubsub_calls"] = pubsub_calls
+    counts["api_calls"] = calls + storage_calls + pubsub_calls
+    found = {name: float(value) for name, value in counts.items()}
+    if seconds > 0:
+        for name, value in counts.items():
+            found[f"{name}_per_job_hour"] = round(value * 3600.0 / seconds, 1)
+    return found

@@ -9,6 +9,11 @@ read. Two kinds, side by side:
   beacon is read when the plan says so, Vertex is called only when the plan says so, the poll
   interval is the plan's, and the job's log (maybe on Cloud Storage, each read a call) is read on
   a state change and otherwise every ``cap_seconds``.
+* ``Pushed``: ``Planned``, and between looks the step waits on a pull of the job's progress
+  messages (``progress_feed``) instead of sleeping: a message ends the wait, and its state is
+  a fresh look at the beacon. Once a job's messages arrive its plan reads the beacon file
+  rarely (``PlanSettings.pushed``); a job Vertex says runs that sent none in two whole pulls
+  cannot publish (its log says why): the step stops pulling and polls as ``Planned``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import logging
 from collections.abc import Callable
 
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training import poll_plan, progress_feed
 from vsp.components.runtime.training.backends.interface import TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.recovery import Attempt
@@ -54,6 +59,11 @@ class Looks(abc.ABC):
     @abc.abstractmethod
     def delay_for(self) -> Callable[[Attempt], float] | None:
         """Seconds until the next poll, from the attempt (None: the poller's backoff)."""
+
+    def waiter(self) -> Callable[[float], None] | None:
+        """Waits up to the given seconds between polls, less when a message comes (None: the
+        poller sleeps)."""
+        return None
 
 
 class EveryPoll(Looks):
@@ -124,11 +134,97 @@ class Planned(Looks):
         return lambda _: self.plan.next_look()
 
 
+class Pushed(Planned):
+    """``Planned`` looks that wait on the job's progress messages between polls.
+
+    Args:
+        backend: Where the attempt runs (its jobs write beacons and publish messages).
+        settings: The plan's intervals.
+        clock: Monotonic time source (the supervisor's).
+        feed: The run's subscription (opened).
+    """
+
+    def __init__(
+        self,
+        backend: TrainingBackend,
+        settings: poll_plan.PlanSettings,
+        clock: polling.Clock,
+        feed: progress_feed.ProgressFeed,
+    ):
+        super().__init__(backend, settings, clock)
+        self.feed = feed
+        self.listening = True
+        self._job = ""
+        self._quiet_pulls = 0  # pulls since Vertex said RUNNING, no message from the job yet
+
+    def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
+        self._job = attempt.job_id
+        now = self.clock.now()
+        self._check_quiet(attempt.job_id)
+        pushed = self.feed.latest(attempt.job_id)
+        if pushed is not None:
+            self.plan.push_on()
+        read = self.plan.read_due(now)
+        self.read_now = read
+        seen = self.plan.last_beacon
+        beacon = progress_feed.newest(self.backend.beacon(attempt) if read else seen, pushed)
+        return beacon, self.plan.look(now, beacon, read=read)
+
+    def _check_quiet(self, job_id: str) -> None:
+        """Stops pulling when a job Vertex said runs sent no message in two whole pulls (its
+        ``started`` is sent before it runs anything)."""
+        if not self.listening or self.feed.latest(job_id) is not None:
+            self._quiet_pulls = 0
+            return
+        if self._quiet_pulls >= 2:
+            self.listening = False
+            log.warning(
+                "job %s runs but sent no progress message to %s (its log says why): the step "
+                "reads its beacon instead",
+                job_id,
+                self.feed.topic,
+            )
+
+    def waiter(self) -> Callable[[float], None] | None:
+        return self._wait
+
+    def _wait(self, seconds: float) -> None:
+        """Pulls until a newer state of the job comes or ``seconds`` have passed; a pull is
+        never cut short, so the wait may end up to one pull's hold late (the next look's
+        Vertex call with it: only slow rules wait on that, each change the job can tell
+        comes as a message). Sleeps when not listening, or for a short wait (the plan expects
+        Vertex to show a change the job cannot tell, as a requeue after the job's exit)."""
+        end = self.clock.now() + seconds
+        least = self.feed.settings.least_wait_seconds
+        while True:
+            left = end - self.clock.now()
+            if left <= 0:
+                return
+            if not self.listening or left < least:
+                self.clock.sleep(left)
+                return
+            started = self.clock.now()
+            before = self.feed.latest(self._job)
+            running = self.plan.vertex_state == poll_plan.RUNNING
+            self.feed.pull()
+            if self.feed.latest(self._job) != before:
+                return
+            if running and before is None:
+                self._quiet_pulls += 1
+            if self.clock.now() - started < least:  # answered early, empty: do not spin
+                self.clock.sleep(min(least, max(0.0, end - self.clock.now())))
+
+
 def for_backend(
-    backend: TrainingBackend, settings: poll_plan.PlanSettings | None, clock: polling.Clock
+    backend: TrainingBackend,
+    settings: poll_plan.PlanSettings | None,
+    clock: polling.Clock,
+    feed: progress_feed.ProgressFeed | None = None,
 ) -> Looks:
-    """``Planned`` when ``settings`` is set and the backend's jobs write beacons, else
-    ``EveryPoll``."""
+    """``Pushed`` when ``feed`` is set too, ``Planned`` when ``settings`` is set and the
+    backend's jobs write beacons, else ``EveryPoll``."""
     if settings is not None and backend.writes_beacons:
+        if feed is not None:
+            return Pushed(backend, settings, clock, feed)
         return Planned(backend, settings, clock)
     return EveryPoll()

@@ -35,6 +35,12 @@ progress reads and the job's log add a few (``supervisor``). A change nothing an
 preemption, the job's end) is seen within one look interval, so the p95 detection time is near
 ``0.95 x 100 s``: a look every 30 s would bring it to 30 s but cost 120 calls per job-hour.
 
+With progress messages (``progress_feed``: the job publishes its changes to Pub/Sub and the
+step waits on a pull between looks) each change the job can tell is seen in seconds; the plan
+then switches to ``PlanSettings.pushed`` (``push_on``): the beacon file is read every
+``push_read_seconds`` only, and after a notice Vertex is not asked until the exit message
+came or ``fallback_seconds`` passed.
+
 Pure: time is passed in (monotonic seconds of an injectable ``polling.Clock``), the plan reads
 nothing and calls nothing, so the runtime and the benchmark (``benchmarks/polling/run.py``) run the
 same code. ``SharedPlan`` merges the plans of many jobs on one cluster: one list call
@@ -68,6 +74,8 @@ class PlanSettings:
         pending_seconds: Between Vertex calls while the job is PENDING.
         cache_seconds: How long the step's Cloud Storage FUSE mount serves a read from its
             cache (``storage_reads.FUSE_TTL_SECONDS``, gcsfuse's default ``ttl-secs``).
+        push_read_seconds: Between two reads of the beacon file once the job's progress
+            messages arrive (``progress_feed``; see ``pushed``).
     """
 
     beacon_seconds: float = 100.0
@@ -77,6 +85,7 @@ class PlanSettings:
     fallback_seconds: float = 100.0
     pending_seconds: float = 60.0
     cache_seconds: float = storage_reads.FUSE_TTL_SECONDS
+    push_read_seconds: float = 600.0
 
     @classmethod
     def for_poll_seconds(
@@ -99,6 +108,21 @@ class PlanSettings:
             fallback_seconds=look,
             pending_seconds=3 * p,
             cache_seconds=float(cache_seconds),
+            push_read_seconds=max(30 * p, look),
+        )
+
+    def pushed(self) -> PlanSettings:
+        """The settings once the job's progress messages arrive (``progress_feed``).
+
+        Each change the job itself can tell (its start, a notice, its end) then comes as a
+        message the step waits on, so the beacon file is only read every ``push_read_seconds``
+        (for a node lost without notice), and it is lost after that plus ``stale_seconds``
+        unchanged. (``PollPlan`` also waits up to ``fallback_seconds`` after a notice for the
+        job's exit message before it asks Vertex.)
+        """
+        read = max(self.push_read_seconds, self.read_seconds)
+        return dataclasses.replace(
+            self, beacon_seconds=read, stale_seconds=read + self.stale_seconds
         )
 
     @property
@@ -162,6 +186,14 @@ class PollPlan:
         self._last_read: float | None = None
         self._pending_key: tuple | None = None
         self._vertex_restart: int | None = None
+        self.pushed = False
+        self.waiting = False  # for the exit message after a notice (``pushed`` only)
+
+    def push_on(self) -> None:
+        """Switches to ``PlanSettings.pushed``: the job's progress messages arrive."""
+        if not self.pushed:
+            self.pushed = True
+            self.settings = self.settings.pushed()
 
     @property
     def last_beacon(self) -> Beacon | None:
@@ -216,13 +248,24 @@ class PollPlan:
             if since_call >= s.fallback_seconds:
                 return "look at the job's comment"
             return ""
+        # With messages, a notice waits for the job's exit message, which tells more than
+        # Vertex can while the job still runs out its notice.
+        noticed = self._changed_at if self._changed_at is not None else now
+        waiting = (
+            self.pushed
+            and beacon is not None
+            and beacon.state == "notice"
+            and now - noticed < s.fallback_seconds
+        )
+        self.waiting = waiting
         if beacon is not None and beacon.key != self._called_key and not self._agrees(beacon):
-            return f"beacon: {beacon.state} (run {beacon.restart})"
+            if not waiting:
+                return f"beacon: {beacon.state} (run {beacon.restart})"
         if self.beacon_missing or (not self.beacon_ever_seen and self.vertex_state == RUNNING):
             if since_call >= s.fallback_seconds:
                 return "beacon lost: polling at the fallback interval"
             return ""
-        if self._disagrees(beacon) and since_call >= s.expect_seconds:
+        if self._disagrees(beacon) and since_call >= s.expect_seconds and not waiting:
             return f"beacon says {beacon.state}, Vertex said {self.vertex_state}"
         if self.vertex_state == PENDING and since_call >= s.pending_seconds:
             # A beacon that moves shows the next start itself; one still for stale_seconds
@@ -297,31 +340,15 @@ class PollPlan:
 
     def next_look(self) -> float:
         """Seconds until the next look: the look interval, or ``expect_seconds`` while the
-        job is pending or Vertex and the beacon disagree (such looks reuse the cached read)."""
+        job is pending or Vertex and the beacon disagree (such looks reuse the cached read).
+        With messages a pending job's next start and a notice's exit come as messages: the
+        look interval then."""
         s = self.settings
         base = s.fallback_seconds if self.channel == COMMENT else s.read_seconds
-        if self.vertex_state in (None, PENDING) or self._disagrees(self._seen):
+        pending = self.vertex_state is None or (self.vertex_state == PENDING and not self.pushed)
+        if pending or (self._disagrees(self._seen) and not self.waiting):
             return min(base, s.expect_seconds)
         return base
-
-
-def call_metrics(calls: int, seconds: float, storage_calls: int = 0) -> dict[str, float]:
-    """The step's API calls: ``vertex_calls`` (Vertex, Slurm through Vertex included),
-    ``storage_calls`` (Cloud Storage reads that reached Cloud Storage) and ``api_calls`` (both),
-    each also per job-hour when time passed.
-
-    Args:
-        calls: Vertex API calls the step made for the run.
-        seconds: Wall seconds the step supervised the run.
-        storage_calls: Cloud Storage reads the step made while it watched the run.
-    """
-    counts = {"vertex_calls": calls, "storage_calls": storage_calls}
-    counts["api_calls"] = calls + storage_calls
-    found = {name: float(value) for name, value in counts.items()}
-    if seconds > 0:
-        for name, value in counts.items():
-            found[f"{name}_per_job_hour"] = round(value * 3600.0 / seconds, 1)
-    return found
 
 
 class SharedPlan:

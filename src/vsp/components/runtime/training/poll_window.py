@@ -6,12 +6,16 @@ Signs of life narrow it further: a beacon the running job wrote at ``t`` moves t
 to ``t``; and when a later read still showed that same write although the job's heartbeat would
 have rewritten it by ``t + heartbeat`` (a read at ``R`` reflects the file as of ``R - cache`` at
 worst), the job was gone by then, so an end seen now is dated within ``[t, t + heartbeat]``
-(``ended``), not in the middle of the long wait until the step noticed. Hand-rolled.
+(``ended``), not in the middle of the long wait until the step noticed. A later run that
+found the job's beacon tells the last write of the run before it (``last_write``): that run was
+gone within a heartbeat of it, however rarely the step looked. Hand-rolled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from vsp.components.runtime.training.beacon import Beacon
 
 
 class PollWindow:
@@ -61,6 +65,40 @@ class PollWindow:
         quiet = self._quiet_read is not None and self._quiet_read - cache >= written + heartbeat
         self._gone_by = written + heartbeat if heartbeat > 0 and quiet else None
 
+    def evidence(
+        self,
+        beacon: Beacon,
+        job_id: str,
+        restart: int,
+        *,
+        read_at: float | None,
+        heartbeat: float,
+        cache: float,
+    ) -> None:
+        """What ``beacon`` tells of run ``restart`` of ``job_id``, the one Vertex saw RUNNING:
+        written by that run, it was alive at the beacon's ``time`` (``alive``); written by a
+        later run that found that run's last write, it was gone within a heartbeat of that
+        (``last_write``); anything else tells nothing of it."""
+        if beacon.job != job_id:
+            return
+        if beacon.restart == restart:
+            self.alive(beacon.time, read_at=read_at, heartbeat=heartbeat, cache=cache)
+        elif beacon.prev_time is not None and beacon.prev_restart == restart < beacon.restart:
+            self.last_write(beacon.prev_time, heartbeat)
+
+    def last_write(self, written: float, heartbeat: float) -> None:
+        """The running job's last write, known to be its last (a later run of the job found
+        it when it started): the run was alive then, and gone ``heartbeat`` seconds after."""
+        written = min(written, self.wall())
+        self.previous = max(self.previous, written)
+        if heartbeat > 0:
+            self._gone_by = written + heartbeat
+
+    @property
+    def bounded(self) -> bool:
+        """Whether this poll knows when the running job was gone by (``ended`` is bounded)."""
+        return self._gone_by is not None and self._gone_by >= self.previous
+
     def close(self) -> None:
         """Call after the poll's changes are recorded: the next window starts at this poll."""
         self.previous = max(self.previous, self.current)
@@ -74,7 +112,7 @@ class PollWindow:
         """Best estimate of the end of the run that was alive (``alive``) seen by this poll:
         ``when``, bounded by the time the run's silence shows it was gone."""
         high = max(self.previous, self.wall())
-        if self._gone_by is not None and self._gone_by >= self.previous:
+        if self.bounded:
             high = min(high, self._gone_by)
         return self._within(self.previous, high, reported)
 

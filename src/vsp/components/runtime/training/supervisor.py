@@ -21,15 +21,16 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from vsp.components.runtime.core import errors, gcp_resources, polling
+from vsp.components.runtime.core import errors, gcp_resources, polling, step
 from vsp.components.runtime.core.errors import StepCancelled
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.training import hang, poll_looks, poll_plan
 from vsp.components.runtime.training.backends.interface import RunResult, TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.poll_window import PollWindow
+from vsp.components.runtime.training.progress_feed import ProgressFeed
 from vsp.components.runtime.training.recovery import Attempt, RecoveryStrategy, Target
 
 log = logging.getLogger(__name__)
@@ -38,24 +39,6 @@ DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=60.0)
 # The line before the job's log tail in a failed run's error (the local console quotes the
 # lines after it whole: a trainer's traceback is the point of the message there).
 LOG_TAIL_HEADING = "last lines of the job's log:"
-
-
-@contextlib.contextmanager
-def cancel_on_sigterm() -> Iterator[None]:
-    """Turns SIGTERM into ``StepCancelled`` while the block runs (main thread only)."""
-
-    def handler(signum, frame):
-        raise StepCancelled(f"received signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: nothing to install
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class TrainingSupervisor:
@@ -77,6 +60,8 @@ class TrainingSupervisor:
             a floor of 0: no hang detection.
         keep_job_on_timeout: When ``timeout`` passes, leave the running job as it is (True)
             instead of cancelling it (False, the default).
+        progress_feed: The run's progress messages (opened by the caller): polls wait on its
+            pulls (``poll_looks.Pushed``); None: they sleep.
     """
 
     def __init__(
@@ -94,6 +79,7 @@ class TrainingSupervisor:
         poll_settings: poll_plan.PlanSettings | None = None,
         hang_rule: hang.HangRule | None = None,
         keep_job_on_timeout: bool = False,
+        progress_feed: ProgressFeed | None = None,
     ):
         self.backend = backend
         self.strategy = strategy
@@ -112,6 +98,7 @@ class TrainingSupervisor:
         self.hang_watch = hang.HangWatch(hang_rule) if hang_rule and hang_rule.enabled else None
         self.keep_job_on_timeout = keep_job_on_timeout
         self.observations: list[dict] = []
+        self.progress_feed = progress_feed
 
     def storage_calls(self) -> int:
         """Cloud Storage reads so far (``storage_reads``; 0 when the backend reads none)."""
@@ -131,6 +118,10 @@ class TrainingSupervisor:
         if any(last.get(k) != v for k, v in seen.items()):
             self.observations.append({"time": self.wall(), "called": called, **seen})
 
+    def pubsub_calls(self) -> int:
+        """Pub/Sub calls so far for the progress messages (0 without them)."""
+        return 0 if self.progress_feed is None else self.progress_feed.calls
+
     def vertex_calls(self) -> int:
         """Vertex calls so far: requests the backend counted, else state refreshes."""
         counted = self.backend.api_calls()
@@ -145,11 +136,14 @@ class TrainingSupervisor:
 
     def _changes(self, attempt: Attempt, before: Outcome, window: PollWindow) -> None:
         """Events of what a poll saw change, timed in its window. A restart count that rose
-        while the job runs (or ran) again ends the old stretch at the new run's start."""
+        while the job runs (or ran) again ends the old stretch at the new run's start, or
+        earlier when the old run's last write is known (``PollWindow.last_write``)."""
         ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
         if attempt.requeues > self._seen_requeues.get(attempt.job_id, attempt.requeues):
             restart = window.when(attempt.run_started_at) if ran_again else window.ended()
-            self._event(attempt, "requeued", restart)
+            # The old run's end: at the new start, unless its last write bounds it earlier.
+            end = min(window.ended(), restart) if ran_again and window.bounded else restart
+            self._event(attempt, "requeued", end)
             if ran_again and before is Outcome.RUNNING:
                 self._event(attempt, "running", restart)
         self._seen_requeues[attempt.job_id] = attempt.requeues
@@ -198,7 +192,9 @@ class TrainingSupervisor:
         pending_since = self.clock.now()
         seen_requeues = attempt.requeues
         switch = ""
-        looks = poll_looks.for_backend(self.backend, self.poll_settings, self.clock)
+        looks = poll_looks.for_backend(
+            self.backend, self.poll_settings, self.clock, self.progress_feed
+        )
         self._seen_requeues.setdefault(attempt.job_id, attempt.requeues)
         window = PollWindow(self.wall, self.backend.time_resolution, self.wall())
         stall: hang.Stall | None = None
@@ -207,9 +203,11 @@ class TrainingSupervisor:
             nonlocal pending_since, seen_requeues, switch, stall
             before = attempt.outcome
             beacon, called = looks.before_call(attempt)
-            if before is Outcome.RUNNING and beacon and beacon.of(attempt.job_id, attempt.requeues):
-                window.alive(  # the run Vertex saw RUNNING wrote it: alive then
-                    beacon.time,
+            if before is Outcome.RUNNING and beacon is not None:  # of the run Vertex saw
+                window.evidence(
+                    beacon,
+                    attempt.job_id,
+                    attempt.requeues,
                     read_at=self.wall() if looks.read_now else None,
                     heartbeat=looks.heartbeat_seconds,
                     cache=looks.cache_seconds,
@@ -269,6 +267,7 @@ class TrainingSupervisor:
                 clock=self.clock,
                 describe=describe,
                 delay_for=looks.delay_for(),
+                wait=looks.waiter(),
             )
         except errors.TimeoutExceededError as exc:
             raise self._timed_out(attempt, exc) from exc
@@ -332,7 +331,7 @@ class TrainingSupervisor:
                 ", ".join(f"{a.job_id}={a.outcome.value}" for a in self.attempts),
             )
             self._record()
-        with cancel_on_sigterm():
+        with step.cancel_on_sigterm():
             try:
                 return self._drive(start, deadline, reattached)
             except (StepCancelled, KeyboardInterrupt):
@@ -379,6 +378,7 @@ class TrainingSupervisor:
                     self.vertex_calls(),
                     self.storage_calls(),
                     list(self.observations),
+                    self.pubsub_calls(),
                 )
             decision = self.strategy.after(self.attempts)
             log.info(

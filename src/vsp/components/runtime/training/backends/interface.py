@@ -92,6 +92,8 @@ class RunResult:
             progress, log), those the modelled FUSE cache served not included.
         observations: What the step knew of each attempt whenever it changed (the
             supervisor's ``_observe``), for detection times.
+        pubsub_calls: Pub/Sub calls for the job's progress messages (``progress_feed``:
+            subscription, pulls, acknowledgements).
     """
 
     attempts: list[Attempt]
@@ -101,6 +103,7 @@ class RunResult:
     vertex_calls: int = 0
     storage_calls: int = 0
     observations: list[dict] = dataclasses.field(default_factory=list)
+    pubsub_calls: int = 0
 
     @property
     def preemptions(self) -> int:

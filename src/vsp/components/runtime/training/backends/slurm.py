@@ -115,6 +115,8 @@ class SlurmBackend(TrainingBackend):
         beacon_heartbeat: Longest time between two beacon writes while nothing changes, s.
         cache_seconds: The step's Cloud Storage FUSE cache time, which its counted reads model
             (``storage_reads``).
+        progress_env: Environment that makes each job publish its state changes
+            (``progress_feed.ProgressFeed.environment``; empty: none).
     """
 
     resource_type = "SlurmJob"
@@ -129,6 +131,7 @@ class SlurmBackend(TrainingBackend):
         beacon_dir: str = "",
         beacon_heartbeat: float = beacon_lib.DEFAULT_HEARTBEAT_SECONDS,
         cache_seconds: float = storage_reads.FUSE_TTL_SECONDS,
+        progress_env: dict[str, str] | None = None,
     ):
         self.reads = storage_reads.StorageReads(
             cache_seconds,
@@ -137,6 +140,7 @@ class SlurmBackend(TrainingBackend):
         )
         self._comment_beacons: dict[str, beacon_lib.Beacon | None] = {}
         self.pipeline_run = pipeline_run
+        self.progress_env = dict(progress_env or {})
         self.beacon_dir = beacon_dir
         self.beacon_heartbeat = beacon_heartbeat
         self._logs = job_logs.LogFollower()
@@ -185,6 +189,7 @@ class SlurmBackend(TrainingBackend):
         beacon_env = beacon_lib.environment(
             self.beacon_dir, self.beacon_heartbeat, comment=described.comment
         )
+        beacon_env.update(self.progress_env)
         return dataclasses.replace(described, environment={**environment, **beacon_env})
 
     def _description(
