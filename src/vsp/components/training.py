@@ -175,9 +175,10 @@ def train_on_cluster(
         progress_topic: Pub/Sub topic ``projects/P/topics/T`` (it must exist) where each job
             publishes its state changes (start, preemption notice, end) for this step, which
             waits on them between polls and so sees a change within seconds instead of
-            within a poll interval (up to about 100 s). The step creates and deletes a
-            subscription of its own; the nodes need curl and leave to publish, the step's
-            service account leave to subscribe. '' = none: polls only.
+            within a poll interval (up to about 100 s). Needs checkpoint_dir on Cloud Storage
+            (the poll plan it speeds up reads the beacon beside it). The step creates and
+            deletes a subscription of its own; the nodes need curl and permission to publish,
+            the step's service account permission to subscribe. '' = none: polls only.
 
     Returns:
         job_ids: Slurm job ids of every attempt, oldest first.

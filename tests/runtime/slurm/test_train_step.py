@@ -146,26 +146,30 @@ def test_hostile_parameters_reach_the_trainer_unchanged(cluster, tmp_path):
 
 
 STEP = """
-import sys
+import os, sys
 from vsp.components.runtime.core import polling, step
 from vsp.components.runtime.steps import train_on_cluster
+from vsp.components.runtime.training import poll_plan, progress_feed
 from vsp.components.runtime.training.backends import slurm
 step.configure_logging()
-work = sys.argv[1]
+work, topic = sys.argv[1], sys.argv[2]
+ckpt = os.environ["VSP_GCS_FUSE_ROOT"] + "/bucket/ckpt" if topic else work + "/ckpt"
+push = {"progress_topic": topic, "poll_settings": poll_plan.PlanSettings.for_poll_seconds(0.4),
+        "feed_settings": progress_feed.FeedSettings(pull_seconds=120)} if topic else {}
 spec = slurm.SlurmTraining(
     command=[sys.executable, "-m", "vsp.examples.trainer",
              "--steps", "400", "--step-seconds", "0.05"],
-    working_directory=work, checkpoint_dir=work + "/ckpt", model_dir=work + "/model")
+    working_directory=work, checkpoint_dir=ckpt, model_dir=work + "/model")
 step.run_step("train", lambda: train_on_cluster.train_on_cluster(
     project="test-project", location="us-central1", cluster_id="llmtrain", training=spec,
     spot_partition="spot", run_key="run-x", gcp_resources_path=work + "/gcp_resources",
-    poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0)))
+    poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0), **push))
 """
 
 
-def _start_step(tmp_path):
+def _start_step(tmp_path, topic=""):
     return subprocess.Popen(
-        [sys.executable, "-c", STEP, str(tmp_path / "shared")],
+        [sys.executable, "-c", STEP, str(tmp_path / "shared"), topic],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -199,6 +203,32 @@ def test_cancel_sends_delete_and_the_job_ends_cancelled(cluster, tmp_path):
     while "CANCELLED" not in json.dumps(cluster.app.slurm.jobs(CLUSTER)):
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+def test_cancel_interrupts_a_held_pull_and_the_subscription_is_deleted(
+    cluster, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("VSP_GCS_FUSE_ROOT", str(tmp_path / "gcs"))
+    cluster.app.update_settings(pubsub_pull_hold_seconds=60.0)
+    topic = "projects/test-project/topics/progress"
+    step_process = _start_step(tmp_path, topic)
+    _wait_running(cluster)
+    deadline = time.monotonic() + 30
+    while not any(e["path"].endswith(":pull") for e in cluster.journal()):
+        assert time.monotonic() < deadline, "the step never pulled"
+        time.sleep(0.1)
+    time.sleep(0.5)  # inside a pull the emulator holds for 60 s
+    started = time.monotonic()
+    step_process.send_signal(signal.SIGTERM)
+    output, _ = step_process.communicate(timeout=50)
+    assert step_process.returncode == 143, output
+    assert time.monotonic() - started < 20, output  # not at the end of the 60 s hold
+    assert "CANCELLED" in json.dumps(cluster.app.slurm.jobs(CLUSTER)) or any(
+        e["body"]["method"] == "HTTP_METHOD_DELETE"
+        for e in slurm_calls(cluster, "/slurm/v0.0.42/job/")
+    )
+    subscriptions = [e for e in cluster.journal() if "/subscriptions/" in e["path"]]
+    assert subscriptions[-1]["method"] == "DELETE" and subscriptions[-1]["status"] == 200
 
 
 @pytest.mark.slow

@@ -235,6 +235,22 @@ def train_on_cluster(
             "attempt can reach (the component's '' picks one on Cloud Storage beside model_dir)."
         )
     pipeline_run = run_identity.ensure(pipeline_run, "train_on_cluster")
+    settings = supervise_options.get("poll_settings")
+    beacon_dir = beacon.folder_for(training.checkpoint_dir) if settings else ""
+    key = driver.run_key_for(pipeline_run, cluster_id, run_key, task_id)
+    feed = None
+    if progress_topic:  # checked before any call
+        feed = progress_feed.ProgressFeed(
+            progress_topic, key, location, feed_settings or progress_feed.FeedSettings()
+        )
+        if not beacon_dir:
+            log.warning(
+                "progress_topic is not used: the step waits on the job's messages between the "
+                "looks of its poll plan, which needs the checkpoints on Cloud Storage (gs:// or "
+                "/gcs/); with checkpoint_dir %s it polls Vertex every poll_seconds",
+                training.checkpoint_dir,
+            )
+            feed = None
     ref = resource.ClusterRef(project, location, cluster_id)
     vertex = rest.VertexRestClient(location)
     client = api.SlurmClient(vertex, ref)
@@ -260,19 +276,12 @@ def train_on_cluster(
         capacity_wait_seconds=capacity_wait_seconds,
         max_hangs=max_hangs,
     )
-    settings = supervise_options.get("poll_settings")
-    key = driver.run_key_for(pipeline_run, cluster_id, run_key, task_id)
-    feed = None
-    if progress_topic and settings:
-        feed = progress_feed.ProgressFeed(
-            progress_topic, key, location, feed_settings or progress_feed.FeedSettings()
-        )
     backend = slurm.SlurmBackend(
         client,
         training,
         targets,
         pipeline_run=pipeline_run,
-        beacon_dir=beacon.folder_for(training.checkpoint_dir) if settings else "",
+        beacon_dir=beacon_dir,
         beacon_heartbeat=settings.heartbeat_seconds if settings else 0.0,
         cache_seconds=settings.cache_seconds if settings else 0.0,
         progress_env=feed.environment() if feed else None,

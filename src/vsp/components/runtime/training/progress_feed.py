@@ -186,7 +186,7 @@ class ProgressFeed:
         except (errors.NotFoundError, errors.PermissionDeniedError) as exc:
             raise errors.UserError(
                 f"cannot subscribe to progress_topic {self.topic} ({exc}). Fix: create the "
-                "topic, and give this step's service account leave to create subscriptions "
+                "topic, and give this step's service account permission to create subscriptions "
                 "of it (roles/pubsub.editor), or set progress_topic to '' to poll only."
             ) from exc
         log.info("progress messages: subscription %s on %s", self.subscription, self.topic)
