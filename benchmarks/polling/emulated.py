@@ -12,7 +12,7 @@ its beacon in its Slurm comment instead. In the ``push`` channel the job writes 
 and also publishes its state changes to a Pub/Sub topic, and the step waits on a pull of its
 subscription between looks (``progress_feed``): the emulator holds a pull that finds nothing
 for ``PULL_HOLD_SECONDS`` (90 s, the one figure reported for real Pub/Sub, scaled), and the
-step's pull timeout and acknowledgement batching are scaled too.
+step's feed settings (pull timeout, acknowledgement batching, pauses) are scaled too.
 
 Counted: every Vertex request the step sent (``vertex_calls``: submit, lookups and every Slurm
 Job API call), every Cloud Storage read the modelled FUSE cache let through
@@ -52,9 +52,10 @@ CACHE_SECONDS = storage_reads.FUSE_TTL_SECONDS / SCALE
 CHANNELS = ("beacon", "comment", "push")
 TOPIC = f"projects/{goodput_metric.PROJECT}/topics/vsp-progress"
 PULL_HOLD_SECONDS = 90.0 / SCALE
+_FEED = progress_feed.FeedSettings()
 FEED = progress_feed.FeedSettings(
-    pull_seconds=300.0 / SCALE, ack_seconds=300.0 / SCALE, least_wait_seconds=12.0 / SCALE
-)
+    **{f.name: getattr(_FEED, f.name) / SCALE for f in dataclasses.fields(_FEED)}
+)  # every interval of the component's default, scaled
 # (label, channel, share of preemptions without notice) measured by ``run.measure``.
 VARIANTS = (
     ("beacon", "beacon", 0.0),

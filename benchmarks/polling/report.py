@@ -15,7 +15,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['wall_seconds']:.0f} s wall (all numbers: `polling.json`).",
         "",
         "Counted: every Vertex request of the training step (submit, lookups, each Slurm Job "
-        "API call through Vertex), every Pub/Sub request (the subscription's create, get and "
+        "API call through Vertex), every Pub/Sub request (the subscription's create and "
         "delete, each pull, each acknowledgement) and every Cloud Storage read (beacon, "
         "progress records, log) that the modelled FUSE cache did not serve (the mount's stat "
         "cache, gcsfuse's default `ttl-secs` 60 s and `negative-ttl-secs` 5 s: a read within "
@@ -23,7 +23,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"`PlanSettings.for_poll_seconds(20)` (look {s['beacon_seconds']:g} s, expect "
         f"{s['expect_seconds']:g} s, pending {s['pending_seconds']:g} s, stale "
         f"{s['stale_seconds']:g} s, cap {s['cap_seconds']:g} s, FUSE cache "
-        f"{s['cache_seconds']:g} s, job heartbeat {s['heartbeat_seconds']:g} s).",
+        f"{s['cache_seconds']:g} s, job heartbeat {s['heartbeat_seconds']:g} s; with "
+        f"messages: beacon read and cap {s['push_read_seconds']:g} s, next start waited for "
+        f"{s['restart_seconds']:g} s after a preempted run's exit). Pushed: "
+        + ", ".join(f"{k.replace('_seconds', '')} {v:g} s" for k, v in results["feed"].items())
+        + " (`FeedSettings`, the pull hold of the emulator 90 s).",
         "",
         "## Goals",
         "",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import datetime
 import json
 import multiprocessing
@@ -38,7 +39,7 @@ from typing import Any
 
 from benchmarks import results_files
 from benchmarks.polling import emulated, report, sim
-from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training import poll_plan, progress_feed
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "results"
 POLL_SECONDS = 20.0
@@ -302,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_seconds": round(time.monotonic() - started, 1),
         "settings": full.__dict__ | {"heartbeat_seconds": full.heartbeat_seconds},
         "scaled_settings": settings.__dict__ | {"scale": emulated.SCALE},
+        "feed": dataclasses.asdict(progress_feed.FeedSettings()),
         "emulated": summaries,
         "simulated": simulated,
     }

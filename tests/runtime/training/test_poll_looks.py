@@ -50,7 +50,9 @@ class FakeFeed:
     """A progress feed whose pulls take ``hold`` seconds of the clock and bring the states
     queued for them (``arrive[i]``: the i-th pull's beacon, None: nothing)."""
 
-    settings = progress_feed.FeedSettings(pull_seconds=120, ack_seconds=300, least_wait_seconds=12)
+    settings = progress_feed.FeedSettings(
+        pull_seconds=120, ack_seconds=300, least_wait_seconds=12, gap_seconds=20, soon_seconds=300
+    )
     topic = "projects/p/topics/t"
 
     def __init__(self, clock, hold, arrive):
@@ -84,15 +86,32 @@ def test_pushed_looks_wait_on_pulls_and_a_message_ends_the_wait_as_a_fresh_look(
     beacon, called = looks.before_call(attempt)
     backend.refresh(attempt)
     looks.after_call(attempt, beacon)
-    looks.waiter()(600)  # two empty 90 s pulls, then the notice after 1 s
-    assert feed.pulled_at == [2, 92, 182] and clock.now() == 183
+    looks.waiter()(600)  # two empty 90 s pulls, each paused 20 s after, then the notice
+    assert feed.pulled_at == [2, 112, 222] and clock.now() == 223
     beacon, called = looks.before_call(attempt)
     assert beacon == notice and looks.plan.pushed and not called  # waits for the exit message
     assert backend.read_at == [2]  # the message is the look: no file read
     looks.waiter()(5)  # too short for a pull (under a tenth of one): slept
-    assert feed.pulled_at == [2, 92, 182] and clock.now() == 188
+    assert feed.pulled_at == [2, 112, 222] and clock.now() == 228
     looks.waiter()(20)  # a pull is never cut short: 90 s, nothing came
-    assert feed.pulled_at == [2, 92, 182, 188] and clock.now() == 278
+    assert feed.pulled_at == [2, 112, 222, 228] and clock.now() == 318
+
+
+def test_after_a_notice_pulls_go_back_to_back_until_soon_seconds_pass():
+    clock = polling.FakeClock()
+    backend = TimedBackend(clock, start=0, end=10**6)
+    notice = Beacon("9", 0, "notice", 500, 500, None)
+    feed = FakeFeed(clock, hold=90, arrive=[notice])
+    looks = poll_looks.for_backend(backend, SETTINGS, clock, feed)
+    attempt = Attempt("9", SPOT)
+    beacon, _ = looks.before_call(attempt)
+    backend.refresh(attempt)
+    looks.after_call(attempt, beacon)
+    looks.waiter()(100)  # the notice, 1 s into the first pull
+    assert clock.now() == 1
+    looks.waiter()(500)  # its exit is due: no pause while within 300 s of the notice
+    # Paused again once 300 s passed (361 + 20); the last 10 s, under least_wait, slept.
+    assert feed.pulled_at == [0, 1, 91, 181, 271, 381] and clock.now() == 501
 
 
 def test_a_running_job_that_sends_no_message_stops_the_pulls(caplog):

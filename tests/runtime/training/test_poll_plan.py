@@ -163,26 +163,59 @@ def test_after_the_beacon_was_found_missing_pending_is_polled_at_the_fallback():
 def test_once_messages_arrive_the_file_is_read_rarely_and_a_notice_waits_for_the_exit():
     settings = PlanSettings.for_poll_seconds(20)
     pushed = settings.pushed()
-    assert (pushed.read_seconds, pushed.stale_seconds, pushed.expect_seconds) == (600, 850, 10)
-    assert pushed.cap_seconds == settings.cap_seconds and not pushed.problems()
+    # Read once per 1800 s, with the Vertex call of the cap, raised to match.
+    assert (pushed.read_seconds, pushed.stale_seconds, pushed.expect_seconds) == (1800, 2050, 10)
+    assert (settings.cap_seconds, pushed.cap_seconds) == (1200, 1800) and not pushed.problems()
     plan = PollPlan(settings)
     assert plan.look(0, beacon("started", 0)) and plan.settings is settings
     plan.called(0, RUNNING, restart=0)
     plan.push_on()
     plan.push_on()  # once
     assert plan.pushed and plan.settings == pushed
-    assert plan.next_look() == 600
-    assert not plan.read_due(599) and plan.read_due(600)
-    # A notice does not call Vertex: the job's exit message comes within its notice.
+    assert plan.next_look() == 1800
+    assert not plan.read_due(1799) and plan.read_due(1800)
+    # A notice does not call Vertex: the job's exit message comes within its notice; the next
+    # look is due when that wait ends (a message ends the wait between looks sooner).
     assert not plan.look(30, beacon("notice", 30), read=False)
+    assert plan.waiting and plan.next_look() == 100
     assert not plan.look(120, beacon("notice", 30), read=False)
-    assert plan.look(131, beacon("exiting", 131, rc=143), read=False)
-    assert plan.reason == "beacon: exiting (run 0)"
-    plan.called(131, RUNNING, restart=0)
+    assert plan.next_look() == 10
+    # The noticed run's exit (not 0): a preemption, whose requeue Vertex would show, and the
+    # next run's start comes as a message: no call before that or restart_seconds (180 s).
+    assert not plan.look(131, beacon("exiting", 131, rc=143), read=False)
+    assert plan.waiting and plan.next_look() == 180
+    assert not plan.look(300, beacon("exiting", 131, rc=143), read=False)
+    assert plan.look(260, beacon("started", 260, restart=1), read=False)
+    assert plan.reason == "beacon: started (run 1)"
+    plan.called(260, RUNNING, restart=1)
+    assert not plan.waiting and plan.next_look() == 1800
+    # The start never came: Vertex once restart_seconds passed since the exit.
+    late = PollPlan(settings)
+    late.look(0, beacon("started", 0))
+    late.called(0, RUNNING, restart=0)
+    late.push_on()
+    late.look(30, beacon("notice", 30), read=False)
+    assert not late.look(40, beacon("exiting", 40, rc=143), read=False)
+    assert not late.look(219, beacon("exiting", 40, rc=143), read=False)
+    assert late.look(220, beacon("exiting", 40, rc=143), read=False)
+    assert late.reason == "beacon: exiting (run 0)"
+    late.called(220, RUNNING, restart=0)
     # Vertex still says RUNNING after the exit: asked again every expect_seconds, as before.
-    assert not plan.look(135, beacon("exiting", 131, rc=143), read=False)
-    assert plan.look(141, beacon("exiting", 131, rc=143), read=False)
-    plan.called(141, PENDING, restart=1)
+    assert not late.look(225, beacon("exiting", 40, rc=143), read=False)
+    assert late.look(230, beacon("exiting", 40, rc=143), read=False)
+    # An exit with 0 after a notice, or one without a notice, is the end: Vertex once its
+    # batch script had expect_seconds to end (it sends the message first).
+    for before in ([beacon("notice", 30)], []):
+        done = PollPlan(settings)
+        done.look(0, beacon("started", 0))
+        done.called(0, RUNNING, restart=0)
+        done.push_on()
+        for seen in before:
+            done.look(30, seen, read=False)
+        rc = 0 if before else 143
+        assert not done.look(40, beacon("exiting", 40, rc=rc), read=False)
+        assert done.waiting and done.next_look() == 10
+        assert done.look(50, beacon("exiting", 40, rc=rc), read=False) and not done.waiting
     # No exit message after a notice (the node died in it): Vertex after fallback_seconds.
     again = PollPlan(settings)
     again.look(0, beacon("started", 0))

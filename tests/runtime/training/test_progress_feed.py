@@ -28,11 +28,11 @@ def _publish(emulator, tag: str, **fields: str) -> None:
     assert answer.status_code == 200
 
 
-def test_open_looks_the_subscription_up_first_and_a_retried_step_reuses_it(emulator):
+def test_open_creates_the_runs_subscription_and_a_retried_step_reuses_it(emulator):
     feed = progress_feed.ProgressFeed(TOPIC, "run-1", "us-central1")
     feed.open()
     name = f"vsp-progress-{progress_feed.run_tag('run-1')}"
-    assert _calls(emulator) == [("GET", name), ("PUT", name)]
+    assert _calls(emulator) == [("PUT", name)]  # the run's own name: the create looks up
     stored = requests.get(f"{emulator.base_url}/v1/{feed.subscription}").json()
     assert (stored["topic"], stored["filter"], stored["ackDeadlineSeconds"]) == (
         TOPIC,
@@ -42,7 +42,10 @@ def test_open_looks_the_subscription_up_first_and_a_retried_step_reuses_it(emula
     assert stored["expirationPolicy"] == {"ttl": "86400s"}
     again = progress_feed.ProgressFeed(TOPIC, "run-1", "us-central1")
     again.open()
-    assert _calls(emulator)[3:] == [("GET", name)]  # after the check above
+    assert _calls(emulator)[2:] == [("PUT", name)]  # after the check above: 409, re-used
+    assert [e["status"] for e in emulator.journal() if e["method"] == "PUT"] == [200, 409]
+    stored_again = requests.get(f"{emulator.base_url}/v1/{feed.subscription}").json()
+    assert stored_again == stored  # untouched
     assert again.environment() == {
         "VSP_PROGRESS_URL": f"http://{emulator.address}/v1/{TOPIC}:publish",
         "VSP_PROGRESS_RUN": feed.tag,
@@ -70,7 +73,7 @@ def test_a_pull_keeps_the_newest_state_of_each_job_and_only_this_runs(emulator_f
     assert feed.pulls == 3
 
 
-def test_acks_are_batched_and_sent_before_the_subscription_goes(emulator_factory):
+def test_acks_are_batched_and_none_is_sent_for_a_subscription_about_to_go(emulator_factory):
     emulator = emulator_factory(pubsub_pull_hold_seconds=0.2)
     clock = polling.FakeClock()
     settings = progress_feed.FeedSettings(pull_seconds=5.0, ack_seconds=300.0)
@@ -89,10 +92,10 @@ def test_acks_are_batched_and_sent_before_the_subscription_goes(emulator_factory
     assert len(acknowledged) == 1 and len(acknowledged[0]["body"]["ackIds"]) == 2
     _publish(emulator, feed.tag, state="exiting", since="300", time="300", rc="0")
     feed.pull()
-    feed.close()
+    feed.close()  # the exit message is read, not acknowledged: deleted with the subscription
     tail = [c[1].rsplit(":", 1)[-1] for c in _calls(emulator)[-2:]]
-    assert tail == ["acknowledge", f"vsp-progress-{feed.tag}"]
-    assert feed.calls == 2 + 4 + 2 + 1  # get, put; 4 pulls; 2 acks; delete
+    assert tail == ["pull", f"vsp-progress-{feed.tag}"]
+    assert feed.calls == 1 + 4 + 1 + 1  # put; 4 pulls; 1 ack; delete
 
 
 def test_a_bad_topic_is_refused_before_any_call():
@@ -115,7 +118,7 @@ def test_a_topic_the_step_may_not_subscribe_to_is_a_user_error_naming_the_fix(em
     feed = progress_feed.ProgressFeed(TOPIC, "run-3", "us-central1")
     with pytest.raises(errors.UserError, match=r"roles/pubsub.editor\), or set progress_topic"):
         feed.open()
-    assert [c[0] for c in _calls(emulator)] == ["GET", "PUT"]  # looked up, tried once
+    assert [c[0] for c in _calls(emulator)] == ["PUT"]  # tried once
 
 
 def test_the_training_step_refuses_a_bad_progress_topic_before_it_submits(emulator, tmp_path):

@@ -170,6 +170,20 @@ def test_the_last_write_of_a_lost_run_bounds_its_end_within_a_heartbeat():
     assert not window.bounded
 
 
+def test_the_exit_a_run_tells_bounds_its_end_until_a_later_window_starts():
+    now = [1000.0]
+    window = PollWindow(lambda: now[0], resolution=1.0, since=900.0)
+    window.final_write(950.0)  # its exit message, seen at a look that asked Vertex nothing
+    window.close()
+    now[0] = 1100.0  # Vertex asked only now (the next run has started)
+    window.open()
+    assert window.bounded and window.ended() == 950.5  # [950, 951], not [950, 1100]
+    window.close()  # this poll's window started after the exit: it bounds nothing more
+    now[0] = 1200.0
+    window.open()
+    assert not window.bounded and window.ended() == 1150.0
+
+
 class BeaconRowsBackend(TimedBackend):
     """``TimedBackend`` whose job writes beacons: each read plays the next beacon row."""
 

@@ -19,8 +19,9 @@ Rule (deterministic ski rental with a prediction):
 * With only run history (at least three gaps; fewer delete), the keep time that would have
   cost least over the observed idle gaps (measured from the runs' end times when listed) among
   the reaper's ticks (``teardown_history``), whole or shrunk: keep or shrink for it when its
-  saving over deleting clearly exceeds the gaps' noise (``teardown_history.clearly_cheaper``),
-  else delete; irregular arrivals make a single predicted time a poor guide.
+  saving over deleting clearly exceeds the gaps' noise out of sample
+  (``teardown_history.clearly_cheaper``: each gap priced with the keep time chosen on the
+  others), else delete; irregular arrivals make a single predicted time a poor guide.
 * With a cron and ``prewarm_margin_minutes`` > 0, ``auto`` also weighs deleting now and having
   the reaper re-create the cluster to be ready that margin before the next tick
   (``teardown.prewarm``): chosen (action ``delete``, ``prewarm`` set) when it costs less than
@@ -156,8 +157,8 @@ def _history_choice(
     after its expiry, so a keep time between two ticks costs as much as the later tick, and
     pricing it as shorter would keep clusters that deleting would have beaten. A keep (or
     shrink) is a candidate only when its saving over deleting stands out from the gaps' noise
-    (``teardown_history.clearly_cheaper``): the keep time is chosen on the very gaps it is
-    priced on, so its average there is optimistic.
+    (``teardown_history.clearly_cheaper``, cross-validated): the keep time is chosen on the
+    very gaps it is priced on, so its average there is optimistic.
 
     Returns:
         (action, seconds from now to the expiry, average cost per gap of each weighed choice,
@@ -177,7 +178,9 @@ def _history_choice(
     candidates = {
         a: (ttl, cost)
         for a, (ttl, cost) in options.items()
-        if teardown_history.clearly_cheaper(gaps, ttl, prices[a][0], deleted, prices[a][1])
+        if teardown_history.clearly_cheaper(
+            gaps, ttl, prices[a][0], deleted, prices[a][1], keep_times=ticks
+        )
     }
     candidates[DELETE] = (0.0, deleted)
     best = _cheapest({a: round(cost, 12) for a, (_ttl, cost) in candidates.items()})

@@ -11,9 +11,11 @@ read. Two kinds, side by side:
   a state change and otherwise every ``cap_seconds``.
 * ``Pushed``: ``Planned``, and between looks the step waits on a pull of the job's progress
   messages (``progress_feed``) instead of sleeping: a message ends the wait, and its state is
-  a fresh look at the beacon. Once a job's messages arrive its plan reads the beacon file
-  rarely (``PlanSettings.pushed``); a job Vertex says runs that sent none in two whole pulls
-  cannot publish (its log says why): the step stops pulling and polls as ``Planned``.
+  a fresh look at the beacon. Between two empty pulls it pauses ``gap_seconds`` (a message
+  waits in the subscription meanwhile), except soon after the job said its run ends. Once a
+  job's messages arrive its plan reads the beacon file rarely (``PlanSettings.pushed``); a
+  job Vertex says runs that sent none in two whole pulls cannot publish (its log says why):
+  the step stops pulling and polls as ``Planned``.
 """
 
 from __future__ import annotations
@@ -156,6 +158,7 @@ class Pushed(Planned):
         self.listening = True
         self._job = ""
         self._quiet_pulls = 0  # pulls since Vertex said RUNNING, no message from the job yet
+        self._news_at: float | None = None  # when the job's newest message was pulled
 
     def before_call(self, attempt: Attempt) -> tuple[Beacon | None, bool]:
         self._job = attempt.job_id
@@ -188,19 +191,33 @@ class Pushed(Planned):
     def waiter(self) -> Callable[[float], None] | None:
         return self._wait
 
+    def _soon(self) -> bool:
+        """Whether the job said, within ``soon_seconds``, that its run ends: its next message
+        (the exit, or the next run's start after a requeue) is due soon."""
+        latest = self.feed.latest(self._job)
+        return (
+            latest is not None
+            and latest.state in ("notice", "exiting")
+            and self._news_at is not None
+            and self.clock.now() - self._news_at < self.feed.settings.soon_seconds
+        )
+
     def _wait(self, seconds: float) -> None:
         """Pulls until a newer state of the job comes or ``seconds`` have passed; a pull is
         never cut short, so the wait may end up to one pull's hold late (the next look's
         Vertex call with it: only slow rules wait on that, each change the job can tell
         comes as a message). Sleeps when not listening, or for a short wait (the plan expects
-        Vertex to show a change the job cannot tell, as a requeue after the job's exit)."""
+        Vertex to show a change the job cannot tell, as a requeue after the job's exit).
+        Between two empty pulls it pauses ``gap_seconds`` unless the job's next message is
+        due soon (``_soon``), and at least ``least_wait_seconds`` after a pull that came back
+        empty early, so as not to spin."""
         end = self.clock.now() + seconds
-        least = self.feed.settings.least_wait_seconds
+        settings = self.feed.settings
         while True:
             left = end - self.clock.now()
             if left <= 0:
                 return
-            if not self.listening or left < least:
+            if not self.listening or left < settings.least_wait_seconds:
                 self.clock.sleep(left)
                 return
             started = self.clock.now()
@@ -208,11 +225,15 @@ class Pushed(Planned):
             running = self.plan.vertex_state == poll_plan.RUNNING
             self.feed.pull()
             if self.feed.latest(self._job) != before:
+                self._news_at = self.clock.now()
                 return
             if running and before is None:
                 self._quiet_pulls += 1
-            if self.clock.now() - started < least:  # answered early, empty: do not spin
-                self.clock.sleep(min(least, max(0.0, end - self.clock.now())))
+            pause = 0.0 if self._soon() else settings.gap_seconds
+            if self.clock.now() - started < settings.least_wait_seconds:  # early, empty
+                pause = max(pause, settings.least_wait_seconds)
+            if pause > 0:
+                self.clock.sleep(min(pause, max(0.0, end - self.clock.now())))
 
 
 def for_backend(

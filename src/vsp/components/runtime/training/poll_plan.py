@@ -37,9 +37,11 @@ preemption, the job's end) is seen within one look interval, so the p95 detectio
 
 With progress messages (``progress_feed``: the job publishes its changes to Pub/Sub and the
 step waits on a pull between looks) each change the job can tell is seen in seconds; the plan
-then switches to ``PlanSettings.pushed`` (``push_on``): the beacon file is read every
-``push_read_seconds`` only, and after a notice Vertex is not asked until the exit message
-came or ``fallback_seconds`` passed.
+then switches to ``PlanSettings.pushed`` (``push_on``): the beacon file is read, and Vertex
+called for the cap, every ``push_read_seconds`` only (1800 s), and after a notice Vertex is not
+asked until the exit message came (or ``fallback_seconds`` passed), nor after the exit of a
+noticed run until the next run's ``started`` came (or ``restart_seconds`` passed), nor within
+``expect_seconds`` of any other exit message, while the job's batch script ends.
 
 Pure: time is passed in (monotonic seconds of an injectable ``polling.Clock``), the plan reads
 nothing and calls nothing, so the runtime and the benchmark (``benchmarks/polling/run.py``) run the
@@ -74,8 +76,12 @@ class PlanSettings:
         pending_seconds: Between Vertex calls while the job is PENDING.
         cache_seconds: How long the step's Cloud Storage FUSE mount serves a read from its
             cache (``storage_reads.FUSE_TTL_SECONDS``, gcsfuse's default ``ttl-secs``).
-        push_read_seconds: Between two reads of the beacon file once the job's progress
-            messages arrive (``progress_feed``; see ``pushed``).
+        restart_seconds: With progress messages, how long after a preempted run's exit the
+            next run's ``started`` is waited for before Vertex is asked (Slurm holds a requeued
+            job 2 minutes before it may start again).
+        push_read_seconds: Between two reads of the beacon file, and longest time between two
+            Vertex calls, once the job's progress messages arrive (``progress_feed``; see
+            ``pushed``).
     """
 
     beacon_seconds: float = 100.0
@@ -85,14 +91,16 @@ class PlanSettings:
     fallback_seconds: float = 100.0
     pending_seconds: float = 60.0
     cache_seconds: float = storage_reads.FUSE_TTL_SECONDS
-    push_read_seconds: float = 600.0
+    restart_seconds: float = 180.0
+    push_read_seconds: float = 1800.0
 
     @classmethod
     def for_poll_seconds(
         cls, poll_seconds: float, cache_seconds: float = storage_reads.FUSE_TTL_SECONDS
     ) -> PlanSettings:
         """Settings scaled from a component's ``poll_seconds`` (the fixed poller's interval):
-        20 s gives the defaults (look 100 s, expect 10 s, pending 60 s, stale 250 s, cap 1200 s).
+        20 s gives the defaults (look 100 s, expect 10 s, pending 60 s, stale 250 s, cap 1200 s,
+        restart 180 s, read with messages 1800 s).
 
         Args:
             poll_seconds: The component's poll interval, seconds.
@@ -108,7 +116,8 @@ class PlanSettings:
             fallback_seconds=look,
             pending_seconds=3 * p,
             cache_seconds=float(cache_seconds),
-            push_read_seconds=max(30 * p, look),
+            restart_seconds=9 * p,
+            push_read_seconds=max(90 * p, look),
         )
 
     def pushed(self) -> PlanSettings:
@@ -116,13 +125,18 @@ class PlanSettings:
 
         Each change the job itself can tell (its start, a notice, its end) then comes as a
         message the step waits on, so the beacon file is only read every ``push_read_seconds``
-        (for a node lost without notice), and it is lost after that plus ``stale_seconds``
-        unchanged. (``PollPlan`` also waits up to ``fallback_seconds`` after a notice for the
-        job's exit message before it asks Vertex.)
+        (for a node lost without notice), it is lost after that plus ``stale_seconds``
+        unchanged, and the cap (the Vertex call for what no message tells, with the job's log)
+        is at least as long. (``PollPlan`` also waits up to ``fallback_seconds`` after a
+        notice for the job's exit message, and up to ``restart_seconds`` after a preempted
+        run's exit for the next run's start, before it asks Vertex.)
         """
         read = max(self.push_read_seconds, self.read_seconds)
         return dataclasses.replace(
-            self, beacon_seconds=read, stale_seconds=read + self.stale_seconds
+            self,
+            beacon_seconds=read,
+            stale_seconds=read + self.stale_seconds,
+            cap_seconds=max(self.cap_seconds, read),
         )
 
     @property
@@ -187,7 +201,10 @@ class PollPlan:
         self._pending_key: tuple | None = None
         self._vertex_restart: int | None = None
         self.pushed = False
-        self.waiting = False  # for the exit message after a notice (``pushed`` only)
+        self.waiting = False  # for the job's next message (``pushed`` only; ``look``)
+        self._waiting_until: float | None = None
+        self._noticed: tuple[str, int] | None = None  # (job, run) of the last notice seen
+        self._looked_at: float | None = None
 
     def push_on(self) -> None:
         """Switches to ``PlanSettings.pushed``: the job's progress messages arrive."""
@@ -222,6 +239,7 @@ class PollPlan:
 
         ``reason`` then says why (for the step's log).
         """
+        self._looked_at = now
         if read and self.channel != COMMENT:
             self._last_read = now
         self._see(now, beacon)
@@ -234,6 +252,8 @@ class PollPlan:
         if beacon is not None and beacon != self._seen:
             self._seen, self._changed_at = beacon, now
             self.beacon_ever_seen, self.beacon_missing = True, False
+            if beacon.state == "notice":
+                self._noticed = (beacon.job, beacon.restart)
 
     def _why(self, now: float, beacon: Beacon | None) -> str:
         s = self.settings
@@ -248,16 +268,7 @@ class PollPlan:
             if since_call >= s.fallback_seconds:
                 return "look at the job's comment"
             return ""
-        # With messages, a notice waits for the job's exit message, which tells more than
-        # Vertex can while the job still runs out its notice.
-        noticed = self._changed_at if self._changed_at is not None else now
-        waiting = (
-            self.pushed
-            and beacon is not None
-            and beacon.state == "notice"
-            and now - noticed < s.fallback_seconds
-        )
-        self.waiting = waiting
+        waiting = self._wait_for_message(now, beacon)
         if beacon is not None and beacon.key != self._called_key and not self._agrees(beacon):
             if not waiting:
                 return f"beacon: {beacon.state} (run {beacon.restart})"
@@ -275,6 +286,35 @@ class PollPlan:
         if since_call >= s.cap_seconds:
             return "cap reached"
         return ""
+
+    def _wait_for_message(self, now: float, beacon: Beacon | None) -> bool:
+        """Whether Vertex need not be asked yet as the job's next message is due: with
+        messages, after a notice the job's exit message (it tells more than Vertex can while
+        the job runs out its notice), up to ``fallback_seconds``; after the exit of a noticed
+        run with a code other than 0 (a preemption, not the end) the next run's ``started``
+        (Vertex would only show the requeue in between), up to ``restart_seconds``; after any
+        other exit, ``expect_seconds``, for Vertex to show the end (the job sends its exit
+        message before its batch script ends). Sets ``waiting`` and ``_waiting_until``."""
+        self._waiting_until = None
+        s = self.settings
+        if self.pushed and beacon is not None and self._changed_at is not None:
+            preempted = (
+                beacon.state == "exiting"
+                and beacon.rc != 0
+                and self._noticed == (beacon.job, beacon.restart)
+            )
+            if beacon.state == "notice":
+                until = self._changed_at + s.fallback_seconds
+            elif preempted:
+                until = self._changed_at + s.restart_seconds
+            elif beacon.state == "exiting" and beacon.key != self._called_key:
+                until = self._changed_at + s.expect_seconds  # its batch script is exiting
+            else:
+                until = now
+            if now < until:
+                self._waiting_until = until
+        self.waiting = self._waiting_until is not None
+        return self.waiting
 
     def _agrees(self, beacon: Beacon) -> bool:
         """Whether a new beacon only confirms what Vertex said: the run Vertex saw RUNNING is
@@ -342,12 +382,15 @@ class PollPlan:
         """Seconds until the next look: the look interval, or ``expect_seconds`` while the
         job is pending or Vertex and the beacon disagree (such looks reuse the cached read).
         With messages a pending job's next start and a notice's exit come as messages: the
-        look interval then."""
+        look interval then, but no later than the end of the wait for the job's next message
+        (a message ends the wait between looks sooner)."""
         s = self.settings
         base = s.fallback_seconds if self.channel == COMMENT else s.read_seconds
         pending = self.vertex_state is None or (self.vertex_state == PENDING and not self.pushed)
         if pending or (self._disagrees(self._seen) and not self.waiting):
             return min(base, s.expect_seconds)
+        if self._waiting_until is not None and self._looked_at is not None:
+            return min(base, max(0.0, self._waiting_until - self._looked_at))
         return base
 
 

@@ -8,7 +8,8 @@ have rewritten it by ``t + heartbeat`` (a read at ``R`` reflects the file as of 
 worst), the job was gone by then, so an end seen now is dated within ``[t, t + heartbeat]``
 (``ended``), not in the middle of the long wait until the step noticed. A later run that
 found the job's beacon tells the last write of the run before it (``last_write``): that run was
-gone within a heartbeat of it, however rarely the step looked. Hand-rolled.
+gone within a heartbeat of it, however rarely the step looked; and a run's own ``exiting`` is its
+last write by its word (``final_write``). Hand-rolled.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class PollWindow:
         self._written: float | None = None  # the running job's last write seen
         self._quiet_read: float | None = None  # a later read that still showed it
         self._gone_by: float | None = None  # the job was gone by then (this poll only)
+        self._final: float | None = None  # the running job's exit, told by its beacon
 
     def open(self) -> None:
         """Call right before a poll's request."""
@@ -81,7 +83,9 @@ class PollWindow:
         (``last_write``); anything else tells nothing of it."""
         if beacon.job != job_id:
             return
-        if beacon.restart == restart:
+        if beacon.restart == restart and beacon.state == "exiting":
+            self.final_write(beacon.time)
+        elif beacon.restart == restart:
             self.alive(beacon.time, read_at=read_at, heartbeat=heartbeat, cache=cache)
         elif beacon.prev_time is not None and beacon.prev_restart == restart < beacon.restart:
             self.last_write(beacon.prev_time, heartbeat)
@@ -94,10 +98,25 @@ class PollWindow:
         if heartbeat > 0:
             self._gone_by = written + heartbeat
 
+    def final_write(self, written: float) -> None:
+        """The running job's ``exiting``, its last write by its own word: it was gone within
+        the backend's resolution after it. Unlike the other bounds it holds past this poll,
+        until a later poll's window starts after it (the step may see the job's exit message
+        and ask Vertex only later, when the next run has started)."""
+        written = min(written, self.wall())
+        self.previous = max(self.previous, written)
+        self._final = written
+
+    def _bound(self) -> float | None:
+        """When the running job was gone by, as far as this poll knows (None: not known)."""
+        final = None if self._final is None else self._final + self.resolution
+        found = [b for b in (self._gone_by, final) if b is not None and b >= self.previous]
+        return min(found) if found else None
+
     @property
     def bounded(self) -> bool:
         """Whether this poll knows when the running job was gone by (``ended`` is bounded)."""
-        return self._gone_by is not None and self._gone_by >= self.previous
+        return self._bound() is not None
 
     def close(self) -> None:
         """Call after the poll's changes are recorded: the next window starts at this poll."""
@@ -112,8 +131,9 @@ class PollWindow:
         """Best estimate of the end of the run that was alive (``alive``) seen by this poll:
         ``when``, bounded by the time the run's silence shows it was gone."""
         high = max(self.previous, self.wall())
-        if self.bounded:
-            high = min(high, self._gone_by)
+        bound = self._bound()
+        if bound is not None:
+            high = min(high, bound)
         return self._within(self.previous, high, reported)
 
     def _within(self, low: float, high: float, reported: float | None) -> float:

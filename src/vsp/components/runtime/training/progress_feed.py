@@ -17,7 +17,7 @@ p95 detection time under about 50 s (``poll_plan``). With ``progress_topic`` set
    reported), and answers as soon as one is published; each pull is a counted call;
 4. acknowledges what it read in one call at most every ``ack_seconds`` (the subscription's ack
    deadline is the longest Pub/Sub allows, 600 s) and deletes the subscription when the run ends
-   (deleting one already gone is success).
+   (deleting one already gone is success; the messages go with it, unacknowledged).
 
 A message's attributes hold the beacon's fields (``training.beacon``: ``job``, ``restart``,
 ``state``, ``since``, ``time``, ``rc``, ``prev_restart``, ``prev_time``) as strings. Pub/Sub
@@ -61,15 +61,25 @@ class FeedSettings:
             reported), so the client never drops a pull: a message delivered to a pull the
             client dropped comes back only after the ack deadline.
         ack_seconds: Longest time a read message waits for the acknowledgement that batches it
-            with the next ones (under the 600 s ack deadline).
+            with the next ones: the ack goes with the first pull after this, so keep it below
+            the 600 s ack deadline less a pull's hold and ``gap_seconds``.
         least_wait_seconds: A wait between looks shorter than this sleeps instead of pulling
             (the plan expects Vertex to show a change the job cannot tell, as a requeue after
             the job's exit, and a pull might hold far longer).
+        gap_seconds: Pause after a pull that found nothing, while the job runs with nothing
+            announced: a message published meanwhile waits in the subscription and is seen at
+            most this late, and each held pull is a call (at a 90 s hold, back-to-back pulls
+            are 40 calls per hour, with a 25 s pause 31).
+        soon_seconds: After a ``notice`` or ``exiting`` message, how long the next one (the
+            exit; the next run's ``started`` after Slurm's 2-minute requeue hold) is pulled
+            for back to back, without the pause.
     """
 
     pull_seconds: float = 300.0
-    ack_seconds: float = 300.0
+    ack_seconds: float = 450.0
     least_wait_seconds: float = 12.0
+    gap_seconds: float = 25.0
+    soon_seconds: float = 300.0
 
 
 def run_tag(run_key: str) -> str:
@@ -164,15 +174,11 @@ class ProgressFeed:
         return {URL_ENV: f"{self.client.root}/v1/{self.topic}:publish", RUN_ENV: self.tag}
 
     def open(self) -> None:
-        """Finds the run's subscription, or creates it (before any job is submitted, so the
-        first ``started`` is kept)."""
+        """Creates the run's subscription, or finds it made already by an earlier try of this
+        step (before any job is submitted, so the first ``started`` is kept). Its name is the
+        run's own, so the create is its lookup: Pub/Sub answers ALREADY_EXISTS for it (one
+        call instead of a get and a create)."""
         path = f"v1/{self.subscription}"
-        try:
-            self.client.get(path)
-            log.info("progress messages: re-using subscription %s", self.subscription)
-            return
-        except errors.NotFoundError:
-            pass
         body = {
             "topic": self.topic,
             "filter": f'attributes.{RUN_ATTRIBUTE} = "{self.tag}"',
@@ -182,7 +188,8 @@ class ProgressFeed:
         try:
             self.client.put(path, body)
         except errors.AlreadyExistsError:
-            pass  # made by an earlier try of this step whose answer was lost
+            log.info("progress messages: re-using subscription %s", self.subscription)
+            return
         except (errors.NotFoundError, errors.PermissionDeniedError) as exc:
             raise errors.UserError(
                 f"cannot subscribe to progress_topic {self.topic} ({exc}). Fix: create the "
@@ -192,8 +199,9 @@ class ProgressFeed:
         log.info("progress messages: subscription %s on %s", self.subscription, self.topic)
 
     def close(self) -> None:
-        """Acknowledges what was read and deletes the subscription (gone already: fine)."""
-        self._flush_acks()
+        """Deletes the subscription (gone already: fine), and with it every message in it:
+        what was read needs no acknowledgement."""
+        self._acks, self._acks_since = [], None
         try:
             self.client.delete(f"v1/{self.subscription}")
         except errors.NotFoundError:
