@@ -144,7 +144,7 @@ def markdown(results: dict[str, Any]) -> str:
         "720 uncounted reads).",
         "",
         f"Many jobs on one cluster: {shared['jobs']} *spot* jobs, one list call (`GET "
-        "/slurm/v0.0.42/jobs`) per cycle for every job that wants one (`poll_plan.SharedPlan`):"
+        "/slurm/v0.0.42/jobs`) per cycle for every job that wants one (`shared_plan.SharedPlan`):"
         f" {shared['list_calls']} list calls and {shared['beacon_reads']} beacon reads, "
         f"{shared['calls_per_job_hour_mean']:.1f} calls per job-hour, p95 detection "
         f"{shared['latency_p95']:.1f} s, {shared['missed_changes']} missed of "

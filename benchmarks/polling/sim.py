@@ -30,7 +30,7 @@ import math
 import random
 
 from vsp.components.runtime.core import polling
-from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training import poll_plan, shared_plan
 from vsp.components.runtime.training.beacon import Beacon
 
 FAMILIES = ("spot", "hard-kill", "beacon-lost", "no-beacon")
@@ -202,14 +202,14 @@ def percentile(values: list[float], q: float) -> float:
 def run_shared(
     traces: list[Trace], settings: poll_plan.PlanSettings
 ) -> tuple[int, int, list[tuple[float, bool]]]:
-    """Jobs on one cluster polled with one list call per cycle (``poll_plan.SharedPlan``), each
+    """Jobs on one cluster polled with one list call per cycle (``shared_plan.SharedPlan``), each
     job's beacon read once per read interval.
 
     Returns:
         The number of list calls, of beacon reads, and every job's detections.
     """
     clock = polling.FakeClock()
-    shared = poll_plan.SharedPlan(settings)
+    shared = shared_plan.SharedPlan(settings)
     calls: dict[int, list[tuple[float, str]]] = {i: [] for i in range(len(traces))}
     active = set(calls)
     reads = 0

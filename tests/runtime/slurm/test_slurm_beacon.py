@@ -75,11 +75,14 @@ def slurm_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def test_beacon_shows_running_then_notice_then_exiting_with_the_exit_code(tmp_path, monkeypatch):
+def watch_until_running_then_notice(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """Runs the watcher payload under the batch script with ``env``; once its beacon says
+    ``running``, sends the notice (SIGTERM) and waits for the 143 exit. The beacon file and
+    the folder of the states the payload saw."""
     beacon = tmp_path / "gcs" / "bucket" / "ckpt.beacon" / "vsp-beacon-4242.json"
     seen = tmp_path / "seen"
     seen.mkdir()
-    process = run(tmp_path, [PY, "-c", WATCHER, str(beacon), str(seen)], slurm_env(tmp_path))
+    process = run(tmp_path, [PY, "-c", WATCHER, str(beacon), str(seen)], env)
     try:
         for _ in range(2000):
             if (seen / "running.json").exists():
@@ -90,6 +93,11 @@ def test_beacon_shows_running_then_notice_then_exiting_with_the_exit_code(tmp_pa
     finally:
         if process.poll() is None:
             process.kill()
+    return beacon, seen
+
+
+def test_beacon_shows_running_then_notice_then_exiting_with_the_exit_code(tmp_path, monkeypatch):
+    beacon, seen = watch_until_running_then_notice(tmp_path, slurm_env(tmp_path))
     running = json.loads((seen / "running.json").read_text())
     notice = json.loads((seen / "notice.json").read_text())
     final = json.loads(beacon.read_text())

@@ -7,11 +7,10 @@ in for the network (``https://``: a token from the metadata server, which must n
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 
 from slurm_fakes import make_job
-from test_slurm_beacon import PY, WATCHER, run, slurm_env
+from test_slurm_beacon import PY, run, slurm_env, watch_until_running_then_notice
 
 from vsp.components.runtime.training import beacon as beacon_lib
 
@@ -24,21 +23,8 @@ def publish_url(emulator) -> str:
 
 
 def test_a_job_publishes_its_start_notice_and_exit_with_the_beacon_fields(tmp_path, emulator):
-    beacon = tmp_path / "gcs" / "bucket" / "ckpt.beacon" / "vsp-beacon-4242.json"
-    seen = tmp_path / "seen"
-    seen.mkdir()
     env = slurm_env(tmp_path, VSP_PROGRESS_URL=publish_url(emulator), VSP_PROGRESS_RUN="0123abcd")
-    process = run(tmp_path, [PY, "-c", WATCHER, str(beacon), str(seen)], env)
-    try:
-        for _ in range(2000):
-            if (seen / "running.json").exists():
-                break
-            subprocess.run(["sleep", "0.01"], check=True)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 143
-    finally:
-        if process.poll() is None:
-            process.kill()
+    beacon, seen = watch_until_running_then_notice(tmp_path, env)
     for _ in range(500):  # the notice is published in the background
         if len(emulator.published()) == 3:
             break

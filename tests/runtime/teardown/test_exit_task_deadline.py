@@ -1,5 +1,5 @@
 """The exit task's deadline is hard: with the API down, silent or failing every call, the
-``finalize_cluster`` step with a 20 s deadline ends within 20 s plus one request's deadline
+``finalize_cluster`` step with an 8 s deadline ends within 8 s plus one request's deadline
 (``LAST_RESORT_SECONDS``), exits 75 and says the cluster's state is unknown and how to check."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from vsp.components.runtime.steps import finalize_cluster
 from vsp.components.runtime.teardown import exit_task
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "exit"
-DEADLINE = 20.0
+DEADLINE = 8.0
 
 
 class Collect(logging.Handler):

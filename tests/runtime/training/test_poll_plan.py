@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vsp.components.runtime.training import poll_plan
+from vsp.components.runtime.training import shared_plan
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.poll_plan import PENDING, RUNNING, PlanSettings, PollPlan
 
@@ -110,7 +110,7 @@ def test_beacon_ahead_of_vertex_is_rechecked_at_the_expect_interval():
 
 
 def test_shared_plan_makes_one_list_call_for_many_jobs():
-    shared = poll_plan.SharedPlan(SETTINGS)
+    shared = shared_plan.SharedPlan(SETTINGS)
     now = 0.0
     while now <= 500:
         beacons = {

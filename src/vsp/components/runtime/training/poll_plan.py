@@ -45,9 +45,8 @@ noticed run until the next run's ``started`` came (or ``restart_seconds`` passed
 
 Pure: time is passed in (monotonic seconds of an injectable ``polling.Clock``), the plan reads
 nothing and calls nothing, so the runtime and the benchmark (``benchmarks/polling/run.py``) run the
-same code. ``SharedPlan`` merges the plans of many jobs on one cluster: one list call
-(``GET /slurm/v0.0.42/jobs``) answers for all of them. Hand-rolled: a small state machine of
-this project's own rules.
+same code (``shared_plan`` merges the plans of many jobs on one cluster). Hand-rolled: a small
+state machine of this project's own rules.
 """
 
 from __future__ import annotations
@@ -392,30 +391,3 @@ class PollPlan:
         if self._waiting_until is not None and self._looked_at is not None:
             return min(base, max(0.0, self._waiting_until - self._looked_at))
         return base
-
-
-class SharedPlan:
-    """The plans of many jobs on one cluster: one list call serves every job that wants one.
-
-    Args:
-        settings: Intervals shared by every job's plan.
-    """
-
-    def __init__(self, settings: PlanSettings = PlanSettings()):
-        self.settings = settings
-        self.plans: dict[str, PollPlan] = {}
-        self.calls = 0
-
-    def look(self, now: float, beacons: dict[str, Beacon | None]) -> bool:
-        """Reads each job's beacon; True when one list call should be made now."""
-        wanted = False
-        for job, beacon in beacons.items():
-            plan = self.plans.setdefault(job, PollPlan(self.settings))
-            wanted = plan.look(now, beacon) or wanted
-        return wanted
-
-    def called(self, now: float, states: dict[str, str]) -> None:
-        """Records one list call at ``now`` answering ``states`` for every job."""
-        self.calls += 1
-        for job, state in states.items():
-            self.plans.setdefault(job, PollPlan(self.settings)).called(now, state)
