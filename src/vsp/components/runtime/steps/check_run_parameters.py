@@ -124,7 +124,7 @@ def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
             found = param_rules.problems(component, {rule_name: merged[name]})
             problems += [dataclasses.replace(p, field=name) for p in found]
     if problems:
-        raise errors.SpecValidationError("the run's parameters", problems)
+        raise errors.SpecValidationError("the run's parameter set", problems)
     return merged
 
 

@@ -188,4 +188,4 @@ def check_run(
                 price_file=extra.get("price_file", ""),
             )
     if problems:
-        raise errors.SpecValidationError("the run's parameters", problems)
+        raise errors.SpecValidationError("the run's parameter set", problems)
