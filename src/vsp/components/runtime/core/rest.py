@@ -206,8 +206,8 @@ class VertexRestClient:
         return self._retried("PATCH", path, params, body)
 
     def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """PUT (a create by name, as Pub/Sub's): never retried; the caller looks the resource
-        up instead."""
+        """PUT (a create by name, as Pub/Sub's): never retried; as the name is the caller's
+        own, an ALREADY_EXISTS answer (``AlreadyExistsError``) is its lookup."""
         return self._send("PUT", path, None, body)
 
     def post(
