@@ -96,6 +96,9 @@ class EmulatorSettings:
         pubsub_pull_hold_seconds: Longest time a Pub/Sub pull that finds no message waits for
             one before answering empty (real Pub/Sub bounds it without documenting the bound;
             about 90 s has been reported), wall seconds, not scaled by ``time_scale``.
+        operation_wait_cap_seconds: Longest time an ``operations.wait`` call holds before
+            answering the operation not done (the service's HTTP/RPC timeout, not documented;
+            60 s assumed), wall seconds, not scaled by ``time_scale``.
     """
 
     provisioning_delay_seconds: float = 3.0
@@ -141,6 +144,7 @@ class EmulatorSettings:
     custom_job_spot_preempt_max_count: int = 0
     custom_job_spot_preempt_seed: int = 0
     pubsub_pull_hold_seconds: float = 90.0
+    operation_wait_cap_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

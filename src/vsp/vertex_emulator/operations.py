@@ -16,10 +16,18 @@ operations does (clients fall back to reading the resource), and a sweep deletes
 once per ``PRUNE_EVERY_SECONDS`` of emulated time, so requests do not each scan every
 operation). Google does not document Vertex AI's retention; the default (7 days) is an
 assumption. ``GET P/operations`` lists a location's operations by name, a page at a time.
+
+``POST {name}:wait`` answers once the operation is done, or after its ``timeout`` (a Duration
+such as ``"2.5s"``: in the body under v1beta1, a query parameter under v1, as the two versions'
+references give it), whichever comes first, and at most after ``operation_wait_cap_seconds``
+(the service's own HTTP/RPC timeout, which Google does not document). A completion wakes the
+waiting calls at once (the background tick settles due operations every
+``tick_interval_seconds``).
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +50,8 @@ _NAME_PATTERN = (
     r"(?P<name>projects/[^/]+/locations/[^/]+/(?:[^:]+/)?operations/(?P<operation>[^/:]+))"
 )
 _LIST_PATTERN = r"(?P<parent>projects/[^/]+/locations/[^/]+)/operations"
+# google.protobuf.Duration in JSON: seconds with up to nine fractional digits, then "s".
+_DURATION = re.compile(r"(?P<seconds>\d{1,12}(?:\.\d{1,9})?)s")
 
 
 def type_url(message: str) -> str:
@@ -94,6 +104,9 @@ class OperationManager:
         """Registers the operation GET and list routes and the settling tick on the app."""
         self._app.router.add_api("GET", _NAME_PATTERN, self._get_handler, name="operations.get")
         self._app.router.add_api("GET", _LIST_PATTERN, self._list_handler, name="operations.list")
+        self._app.router.add_api(
+            "POST", f"{_NAME_PATTERN}:wait", self._wait_handler, name="operations.wait"
+        )
         self._app.add_tick(self.settle, name="operations.settle")
         self._app.add_tick(self.prune, name="operations.prune")
         self._index_pending()
@@ -180,7 +193,8 @@ class OperationManager:
             _mark_done(record, at, response, error)
             store.put(COLLECTION, name, record)
             store.delete(DUE_COLLECTION, name)
-            return record["operation"]
+        self._app.notify_changed()
+        return record["operation"]
 
     def settle(self, app: Any, now: float) -> None:
         """Completes every pending operation whose due time has passed, oldest due first."""
@@ -207,6 +221,8 @@ class OperationManager:
                 _mark_done(current, at, response, error)
                 store.put(COLLECTION, current["operation"]["name"], current)
                 store.delete(DUE_COLLECTION, current["operation"]["name"])
+        if due:
+            app.notify_changed()  # wakes the ``:wait`` calls
 
     def prune(self, app: Any, now: float) -> None:
         """Deletes the operations past their retention (a sweep per ``PRUNE_EVERY_SECONDS``)."""
@@ -256,6 +272,51 @@ class OperationManager:
         if operation is None:
             raise errors.not_found(f'Operation "{request.params["name"]}" not found.')
         return router.Response(operation)
+
+    def _wait_handler(self, request: router.Request) -> router.Response:
+        """The operation now when done, else held until it is or its timeout has passed."""
+        timeout = _wait_timeout(request, self._app.settings.operation_wait_cap_seconds)
+        operation = self.get(request.params["name"])
+        if operation is None:
+            raise errors.not_found(f'Operation "{request.params["name"]}" not found.')
+        held = 0.0 if operation["done"] else timeout
+        return router.Response(operation, hold_seconds=held)
+
+
+def _wait_timeout(request: router.Request, cap: float) -> float:
+    """Seconds an ``operations.wait`` may hold: its ``timeout``, at most ``cap``.
+
+    v1beta1 takes ``{"timeout": "2.5s"}`` as the body; v1 takes ``timeout`` as a query
+    parameter with an empty body. Without one the call holds for ``cap``.
+    """
+    body = request.json_object()
+    if request.params.get("api_version") == "v1":
+        if body:
+            raise errors.invalid_fields(
+                "Invalid JSON payload received. The request body must be empty under v1.",
+                [
+                    errors.FieldViolation(key, "Unknown name: pass it as a query parameter.")
+                    for key in sorted(body)
+                ],
+            )
+        text = request.query_value("timeout")
+    else:
+        unknown = sorted(set(body) - {"timeout"})
+        if unknown:
+            raise errors.invalid_fields(
+                "Invalid JSON payload received.",
+                [errors.FieldViolation(key, "Unknown name.") for key in unknown],
+            )
+        text = body.get("timeout")
+    if text in (None, ""):
+        return cap
+    found = _DURATION.fullmatch(str(text))
+    if found is None:
+        raise errors.invalid_fields(
+            f"Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), {text!r}",
+            [errors.FieldViolation("timeout", 'A duration such as "2.5s".')],
+        )
+    return min(cap, float(found["seconds"]))
 
 
 def _done_at(record: dict[str, Any]) -> float:

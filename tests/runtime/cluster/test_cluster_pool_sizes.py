@@ -109,7 +109,11 @@ def test_builder_defaults_are_accepted_under_both_readings(emulator, fixed_size_
     emulator.update_settings(cluster_fixed_size_pools=fixed_size_pools)
     result = create(**FLAT)
     assert result.action == "created"
-    (post,) = [e for e in emulator.journal() if e["method"] == "POST"]
+    (post,) = [
+        e
+        for e in emulator.journal()
+        if e["method"] == "POST" and e["path"].endswith("/modelDevelopmentClusters")
+    ]
     assert [p["scalingSpec"] for p in post["body"]["nodePools"]] == [
         {"minNodeCount": 1, "maxNodeCount": 1},
         {"minNodeCount": 2, "maxNodeCount": 2},

@@ -47,7 +47,7 @@ def classify_call(entry: dict[str, Any]) -> str:
     method, path = entry.get("method", ""), entry.get("path", "")
     tail = path.rsplit("/", 2)
     if "/operations/" in path:
-        return f"{method} operation"
+        return "wait operation" if path.endswith(":wait") else f"{method} operation"
     if path.endswith("/customJobs"):
         return "create custom job" if method == "POST" else "list custom jobs"
     if "/customJobs/" in path:
