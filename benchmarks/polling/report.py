@@ -12,7 +12,8 @@ def markdown(results: dict[str, Any]) -> str:
         "# Polling: the training step's API calls per job-hour and detection time",
         "",
         f"`{results['command']}` on {results['machine']}, {results['date']}: "
-        f"{results['wall_seconds']:.0f} s wall (all numbers: `polling.json`).",
+        f"{results['wall_seconds']:.0f} s wall (all numbers: "
+        f"`{results.get('name', 'polling')}.json`).",
         "",
         "Counted: every Vertex request of the training step (submit, lookups, each Slurm Job "
         "API call through Vertex), every Pub/Sub request (the subscription's create and "

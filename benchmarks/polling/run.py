@@ -17,6 +17,12 @@ Usage::
 
     python -m benchmarks.polling.run [--out benchmarks/results] [--runs 6] [--steps 3000]
         [--step-seconds 0.02] [--parallel 3] [--seeds 30] [--shared-jobs 8]
+        [--first-seed 0] [--variant LABEL ...] [--name polling]
+
+``--first-seed`` runs other preemption plans than the committed results' (seeds ``S .. S +
+runs - 1``), to check that the goals hold off the seeds they were first measured on;
+``--variant`` runs only the named channel variants (``emulated.VARIANTS``); ``--name`` names
+the results files.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from benchmarks.polling import emulated, report, sim
 from vsp.components.runtime.training import poll_plan, progress_feed
 
 DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "results"
+NAME = "polling"
 POLL_SECONDS = 20.0
 GOAL_CALLS, GOAL_P95 = 60.0, 30.0
 GOAL_GOODPUT = 0.02  # the goodput metric benchmark's goal, here under the poll plan
@@ -117,20 +124,33 @@ def simulate(seeds: int, shared_jobs: int) -> dict[str, Any]:
     return {"seeds": seeds, "rows": rows, "shared": shared}
 
 
-def measure(runs: int, steps: int, step_s: float, parallel: int) -> list[dict[str, Any]]:
-    """``runs`` scaled runs per variant on the emulator (seeds 0..runs-1), ``parallel`` at once
-    (each in a spawned process with its own emulator), summarized per variant."""
+def measure(
+    runs: int,
+    steps: int,
+    step_s: float,
+    parallel: int,
+    first_seed: int = 0,
+    variants: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """``runs`` scaled runs per variant on the emulator (seeds ``first_seed`` on), ``parallel``
+    at once (each in a spawned process with its own emulator), summarized per variant.
+
+    Args:
+        variants: Labels of ``emulated.VARIANTS`` to run; None runs them all.
+    """
+    chosen = [v for v in emulated.VARIANTS if variants is None or v[0] in variants]
+    seeds = range(first_seed, first_seed + runs)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context) as pool:
         jobs = {
             (label, seed): pool.submit(emulated.run_one, channel, seed, steps, step_s, share)
-            for seed in range(runs)
-            for label, channel, share in emulated.VARIANTS
+            for seed in seeds
+            for label, channel, share in chosen
         }
         found = {key: job.result() for key, job in jobs.items()}
     summaries = []
-    for label, _, share in emulated.VARIANTS:
-        done = [found[label, seed] for seed in range(runs)]
+    for label, _, share in chosen:
+        done = [found[label, seed] for seed in seeds]
         hours = sum(r["scaled_job_hours"] for r in done)
         vertex = sum(r["vertex_calls"] for r in done)
         storage = sum(r["storage_calls"] for r in done)
@@ -199,6 +219,9 @@ def goals(summaries: Sequence[dict[str, Any]], simulated: dict[str, Any]) -> lis
             f"{row['channel']} channel, emulator x1/60, {row['scaled_job_hours']:.2f} scaled "
             f"job-hours, {row['preemptions']} preemptions"
         )
+        if row.get("unannounced_share"):
+            unannounced = sum(r.get("unannounced", 0) for r in row["runs"])
+            setting += f", {unannounced} of them unannounced"
         found.append(
             {
                 "id": f"calls-emulated-{slug}",
@@ -276,27 +299,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=30, help="simulated jobs per row")
     parser.add_argument("--shared-jobs", type=int, default=8, help="simulated jobs sharing")
     parser.add_argument(
+        "--first-seed", type=int, default=0, help="the first emulated run's seed (default 0)"
+    )
+    labels = [label for label, _, _ in emulated.VARIANTS]
+    parser.add_argument(
+        "--variant",
+        action="append",
+        choices=labels,
+        help="a channel variant to run (repeatable; default: all)",
+    )
+    parser.add_argument("--name", default=NAME, help="results file name, without extension")
+    parser.add_argument(
         "--from-json", action="store_true", help="only recompute the goals and the Markdown"
     )
     args = parser.parse_args(argv)
     if args.from_json:
-        results = json.loads((args.out / "polling.json").read_text())
+        results = json.loads((args.out / f"{args.name}.json").read_text())
         results["goals"] = goals(results["emulated"], results["simulated"])
-        results_files.write(args.out, "polling", results, report.markdown(results))
+        results_files.write(args.out, args.name, results, report.markdown(results))
         return 0
     if min(args.runs, args.steps, args.parallel, args.seeds, args.shared_jobs) < 1:
         parser.error("--runs, --steps, --parallel, --seeds and --shared-jobs must be >= 1")
-    if args.step_seconds <= 0:
-        parser.error("--step-seconds must be > 0")
+    if args.step_seconds <= 0 or args.first_seed < 0:
+        parser.error("--step-seconds must be > 0 and --first-seed >= 0")
     started = time.monotonic()
-    summaries = measure(args.runs, args.steps, args.step_seconds, args.parallel)
+    summaries = measure(
+        args.runs, args.steps, args.step_seconds, args.parallel, args.first_seed, args.variant
+    )
     simulated = simulate(args.seeds, args.shared_jobs)
     settings = emulated.settings()
     full = poll_plan.PlanSettings.for_poll_seconds(POLL_SECONDS)
+    extra = "".join(f" --variant '{v}'" for v in args.variant or ())
+    if args.first_seed:
+        extra += f" --first-seed {args.first_seed}"
+    if args.name != NAME:
+        extra += f" --name {args.name}"
     results = {
+        "name": args.name,
         "command": f"{prog} --runs {args.runs} --steps {args.steps} --step-seconds "
         f"{args.step_seconds:g} --parallel {args.parallel} --seeds {args.seeds} --shared-jobs "
-        f"{args.shared_jobs}",
+        f"{args.shared_jobs}{extra}",
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
         f"Python {platform.python_version()}",
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -308,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "simulated": simulated,
     }
     results["goals"] = goals(summaries, simulated)
-    results_files.write(args.out, "polling", results, report.markdown(results))
+    results_files.write(args.out, args.name, results, report.markdown(results))
     return 0
 
 
