@@ -42,6 +42,17 @@ def _client():
     return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
 
 
+def _waited(emulator, parent, *, ends_after: float, look_every: float):
+    """Waits (looks ``look_every`` s apart) on an operation that ends after ``ends_after`` s;
+    returns its id and the calls made on it."""
+    name = _pending(emulator, parent)
+    finisher = _finish_after(emulator, name, ends_after, response={"@type": "t"})
+    looks = polling.Backoff(initial=look_every, maximum=look_every, jitter=0)
+    operations.wait_for_operation(_client(), name, backoff=looks, timeout=60)
+    finisher.join()
+    return name.rsplit("/", 1)[-1], _calls(emulator, name)
+
+
 def test_an_operation_that_ends_between_looks_is_seen_when_it_ends(emulator, emulator_api):
     name = _pending(emulator, emulator_api.parent)
     finisher = _finish_after(emulator, name, 0.4, response={"@type": "t", "value": 7})
@@ -57,13 +68,7 @@ def test_an_operation_that_ends_between_looks_is_seen_when_it_ends(emulator, emu
 
 
 def test_a_held_wait_that_times_out_is_the_next_look(emulator, emulator_api):
-    name = _pending(emulator, emulator_api.parent)
-    finisher = _finish_after(emulator, name, 1.2, response={"@type": "t"})
-    quick = polling.Backoff(initial=0.5, maximum=0.5, jitter=0)
-    operations.wait_for_operation(_client(), name, backoff=quick, timeout=60)
-    finisher.join()
-    op_id = name.rsplit("/", 1)[-1]
-    calls = _calls(emulator, name)
+    op_id, calls = _waited(emulator, emulator_api.parent, ends_after=1.2, look_every=0.5)
     assert calls[0] == ("GET", op_id)
     assert calls[1:] == [("POST", f"{op_id}:wait")] * (len(calls) - 1)
     assert len(calls) in (3, 4)  # waits of 0.5 s each until the end at 1.2 s
@@ -80,13 +85,7 @@ def test_the_failure_of_an_operation_is_raised_after_a_held_wait(emulator, emula
 
 def test_a_service_without_the_wait_method_is_slept_on_after_one_try(emulator, emulator_api):
     emulator.add_fault(action="status", method="POST", path=r":wait$", http_status=501)
-    name = _pending(emulator, emulator_api.parent)
-    finisher = _finish_after(emulator, name, 0.9, response={"@type": "t"})
-    quick = polling.Backoff(initial=0.4, maximum=0.4, jitter=0)
-    operations.wait_for_operation(_client(), name, backoff=quick, timeout=60)
-    finisher.join()
-    op_id = name.rsplit("/", 1)[-1]
-    calls = _calls(emulator, name)
+    op_id, calls = _waited(emulator, emulator_api.parent, ends_after=0.9, look_every=0.4)
     assert calls[:2] == [("GET", op_id), ("POST", f"{op_id}:wait")]
     assert set(calls[2:]) == {("GET", op_id)} and len(calls[2:]) >= 2
 
@@ -95,14 +94,10 @@ def test_a_service_that_answers_at_once_is_slept_on_after_one_try(
     emulator_factory, emulator_api_for
 ):
     emulator = emulator_factory(operation_wait_cap_seconds=0.0)
-    name = _pending(emulator, emulator_api_for(emulator).parent)
-    finisher = _finish_after(emulator, name, 0.9, response={"@type": "t"})
-    quick = polling.Backoff(initial=0.4, maximum=0.4, jitter=0)
     started = time.monotonic()
-    operations.wait_for_operation(_client(), name, backoff=quick, timeout=60)
-    finisher.join()
-    op_id = name.rsplit("/", 1)[-1]
-    calls = _calls(emulator, name)
+    op_id, calls = _waited(
+        emulator, emulator_api_for(emulator).parent, ends_after=0.9, look_every=0.4
+    )
     assert calls[:2] == [("GET", op_id), ("POST", f"{op_id}:wait")]
     assert set(calls[2:]) == {("GET", op_id)}
     # The early answer did not shorten the look interval: the looks stay 0.4 s apart.
@@ -111,13 +106,7 @@ def test_a_service_that_answers_at_once_is_slept_on_after_one_try(
 
 def test_a_transient_failure_of_a_wait_keeps_the_next_wait_held(emulator, emulator_api):
     emulator.add_fault(action="status", method="POST", path=r":wait$", http_status=503, times=1)
-    name = _pending(emulator, emulator_api.parent)
-    finisher = _finish_after(emulator, name, 1.0, response={"@type": "t"})
-    quick = polling.Backoff(initial=0.4, maximum=0.4, jitter=0)
-    operations.wait_for_operation(_client(), name, backoff=quick, timeout=60)
-    finisher.join()
-    op_id = name.rsplit("/", 1)[-1]
-    calls = _calls(emulator, name)
+    op_id, calls = _waited(emulator, emulator_api.parent, ends_after=1.0, look_every=0.4)
     assert calls[:3] == [("GET", op_id), ("POST", f"{op_id}:wait"), ("GET", op_id)]
     assert calls[3:] and set(calls[3:]) == {("POST", f"{op_id}:wait")}
 
