@@ -68,6 +68,7 @@ CASE_KEYS = {
 }
 # At least this many preemptions per seed before a case's mean is taken as meaningful.
 MIN_PREEMPTIONS_PER_SEED = 2
+NAME = "goodput_scaled"
 # The goal's evidence: at least this many seeds and preemptions in all (ours, async save).
 MIN_SEEDS, MIN_PREEMPTIONS = 6, 30
 
@@ -130,19 +131,20 @@ def setting_bound(case: dict[str, Any]) -> dict[str, float] | None:
     return {"bound": cell["bound"], "ours_simulated": cell["ours"], "restart_s": scenario.restart_s}
 
 
-def goals(cases: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
+def goals(cases: Sequence[dict[str, Any]], seeds: int, first_seed: int = 0) -> list[dict[str, Any]]:
     """The goals in the form ``benchmarks.summary`` reads (``id``, ``goal``, ``measured``,
     ``where``, ``met``): ours with the async save >= 0.95 (billed = the runs' node time, and
     with the restart gaps billed too); the blocking save, Young/Daly and the unannounced
     preemptions reported."""
     by_name = {case["name"]: case for case in cases}
-    setting = f"mean of {seeds} seeds, emulator x1/60: M = 60 s, R = 2 s, notice 0.5 s"
+    listed = f" {first_seed}-{first_seed + seeds - 1}" if first_seed else ""
+    setting = f"mean of {seeds} seeds{listed}, emulator x1/60: M = 60 s, R = 2 s, notice 0.5 s"
 
     def where(case: dict[str, Any]) -> str:
         per_seed = "/".join(str(n) for n in case["preemptions_per_seed"])
         few = [
             str(seed)
-            for seed, n in enumerate(case["preemptions_per_seed"])
+            for seed, n in enumerate(case["preemptions_per_seed"], start=first_seed)
             if n < MIN_PREEMPTIONS_PER_SEED
         ]
         note = f"; seed {', '.join(few)}: too few to be meaningful" if few else ""
@@ -170,7 +172,7 @@ def goals(cases: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
             "where": ("no restart" if gap is None else f"restart gap mean {gap:.2f} s")
             + "".join(
                 f"; seed {seed}: {g:.3f}"
-                for seed, g in enumerate(ours.get("goodput_elapsed_per_seed", []))
+                for seed, g in enumerate(ours.get("goodput_elapsed_per_seed", []), start=first_seed)
             ),
             "met": ours["goodput_elapsed_mean"] >= GOAL and enough,
         },
@@ -230,23 +232,29 @@ def goals(cases: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
 
 
 def run_all(
-    seeds: int, steps: int, step_s: float, parallel: int, names: Sequence[str] = tuple(CASES)
+    seeds: int,
+    steps: int,
+    step_s: float,
+    parallel: int,
+    names: Sequence[str] = tuple(CASES),
+    first_seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """The cases ``names`` (default every case) for every seed, ``parallel`` runs at once,
-    each in a spawned process."""
+    """The cases ``names`` (default every case) for seeds ``first_seed`` on, ``parallel`` runs
+    at once, each in a spawned process."""
+    chosen = range(first_seed, first_seed + seeds)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(parallel, mp_context=context) as pool:
         jobs = {
             (name, seed): pool.submit(
                 scaled_run.run_case, extra, seed, steps, step_s, PLANS.get(name)
             )
-            for seed in range(seeds)
+            for seed in chosen
             for name, extra in CASES.items()
             if name in names
         }
         cases = []
         for name in (name for name in CASES if name in names):
-            runs = [jobs[name, seed].result() for seed in range(seeds)]
+            runs = [jobs[name, seed].result() for seed in chosen]
             case = {"name": name, "runs": runs, **scaled_run.summarize(runs)}
             if name == OURS_ASYNC:
                 case["goal"] = f">= {GOAL}: " + (
@@ -261,11 +269,11 @@ def run_all(
     return cases
 
 
-def _write(out: pathlib.Path, results: dict[str, Any]) -> None:
+def _write(out: pathlib.Path, results: dict[str, Any], name: str = NAME) -> None:
     results["markdown"] = scaled_report.markdown(results)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "goodput_scaled.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "goodput_scaled.md").write_text(results["markdown"])
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / f"{name}.md").write_text(results["markdown"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -273,7 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = "python -m benchmarks.goodput.scaled"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=policy.DEFAULT_OUT)
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds S..S+N-1 (default 3)")
+    parser.add_argument("--first-seed", type=int, default=0, help="S, the first seed (default 0)")
+    parser.add_argument("--name", default=NAME, help="results file name, without extension")
     parser.add_argument("--work-steps", type=int, default=15000, help="steps per run")
     parser.add_argument("--step-seconds", type=float, default=0.02, help="seconds per step")
     parser.add_argument("--parallel", type=int, default=3, help="runs at once (they mostly wait)")
@@ -289,21 +299,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.from_json:
-        results = json.loads((args.out / "goodput_scaled.json").read_text())
-        results["goals"] = goals(results["cases"], results["seeds"])
-        _write(args.out, results)
+        results = json.loads((args.out / f"{args.name}.json").read_text())
+        results["goals"] = goals(results["cases"], results["seeds"], results.get("first_seed", 0))
+        _write(args.out, results, args.name)
         return 0
     if args.seeds < 1 or args.work_steps < 1 or args.step_seconds <= 0 or args.parallel < 1:
         parser.error("--seeds, --work-steps and --parallel must be >= 1, --step-seconds > 0")
+    if args.first_seed < 0:
+        parser.error("--first-seed must be >= 0")
     started = time.monotonic()
     names = [CASE_KEYS[key] for key in args.cases]
-    cases = run_all(args.seeds, args.work_steps, args.step_seconds, args.parallel, names)
+    cases = run_all(
+        args.seeds, args.work_steps, args.step_seconds, args.parallel, names, args.first_seed
+    )
     only = "" if len(names) == len(CASES) else " --cases " + " ".join(args.cases)
+    if args.first_seed:
+        only += f" --first-seed {args.first_seed}"
+    if args.name != NAME:
+        only += f" --name {args.name}"
     results = {
         "machine": policy.machine(),
         "command": f"{prog} --seeds {args.seeds} --work-steps {args.work_steps}"
         f" --step-seconds {args.step_seconds:g} --parallel {args.parallel}{only}",
         "seeds": args.seeds,
+        "first_seed": args.first_seed,
         "work_steps": args.work_steps,
         "step_seconds": args.step_seconds,
         "parallel": args.parallel,
@@ -319,10 +338,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_seconds": round(time.monotonic() - started, 1),
         "cases": cases,
         "cases_not_run": [name for name in CASES if name not in names],
-        "goals": goals(cases, args.seeds),
+        "goals": goals(cases, args.seeds, args.first_seed),
     }
-    _write(args.out, results)
-    print(f"wrote {args.out / 'goodput_scaled.json'} and {args.out / 'goodput_scaled.md'}")
+    _write(args.out, results, args.name)
+    print(f"wrote {args.out / f'{args.name}.json'} and {args.out / f'{args.name}.md'}")
     return 0
 
 

@@ -17,11 +17,12 @@ Usage::
 
     python -m benchmarks.polling.run [--out benchmarks/results] [--runs 6] [--steps 3000]
         [--step-seconds 0.02] [--parallel 3] [--seeds 30] [--shared-jobs 8]
-        [--first-seed 0] [--variant LABEL ...] [--name polling]
+        [--first-seed 0] [--variant NAME ...] [--name polling]
 
 ``--first-seed`` runs other preemption plans than the committed results' (seeds ``S .. S +
 runs - 1``), to check that the goals hold off the seeds they were first measured on;
-``--variant`` runs only the named channel variants (``emulated.VARIANTS``); ``--name`` names
+``--variant`` runs only the named channel variants (``emulated.VARIANTS``, their labels as
+words: ``push-25-unannounced``); ``--name`` names
 the results files.
 """
 
@@ -210,11 +211,16 @@ def pull_p95_floor(preemptions: int, changes: int, looks_per_hour: float = GOAL_
     return 3600.0 / looks_per_hour * (1.0 - 0.05 / share)
 
 
+def _slug(label: str) -> str:
+    """A variant's label as a word: ``push, 25% unannounced`` -> ``push-25-unannounced``."""
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+
+
 def goals(summaries: Sequence[dict[str, Any]], simulated: dict[str, Any]) -> list[dict]:
     """The goals on the emulated runs (both channels), then the simulated figures (no target)."""
     found = []
     for row in summaries:
-        slug = re.sub(r"[^a-z0-9]+", "-", row["channel"]).strip("-")
+        slug = _slug(row["channel"])
         setting = (
             f"{row['channel']} channel, emulator x1/60, {row['scaled_job_hours']:.2f} scaled "
             f"job-hours, {row['preemptions']} preemptions"
@@ -297,39 +303,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--step-seconds", type=float, default=0.02, help="seconds per step")
     parser.add_argument("--parallel", type=int, default=3, help="emulated runs at once")
     parser.add_argument("--seeds", type=int, default=30, help="simulated jobs per row")
-    parser.add_argument("--shared-jobs", type=int, default=8, help="simulated jobs sharing")
+    parser.add_argument(
+        "--shared-jobs", type=int, default=8, help="simulated jobs sharing one list call"
+    )
     parser.add_argument(
         "--first-seed", type=int, default=0, help="the first emulated run's seed (default 0)"
     )
-    labels = [label for label, _, _ in emulated.VARIANTS]
+    slugs = {_slug(label): label for label, _, _ in emulated.VARIANTS}
     parser.add_argument(
         "--variant",
         action="append",
-        choices=labels,
-        help="a channel variant to run (repeatable; default: all)",
+        choices=list(slugs),
+        help="a channel variant to run, repeatable (default: all; push-25-unannounced is push "
+        "with a quarter of the preemptions unannounced)",
     )
-    parser.add_argument("--name", default=NAME, help="results file name, without extension")
+    parser.add_argument(
+        "--name", default=NAME, help=f"results file name, without extension (default {NAME})"
+    )
     parser.add_argument(
         "--from-json", action="store_true", help="only recompute the goals and the Markdown"
     )
     args = parser.parse_args(argv)
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", args.name):
+        parser.error(f"--name {args.name!r}: use letters, digits, '_' and '-' only")
     if args.from_json:
+        if not (args.out / f"{args.name}.json").is_file():
+            parser.error(f"--from-json: no {args.out / args.name}.json; run the benchmark first")
         results = json.loads((args.out / f"{args.name}.json").read_text())
         results["goals"] = goals(results["emulated"], results["simulated"])
         results_files.write(args.out, args.name, results, report.markdown(results))
         return 0
     if min(args.runs, args.steps, args.parallel, args.seeds, args.shared_jobs) < 1:
         parser.error("--runs, --steps, --parallel, --seeds and --shared-jobs must be >= 1")
-    if args.step_seconds <= 0 or args.first_seed < 0:
-        parser.error("--step-seconds must be > 0 and --first-seed >= 0")
+    if args.step_seconds <= 0:
+        parser.error("--step-seconds must be > 0")
+    if args.first_seed < 0:
+        parser.error("--first-seed must be >= 0")
+    variants = [slugs[v] for v in args.variant] if args.variant else None
     started = time.monotonic()
     summaries = measure(
-        args.runs, args.steps, args.step_seconds, args.parallel, args.first_seed, args.variant
+        args.runs, args.steps, args.step_seconds, args.parallel, args.first_seed, variants
     )
     simulated = simulate(args.seeds, args.shared_jobs)
     settings = emulated.settings()
     full = poll_plan.PlanSettings.for_poll_seconds(POLL_SECONDS)
-    extra = "".join(f" --variant '{v}'" for v in args.variant or ())
+    extra = "".join(f" --variant {v}" for v in args.variant or ())
     if args.first_seed:
         extra += f" --first-seed {args.first_seed}"
     if args.name != NAME:

@@ -155,3 +155,11 @@ def test_wait_of_an_unknown_operation_is_not_found(emulator, emulator_api):
     name = f"{emulator_api.parent}/operations/1234567890123456789"
     answer = requests.post(emulator_api.url(f"{name}:wait"), json={"timeout": "1s"})
     assert answer.status_code == 404
+
+
+def test_wait_refuses_the_timeout_as_a_query_parameter_under_v1beta1(emulator, emulator_api):
+    name = _pending(emulator, emulator_api)
+    answer = requests.post(emulator_api.url(f"{name}:wait"), params={"timeout": "2s"}, json={})
+    assert answer.status_code == 400
+    violation = answer.json()["error"]["details"][0]["fieldViolations"][0]
+    assert violation == {"field": "timeout", "description": "Under v1beta1 pass it in the body."}

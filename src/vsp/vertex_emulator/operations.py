@@ -287,25 +287,33 @@ def _wait_timeout(request: router.Request, cap: float) -> float:
     """Seconds an ``operations.wait`` may hold: its ``timeout``, at most ``cap``.
 
     v1beta1 takes ``{"timeout": "2.5s"}`` as the body; v1 takes ``timeout`` as a query
-    parameter with an empty body. Without one the call holds for ``cap``.
+    parameter with an empty body. A timeout in the other place is refused, not ignored. Without
+    one the call holds for ``cap``.
     """
     body = request.json_object()
     if request.params.get("api_version") == "v1":
         if body:
             raise errors.invalid_fields(
-                "Invalid JSON payload received. The request body must be empty under v1.",
+                "Invalid JSON payload received (the request body must be empty under v1)",
                 [
-                    errors.FieldViolation(key, "Unknown name: pass it as a query parameter.")
+                    errors.FieldViolation(
+                        key, "Unknown name; under v1 pass it as a query parameter."
+                    )
                     for key in sorted(body)
                 ],
             )
         text = request.query_value("timeout")
     else:
+        misplaced = sorted(set(request.query) & {"timeout"})
         unknown = sorted(set(body) - {"timeout"})
-        if unknown:
+        if misplaced or unknown:
             raise errors.invalid_fields(
-                "Invalid JSON payload received.",
-                [errors.FieldViolation(key, "Unknown name.") for key in unknown],
+                "Invalid request",
+                [
+                    errors.FieldViolation(key, "Under v1beta1 pass it in the body.")
+                    for key in misplaced
+                ]
+                + [errors.FieldViolation(key, "Unknown name.") for key in unknown],
             )
         text = body.get("timeout")
     if text in (None, ""):
@@ -313,8 +321,14 @@ def _wait_timeout(request: router.Request, cap: float) -> float:
     found = _DURATION.fullmatch(str(text))
     if found is None:
         raise errors.invalid_fields(
-            f"Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration), {text!r}",
-            [errors.FieldViolation("timeout", 'A duration such as "2.5s".')],
+            "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration)",
+            [
+                errors.FieldViolation(
+                    "timeout",
+                    f"{text} is not a duration: give a non-negative number of seconds followed "
+                    'by "s", for example "2.5s".',
+                )
+            ],
         )
     return min(cap, float(found["seconds"]))
 
