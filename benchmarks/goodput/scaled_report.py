@@ -58,7 +58,9 @@ def markdown(results: dict[str, Any]) -> str:
             f" {case.get('goal', '')} |"
         )
     not_run = results.get("cases_not_run") or []
-    if not_run:
+    if not_run and results.get("first_seed"):
+        lines += ["", f"Not run here (`--cases`): {'; '.join(not_run)}."]
+    elif not_run:
         lines += [
             "",
             f"Not run here (`--cases`): {'; '.join(not_run)}. Their last results, with the date"

@@ -58,7 +58,7 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
         "delete-cluster: started",
         shown[-1],
     ]
-    assert re.fullmatch(r"create-cluster: succeeded in \d+ s", shown[3])
+    assert re.fullmatch(r"create-cluster: succeeded in \d+(\.\d)? s", shown[3])
     assert re.fullmatch(
         r"  create-cluster: create of cluster vsplocal: .*next check in .*", shown[1]
     )

@@ -139,3 +139,13 @@ def test_a_held_wait_asks_no_longer_than_the_client_listens(emulator, emulator_a
     # 2 s request timeout less the 1 s margin: a 1 s hold, answered not done, then the end.
     assert [w["body"] for w in waits] == [{"timeout": "1.000s"}, {"timeout": "1.000s"}]
     assert all(w["status"] == 200 for w in waits)
+
+
+def test_the_answer_that_started_the_operation_is_its_first_look(emulator, emulator_api):
+    name = _pending(emulator, emulator_api.parent)
+    started = emulator.app.operations.get(name)
+    finisher = _finish_after(emulator, name, 0.3, response={"@type": "t"})
+    operations.wait_for_operation(_client(), name, backoff=SLOW, timeout=60, latest=started)
+    finisher.join()
+    op_id = name.rsplit("/", 1)[-1]
+    assert _calls(emulator, name) == [("POST", f"{op_id}:wait")]  # no GET at all

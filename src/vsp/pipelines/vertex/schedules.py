@@ -225,7 +225,11 @@ class SchedulesClient:
             return
         if operation.get("name") and not operation.get("done"):
             operations.wait_for_operation(
-                self.client, operation["name"], api_version=jobs.API_VERSION, clock=self.clock
+                self.client,
+                operation["name"],
+                api_version=jobs.API_VERSION,
+                clock=self.clock,
+                latest=operation,
             )
 
     def create(self, request: ScheduleRequest, *, replace: bool = False) -> dict[str, Any]:

@@ -174,7 +174,10 @@ class ClusterResource:
         self._wait(lambda c: c is None, f"deletion of cluster {self.ref.cluster_id}")
 
     def wait_operation(self, operation: dict[str, Any], what: str) -> dict[str, Any]:
-        """Polls a long-running operation on the cluster to its end; returns its response."""
+        """Polls a long-running operation on the cluster to its end; returns its response.
+
+        ``operation`` is the call's answer (its first look) or, re-attaching, just its name.
+        """
         return operations.wait_for_operation(
             self.client,
             operation["name"],
@@ -183,6 +186,7 @@ class ClusterResource:
             backoff=self.options.backoff,
             clock=self.options.clock,
             what=what,
+            latest=operation if "done" in operation else None,
         )
 
     def record(self, *resources: gcp_resources.Resource) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from vsp.components.runtime.core import errors, polling, rest
@@ -122,6 +123,7 @@ def wait_for_operation(
     backoff: polling.Backoff = DEFAULT_BACKOFF,
     clock: polling.Clock | None = None,
     what: str = "",
+    latest: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Polls an operation until it is done, the service holding each wait (``OperationWait``).
 
@@ -135,6 +137,8 @@ def wait_for_operation(
             seconds, so it is asked only with the real clock; with another the waits are the
             clock's sleeps.
         what: Name of the work, for progress logs.
+        latest: The operation as the call that started it answered: the first look, instead
+            of a GET sent right after that call (None: look it up, as a retried step does).
 
     Returns:
         The operation's ``response`` (``{}`` for an Empty response).
@@ -147,8 +151,11 @@ def wait_for_operation(
     path = f"{api_version}/{operation_name}"
     real = clock is None or isinstance(clock, polling.RealClock)
     held = OperationWait(client, path, api_version, clock or polling.RealClock()) if real else None
+    look = held.probe if held else lambda: client.get(path)
+    if latest is not None and latest.get("name") == operation_name:
+        look = _first_then(latest, look)
     result = polling.poll_until(
-        held.probe if held else lambda: client.get(path),
+        look,
         lambda op: bool(op.get("done")),
         what=what or f"operation {operation_name}",
         timeout=timeout,
@@ -161,3 +168,15 @@ def wait_for_operation(
     if operation.get("error"):
         raise errors.operation_error(operation_name, operation["error"])
     return operation.get("response") or {}
+
+
+def _first_then(
+    first: dict[str, Any], then: Callable[[], dict[str, Any]]
+) -> Callable[[], dict[str, Any]]:
+    """A look that answers ``first`` once, then asks ``then``."""
+    pending = [first]
+
+    def look() -> dict[str, Any]:
+        return pending.pop() if pending else then()
+
+    return look

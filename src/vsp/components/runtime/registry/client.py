@@ -243,6 +243,7 @@ def register_model(
             timeout=timeout,
             backoff=poll_backoff,
             what=f"upload of {name}",
+            latest=operation,
         )
         return done(str(response["modelVersionId"]), False, [lro])
     raise errors.InternalError("unreachable: no upload attempt was made")

@@ -112,5 +112,6 @@ def _delete_version(
             timeout=timeout,
             backoff=poll_backoff,
             what=f"deletion of {name}",
+            latest=operation,
         )
     log.info("deleted the duplicate version %s", name)
