@@ -1,8 +1,21 @@
-"""Timestamps in the RFC 3339 form Google APIs use (UTC, ``Z`` suffix)."""
+"""Timestamps in the RFC 3339 form Google APIs use (UTC, ``Z`` suffix), and durations in
+their JSON form (``"2.5s"``)."""
 
 from __future__ import annotations
 
 import datetime
+import re
+from typing import Any
+
+# google.protobuf.Duration in JSON: whole seconds (at most 315,576,000,000: 12 digits), up to
+# nine fractional digits, then "s".
+_DURATION = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)s")
+
+
+def duration_seconds(text: Any) -> float | None:
+    """Seconds of a duration in JSON (``"2.5s"``), or None when ``text`` is not one."""
+    found = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    return None if found is None else float(found[1])
 
 
 def rfc3339(epoch: float) -> str:

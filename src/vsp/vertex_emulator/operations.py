@@ -27,7 +27,6 @@ waiting calls at once (the background tick settles due operations every
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -50,8 +49,6 @@ _NAME_PATTERN = (
     r"(?P<name>projects/[^/]+/locations/[^/]+/(?:[^:]+/)?operations/(?P<operation>[^/:]+))"
 )
 _LIST_PATTERN = r"(?P<parent>projects/[^/]+/locations/[^/]+)/operations"
-# google.protobuf.Duration in JSON: seconds with up to nine fractional digits, then "s".
-_DURATION = re.compile(r"(?P<seconds>\d{1,12}(?:\.\d{1,9})?)s")
 
 
 def type_url(message: str) -> str:
@@ -318,8 +315,8 @@ def _wait_timeout(request: router.Request, cap: float) -> float:
         text = body.get("timeout")
     if text in (None, ""):
         return cap
-    found = _DURATION.fullmatch(str(text))
-    if found is None:
+    seconds = clock.duration_seconds(text)
+    if seconds is None:
         raise errors.invalid_fields(
             "Invalid value at 'timeout' (type.googleapis.com/google.protobuf.Duration)",
             [
@@ -330,7 +327,7 @@ def _wait_timeout(request: router.Request, cap: float) -> float:
                 )
             ],
         )
-    return min(cap, float(found["seconds"]))
+    return min(cap, seconds)
 
 
 def _done_at(record: dict[str, Any]) -> float:

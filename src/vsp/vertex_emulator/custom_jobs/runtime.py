@@ -132,7 +132,7 @@ class CustomJobRuntime(preemption.PreemptionApi):
 
     def _step_pending(self, doc: dict[str, Any], now: float) -> None:
         if self._no_capacity(doc):
-            wait = spec_module.duration_seconds(
+            wait = clock.duration_seconds(
                 (doc["job"]["jobSpec"].get("scheduling") or {}).get("maxWaitDuration")
             )
             limit = self.app.settings.scaled(86400.0 if wait is None else wait)
@@ -189,7 +189,7 @@ class CustomJobRuntime(preemption.PreemptionApi):
                 self.procs.signal(key, signal.SIGKILL)
                 kill["killed"] = True
             return
-        timeout = spec_module.duration_seconds(
+        timeout = clock.duration_seconds(
             (doc["job"]["jobSpec"].get("scheduling") or {}).get("timeout")
         )
         limit = self.app.settings.scaled(timeout or DEFAULT_TIMEOUT_SECONDS)

@@ -11,12 +11,11 @@ image is ignored) or ``sys.executable -m pythonModule args`` for a ``pythonPacka
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any
 
 from vsp.components.runtime.core import gcs_paths
-from vsp.vertex_emulator import casing, errors, field_rules
+from vsp.vertex_emulator import casing, clock, errors, field_rules
 
 STRATEGIES = ("STRATEGY_UNSPECIFIED", "STANDARD", "SPOT", "FLEX_START", "ON_DEMAND", "LOW_COST")
 CREATE_FIELDS = frozenset(
@@ -29,18 +28,10 @@ JOB_SPEC_FIELDS = frozenset(
     | {"experimentRun", "persistentResourceId"}
 )
 DEFAULT_DISK = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}
-_DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
 
 
 def _v(field: str, description: str) -> errors.FieldViolation:
     return errors.FieldViolation(field, description)
-
-
-def duration_seconds(text: Any) -> float | None:
-    """Seconds of a proto-JSON duration (``"3600s"``), or None when absent."""
-    if text is None:
-        return None
-    return float(str(text)[:-1])
 
 
 def _get(holder: Any, key: str) -> Any:
@@ -48,7 +39,7 @@ def _get(holder: Any, key: str) -> Any:
 
 
 def _check_duration(value: Any, field: str, out: list[errors.FieldViolation]) -> None:
-    if value is not None and not (isinstance(value, str) and _DURATION.match(value)):
+    if value is not None and clock.duration_seconds(value) is None:
         out.append(_v(field, f'Invalid duration {value!r}: use seconds with an "s" suffix.'))
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vsp.vertex_emulator import errors, router
+from vsp.vertex_emulator import clock, errors, router
 
 SUBSCRIPTIONS = "pubsub_subscriptions"
 DELIVERIES = "pubsub_deliveries"
@@ -74,11 +74,12 @@ def _name(request: router.Request) -> str:
 
 
 def _seconds(text: Any, field: str) -> float:
-    if not isinstance(text, str) or not re.fullmatch(r"\d+(\.\d+)?s", text):
+    seconds = clock.duration_seconds(text)
+    if seconds is None:
         raise errors.invalid_fields(
             "Invalid subscription", [errors.FieldViolation(field, "a duration such as '86400s'")]
         )
-    return float(text[:-1])
+    return seconds
 
 
 def create(request: router.Request) -> router.Response:

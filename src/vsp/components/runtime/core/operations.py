@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from vsp.components.runtime.core import errors, polling, rest
@@ -45,9 +44,11 @@ class OperationWait:
         client: The REST client.
         path: ``{version}/{operation name}``.
         api_version: ``v1`` (the timeout is a query parameter) or ``v1beta1`` (in the body).
-        clock: The waits' clock (real time: the service holds for real seconds).
-        held: Whether the service has not (yet) shown that it does not hold.
-        calls: ``:wait`` calls sent.
+        clock: The waits' clock.
+        held: Whether to ask the service to hold (it has not shown it does not); False from
+            the start with a clock other than the real one, as the service holds for real
+            seconds.
+        answer: The operation as last answered, the next look's (then a GET).
     """
 
     client: rest.VertexRestClient
@@ -55,24 +56,23 @@ class OperationWait:
     api_version: str
     clock: polling.Clock
     held: bool = True
-    calls: int = 0
-    _answer: dict[str, Any] | None = None
+    answer: dict[str, Any] | None = None
 
     def probe(self) -> dict[str, Any]:
         """The operation: the last wait's answer when there is one, else a GET."""
-        answer, self._answer = self._answer, None
+        answer, self.answer = self.answer, None
         return answer if answer is not None else self.client.get(self.path)
 
     def wait(self, seconds: float) -> None:
         """Up to ``seconds`` (less when the operation ends first, or when the client's own
         bounds, its request timeout and deadline, leave less room for one call)."""
         started = self.clock.now()
-        asked = min(seconds, self._room())
-        if self.held and asked >= MIN_HELD_SECONDS:
+        asked = min(seconds, self._room()) if self.held else 0.0
+        if asked >= MIN_HELD_SECONDS:
             answer = self._ask(asked)
             taken = self.clock.now() - started
             if answer is not None and (answer.get("done") or taken >= EARLY_ANSWER_SHARE * asked):
-                self._answer = answer
+                self.answer = answer
                 return
             if answer is not None:
                 log.debug(
@@ -91,7 +91,6 @@ class OperationWait:
 
     def _ask(self, seconds: float) -> dict[str, Any] | None:
         timeout = f"{seconds:.3f}s"
-        self.calls += 1
         try:
             if self.api_version == "v1":
                 return self.client.post(f"{self.path}:wait", {}, {"timeout": timeout})
@@ -148,35 +147,25 @@ def wait_for_operation(
             or user error by its code).
         errors.TimeoutExceededError: The deadline passed.
     """
-    path = f"{api_version}/{operation_name}"
-    real = clock is None or isinstance(clock, polling.RealClock)
-    held = OperationWait(client, path, api_version, clock or polling.RealClock()) if real else None
-    look = held.probe if held else lambda: client.get(path)
-    if latest is not None and latest.get("name") == operation_name:
-        look = _first_then(latest, look)
+    looks = OperationWait(
+        client,
+        f"{api_version}/{operation_name}",
+        api_version,
+        clock or polling.RealClock(),
+        held=clock is None or isinstance(clock, polling.RealClock),
+        answer=latest if latest is not None and latest.get("name") == operation_name else None,
+    )
     result = polling.poll_until(
-        look,
+        looks.probe,
         lambda op: bool(op.get("done")),
         what=what or f"operation {operation_name}",
         timeout=timeout,
         backoff=backoff,
         clock=clock,
         describe=describe_operation,
-        wait=held.wait if held else None,
+        wait=looks.wait,
     )
     operation = result.value
     if operation.get("error"):
         raise errors.operation_error(operation_name, operation["error"])
     return operation.get("response") or {}
-
-
-def _first_then(
-    first: dict[str, Any], then: Callable[[], dict[str, Any]]
-) -> Callable[[], dict[str, Any]]:
-    """A look that answers ``first`` once, then asks ``then``."""
-    pending = [first]
-
-    def look() -> dict[str, Any]:
-        return pending.pop() if pending else then()
-
-    return look
