@@ -3,6 +3,7 @@ is skipped, so its checkpoint is never deleted to be written again."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -85,3 +86,23 @@ def test_a_notice_before_the_first_step_saves_nothing_and_counts_as_landed(tmp_p
     again = train(tmp_path, 20)  # the next process resumes from step 10: the notice landed
     assert again.returncode == 0, again.stdout + again.stderr
     assert history.notice_outcomes(history.read(tmp_path / "ckpt")) == (1, 0)
+
+
+def test_a_timed_interval_saves_periodically_and_each_checkpoint_carries_the_policy(tmp_path):
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
+    env["MASTER_PORT"] = str(free_port())
+    command = [sys.executable, "-m", "vsp.examples.ddp_trainer", "--steps", "40"]
+    command += ["--step-seconds", "0.02", "--checkpoint-interval", "0.2", "--keep", "10"]
+    command += ["--checkpoint-dir", str(tmp_path / "ckpt"), "--model-dir", str(tmp_path / "m")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "checkpoint policy: fixed: a periodic save every 0.2 s of training" in done.stdout
+    saves = [(r.step, r.reason) for r in history.read(tmp_path / "ckpt") if r.event == "save"]
+    periodic = [step for step, reason in saves if reason == "periodic"]
+    assert 2 <= len(periodic) <= 6, saves  # 0.8 s of steps at least, a save every 0.2 s
+    assert saves[-1] == (40, "final")
+    for step in [*periodic, 40]:
+        ref = collective.committed(tmp_path / "ckpt", step)
+        assert ref is not None and "state/policy.json" in ref.manifest["files"]
+    metadata = json.loads((tmp_path / "m" / "metadata.json").read_text())
+    assert metadata["checkpoint_policy"] == "fixed: a periodic save every 0.2 s of training"

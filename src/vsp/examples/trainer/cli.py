@@ -32,9 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vsp.components.runtime.core import errors, gcs_paths
-from vsp.components.runtime.trainer import contract, strategies
+from vsp.components.runtime.trainer import contract, policy_flags
 from vsp.components.runtime.trainer import notice as trainer_notice
-from vsp.components.runtime.trainer import policy as checkpoint_policy
 from vsp.examples.trainer import loop, state
 
 log = logging.getLogger("vsp.examples.trainer")
@@ -55,39 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--samples", type=int, default=1024, help="synthetic dataset size (default 1024)")
     add("--checkpoint-dir", help="default $VSP_CHECKPOINT_DIR, else $AIP_CHECKPOINT_DIR")
     add("--model-dir", help="default $VSP_MODEL_DIR, else $AIP_MODEL_DIR")
-    when = parser.add_mutually_exclusive_group()
-    when.add_argument("--checkpoint-every-steps", type=int, help="save every N steps")
-    when.add_argument(
-        "--checkpoint-interval",
-        help="'auto' (default: the --checkpoint-strategy interval from the measured save costs"
-        " and --mtbf-seconds) or seconds",
-    )
-    add(
-        "--mtbf-seconds",
-        type=float,
-        default=None,
-        help="prior mean time between preemptions for 'auto' ($VSP_MTBF_SECONDS, default 3600)",
-    )
-    add(
-        "--checkpoint-strategy",
-        choices=sorted(strategies.STRATEGIES),
-        default="notice-first",
-        help="'auto' interval: notice-first (default; periodic saves insure a failed notice save"
-        " when a save fits in the notice, else Daly) or young-daly",
-    )
-    add(
-        "--p-notice-fail",
-        type=float,
-        default=strategies.DEFAULT_P_NOTICE_FAIL,
-        help="prior probability that a save on the notice fails, for notice-first (default"
-        " 0.02; the checkpoint history's notice outcomes update it)",
-    )
-    add(
-        "--notice-seconds",
-        type=float,
-        default=checkpoint_policy.GCP_SPOT_NOTICE_S,
-        help="preemption notice window in seconds (default 30, GCP Spot)",
-    )
+    policy_flags.add_policy_flags(parser)
     add(
         "--save-mode",
         choices=state.SAVE_MODES,
@@ -212,25 +179,6 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> st
     )
 
 
-def policy_from_args(
-    args: argparse.Namespace, environ: Mapping[str, str]
-) -> checkpoint_policy.CheckpointPolicy:
-    """The checkpoint policy the flags ask for."""
-    mtbf = args.mtbf_seconds
-    if mtbf is None:
-        text = environ.get("VSP_MTBF_SECONDS") or str(checkpoint_policy.DEFAULT_MTBF_S)
-        try:
-            mtbf = float(text)
-        except ValueError:
-            raise errors.UserError(f"VSP_MTBF_SECONDS={text!r} is not a number") from None
-    strategy = strategies.from_name(args.checkpoint_strategy, p_notice_fail=args.p_notice_fail)
-    common = {"mtbf_s": mtbf, "strategy": strategy, "notice_s": args.notice_seconds}
-    if args.checkpoint_every_steps is not None:
-        return checkpoint_policy.CheckpointPolicy(every_steps=args.checkpoint_every_steps, **common)
-    interval = args.checkpoint_interval or "auto"
-    return checkpoint_policy.CheckpointPolicy.parse(interval, **common)
-
-
 def _log_to_stdout() -> logging.Handler:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -247,7 +195,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     handler = _log_to_stdout()
     try:
         cfg = config_from_args(args, environ)
-        policy = policy_from_args(args, environ)
+        policy = policy_flags.policy_from_args(args, environ)
         restarts = loop.slurm_restart_count(environ)
         if restarts is not None:
             log.info("SLURM_RESTART_COUNT=%d", restarts)
