@@ -14,8 +14,13 @@ comes from records:
   last one to its end); and
   elapsed seconds from the first run's start to the last one's end, which also bills the gaps
   between runs (node down, requeue delay);
-* the restart gap (SIGKILL to the next run's start) from the same records, and the start-up
-  inside each run (run start to the first step the trainer began, from the step log).
+* the restart gap (SIGKILL to the next run's start) from the same records, the start-up
+  inside each run (run start to the first step the trainer began, from the step log), and the
+  tail (the last step's end to the job's end: final save, model write, exit), which with the
+  plan lets ``trace_of_run`` replay the run (``benchmarks.goodput.replay``).
+
+A job on 2 nodes (``nodes``) runs the DDP example instead (the torch extra): its useful seconds
+are rank 0's step log (the steps the model holds) per node, billed seconds count every node.
 
 The emulator sets ``VERTEX_EMULATOR_HOST`` for its process, so parallel runs each need their own
 process (``benchmarks.goodput.scaled`` uses a spawned process pool).
@@ -26,13 +31,16 @@ from __future__ import annotations
 import json
 import pathlib
 import statistics
+import sys
 import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.goodput import metric as goodput_metric
+from benchmarks.goodput import replay
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.steps import train_on_cluster
+from vsp.components.runtime.training.backends import slurm
 from vsp.examples.trainer.step_log import read_step_log
 
 MTBF_S, RESTART_S, NOTICE_S = 60.0, 2.0, 0.5
@@ -80,9 +88,51 @@ def startup_delays(
     return delays
 
 
-def trainer_flags(extra: Sequence[str]) -> list[str]:
-    """A case's save flags plus the scaled prior and notice the trainer's policy is given."""
-    return [*extra, "--mtbf-seconds", f"{MTBF_S:g}", "--notice-seconds", f"{NOTICE_S:g}"]
+def trainer_flags(extra: Sequence[str], nodes: int = 1) -> list[str]:
+    """A case's save flags plus the scaled prior and notice the trainer's policy is given (the
+    job's mean time between preemptions: a node's over the job's ``nodes``)."""
+    mtbf = MTBF_S / nodes
+    return [*extra, "--mtbf-seconds", f"{mtbf:g}", "--notice-seconds", f"{NOTICE_S:g}"]
+
+
+def ddp_training(
+    seed: int, work: pathlib.Path, steps: int, step_s: float, flags: Sequence[str], nodes: int
+) -> slurm.SlurmTraining:
+    """The DDP example's run for ``seed`` on ``nodes`` nodes (``srun``, gloo over loopback),
+    rank 0 writing the step log into ``work``."""
+    command = [sys.executable, "-m", "vsp.examples.ddp_trainer", "--seed", str(seed)]
+    command += ["--steps", str(steps), "--step-seconds", str(step_s), "--keep", "1", *flags]
+    command += ["--step-log", str(work / "steps.log")]
+    environment = {**goodput_metric.trainer_environment(), "GLOO_SOCKET_IFNAME": "lo"}
+    return slurm.SlurmTraining(
+        command=command,
+        environment=environment,
+        working_directory=str(work),
+        checkpoint_dir=str(work / "ckpt"),
+        model_dir=str(work / "model"),
+        nodes=nodes,
+        launcher="srun",
+        nccl_env_file="",
+    )
+
+
+def _model_record(model: pathlib.Path, nodes: int, steps: int, step_log: pathlib.Path) -> dict:
+    """Steps, useful seconds per node and the policy's explanation, from the model the run
+    wrote: the numpy example's ``metrics.json`` (its ``train_seconds``), or for the DDP example
+    its ``metadata.json`` and rank 0's step log (the time in the steps the model holds)."""
+    if nodes == 1:
+        metrics = json.loads((model / "metrics.json").read_text())
+        return {
+            "steps": metrics["steps"],
+            "train_seconds": metrics["train_seconds"],
+            "checkpoint_policy": metrics.get("checkpoint_policy", ""),
+        }
+    metadata = json.loads((model / "metadata.json").read_text())
+    return {
+        "steps": metadata["step"],
+        "train_seconds": goodput_metric.true_useful_seconds(step_log, steps),
+        "checkpoint_policy": metadata.get("checkpoint_policy", ""),
+    }
 
 
 def run_case(
@@ -91,6 +141,7 @@ def run_case(
     steps: int,
     step_s: float,
     plan: dict[str, Any] | None = None,
+    nodes: int = 1,
 ) -> dict[str, Any]:
     """One run of ``steps`` steps of ``step_s`` s under the plan of ``seed``, to completion.
 
@@ -100,6 +151,9 @@ def run_case(
         steps: Training steps.
         step_s: Simulated seconds per step.
         plan: More preemption plan fields (e.g. ``unannounced_share``).
+        nodes: Nodes of the job. One runs the numpy example; more run the DDP example (the
+            ``torch`` extra) on that many Spot nodes, with the plan's mean the job's time
+            between preemptions (``MTBF_S / nodes``: the first of its nodes to go ends a run).
 
     Returns:
         The run's records: useful, billed and elapsed seconds, the step's own metric, runs,
@@ -113,15 +167,19 @@ def run_case(
             emulator.app.slurm.set_preemption_plan(
                 cluster,
                 mode="poisson",
-                mean_seconds=MTBF_S,
+                mean_seconds=MTBF_S / nodes,
                 seed=seed,
                 max_count=MAX_PREEMPTIONS,
                 **(plan or {}),
             )
             work = root / "shared"
-            training = goodput_metric.trainer_training(
-                seed, work, steps=steps, step_seconds=step_s, save=trainer_flags(extra)
-            )
+            if nodes == 1:
+                training = goodput_metric.trainer_training(
+                    seed, work, steps=steps, step_seconds=step_s, save=trainer_flags(extra)
+                )
+            else:
+                flags = trainer_flags(extra, nodes)
+                training = ddp_training(seed, work, steps, step_s, flags, nodes)
             outcome = train_on_cluster.train_on_cluster(
                 project=goodput_metric.PROJECT,
                 location=goodput_metric.LOCATION,
@@ -143,8 +201,9 @@ def run_case(
         finally:
             emulator.app.slurm.shutdown()
             emulator.stop()
-        metrics_json = json.loads((work / "model" / "metrics.json").read_text())
-        begins = [began for _, began, _, _ in read_step_log(work / "steps.log")]
+        model = _model_record(work / "model", nodes, steps, work / "steps.log")
+        rows = read_step_log(work / "steps.log")
+        begins = [began for _, began, _, _ in rows]
         useful_log = goodput_metric.true_useful_seconds(work / "steps.log", steps)
     windows = run_windows(events, job)
     gaps = restart_gaps(windows)
@@ -152,11 +211,17 @@ def run_case(
     metrics = outcome.metrics
     return {
         "seed": seed,
-        "steps": metrics_json["steps"],
-        "train_seconds": metrics_json["train_seconds"],
+        "nodes": nodes,
+        "steps": model["steps"],
+        "train_seconds": model["train_seconds"],
         "useful_seconds_step_log": useful_log,
         "billed_node_seconds": billed,
         "elapsed_seconds": windows[-1][1] - windows[0][0],
+        "tail_s": windows[-1][1] - max(ended for _, _, ended, _ in rows),
+        "preempted_run_seconds": [
+            e["runSeconds"] for e in sorted(events, key=lambda e: e["epoch"])
+        ],
+        "plan": {"mean_s": MTBF_S / nodes, "max_count": MAX_PREEMPTIONS, **(plan or {})},
         "preemptions": preempted,
         "unannounced": sum(1 for e in events if not e["noticeSeconds"]),
         "plan_fired": fired["fired"],
@@ -167,7 +232,7 @@ def run_case(
             "useful_node_seconds": metrics["useful_node_seconds"],
             "billed_node_seconds": metrics["billed_node_seconds"],
         },
-        "checkpoint_policy": metrics_json.get("checkpoint_policy", ""),
+        "checkpoint_policy": model["checkpoint_policy"],
     }
 
 
@@ -180,7 +245,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def mean(values: Sequence[float]) -> float | None:
         return statistics.fmean(values) if values else None
 
-    billed = [r["train_seconds"] / r["billed_node_seconds"] for r in runs]
+    billed = [r["train_seconds"] * r.get("nodes", 1) / r["billed_node_seconds"] for r in runs]
     elapsed = [r["train_seconds"] / r["elapsed_seconds"] for r in runs]
     metric = [r["step_metric"]["goodput"] for r in runs]
     gaps = [g for r in runs for g in r["restart_gaps_s"]]
@@ -200,3 +265,31 @@ def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "startup_mean_s": mean(startups),
         "step_time_mean_s": statistics.fmean(r["train_seconds"] / r["steps"] for r in runs),
     }
+
+
+def trace_of_run(run: dict[str, Any], block_s: float, persist_s: float) -> replay.Trace | None:
+    """The replay trace of one run's record (``benchmarks.goodput.replay``): the plan of its
+    seed, its mean start-up and restart gap, its tail, the wall time of its steps (the step
+    log's) to do, its useful time (``train_seconds``) to count, and the save measured
+    (``block_s``, ``persist_s``); None for a record without the tail (an older result file)."""
+    if run.get("tail_s") is None or "plan" not in run:
+        return None
+    startups = [s for s in run["startup_s"] if s is not None]
+    gaps = run["restart_gaps_s"]
+    plan = run["plan"]
+    return replay.Trace.from_plan(
+        run["seed"],
+        plan["mean_s"],
+        plan["max_count"],
+        plan.get("unannounced_share", 0.0),
+        work_s=run["useful_seconds_step_log"],
+        startup_s=statistics.fmean(startups) if startups else 0.0,
+        gap_s=statistics.fmean(gaps) if gaps else RESTART_S,
+        tail_s=run["tail_s"],
+        notice_s=NOTICE_S,
+        block_s=block_s,
+        persist_s=persist_s,
+        step_s=run["useful_seconds_step_log"] / run["steps"],
+        mtbf_s=plan["mean_s"],
+        useful_s=run["train_seconds"],
+    )

@@ -92,6 +92,33 @@ def _attempt(
     announced = rng.random() >= sc.p_no_notice
     notice = max(0.0, hard_stop - sc.notice_s) if announced else math.inf
     seen = notice + rng.random() * sc.step_s if announced else math.inf
+    committed, finished, ended = train_until(sc, policy, committed, tally, hard_stop, seen)
+    if finished:
+        tally.billed += ended
+    else:
+        tally.billed += ended + sc.restart_s
+        tally.restart += sc.restart_s
+    return committed, finished
+
+
+def train_until(
+    sc: Scenario,
+    policy,
+    committed: float,
+    tally: Tally,
+    hard_stop: float,
+    seen: float,
+) -> tuple[float, bool, float]:
+    """Training from ``committed`` progress until the work is done or the hard stop.
+
+    Times count from the start of training. The trainer sees the notice at ``seen`` (inf: no
+    notice) and the node is gone at ``hard_stop`` (inf: never). The tally's overheads and
+    counts are updated, its billed time is not: the caller adds the attempt's end.
+
+    Returns:
+        (committed progress, finished, the attempt's end: when the work was done, or the hard
+        stop).
+    """
     t, progress = 0.0, committed
     inflight: tuple[float, float] | None = None  # (manifest time, progress saved)
     next_save = policy.interval_s if policy is not None else math.inf
@@ -108,8 +135,7 @@ def _attempt(
         t = first
         settle(t)
         if first == finish and finish < min(seen, hard_stop):
-            tally.billed += t
-            return sc.work_s, True
+            return sc.work_s, True, t
         if first == next_save and next_save < min(seen, hard_stop):
             start = max(t, inflight[0]) if inflight else t
             stop = min(start + sc.block_s, seen, hard_stop)
@@ -135,12 +161,10 @@ def _attempt(
         elif committed < progress:
             tally.notice_saves_failed += 1
     else:
-        tally.notice_saves_failed += int(announced)
+        tally.notice_saves_failed += int(seen < math.inf)
     tally.after_notice += hard_stop - t
     tally.lost += progress - committed
-    tally.billed += hard_stop + sc.restart_s
-    tally.restart += sc.restart_s
-    return committed, False
+    return committed, False, hard_stop
 
 
 def simulate(sc: Scenario, kind: str, seed: int, *, max_billed_factor: float = 20.0) -> Tally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.goodput import scaled, scaled_report, scaled_run
+from benchmarks.goodput import grid, replay, scaled, scaled_report, scaled_run
 
 EVENTS = [  # unsorted, as a caller might pass them
     {"epoch": 140.0, "runSeconds": 27.0, "noticeSeconds": 0.5},
@@ -250,3 +250,115 @@ def test_the_bound_goal_compares_the_elapsed_goodput_with_the_settings_bound(mon
     low = _cases(0.97, 0.94, [5] * 6)
     [missed] = [g for g in scaled.goals(low, seeds=6) if g["id"].endswith("to-bound")]
     assert missed["met"] is False
+
+
+def test_a_two_node_job_is_told_the_jobs_mtbf_a_node_s_over_two() -> None:
+    assert scaled_run.trainer_flags([], nodes=2) == [
+        *("--mtbf-seconds", "30", "--notice-seconds", "0.5")
+    ]
+
+
+def test_a_two_node_runs_useful_time_counts_both_nodes() -> None:
+    one = _run(90.0, 100.0, 120.0, 0.9)
+    two = {**one, "nodes": 2, "billed_node_seconds": 200.0}
+    got = scaled_run.summarize([one, two])
+    assert got["goodput_per_seed"] == [0.9, 0.9]  # 90 s x 2 nodes over 200 node-s
+    assert got["goodput_elapsed_per_seed"] == [0.75, 0.75]  # both nodes billed throughout
+
+
+def test_a_blocking_save_is_read_from_the_policy_line_too() -> None:
+    blocking = "notice-first: a save blocks training 0.0274 s, mean time between preemptions"
+    assert scaled.measured_save(blocking) == (0.0274, 0.0274)
+    asynchronous = "notice-first: a save takes 0.441 s (0.0324 s blocking), mean time"
+    assert scaled.measured_save(asynchronous) == (0.441, 0.0324)
+    assert scaled.measured_save("fixed: a periodic save every 10 steps") is None
+
+
+def test_the_setting_of_a_two_node_case_has_the_jobs_mtbf() -> None:
+    line = "notice-first: a save blocks training 0.03 s, mean time between preemptions 30 s"
+    case = {
+        "nodes": 2,
+        "restart_gap_mean_s": 2.0,
+        "startup_mean_s": 3.0,
+        "step_time_mean_s": 0.025,
+        "runs": [{"checkpoint_policy": line}],
+    }
+    scenario = scaled.setting_scenario(case)
+    assert scenario is not None
+    assert (scenario.mtbf_s, scenario.restart_s) == (1800.0, pytest.approx(300.0))
+    assert (scenario.block_s, scenario.persist_s) == (pytest.approx(1.8), 0.0)
+
+
+def _two_node_case(elapsed: float, per_seed: list[int]) -> dict:
+    line = "notice-first: a save blocks training 0.03 s, mean time between preemptions 30 s"
+    case = _case(scaled.OURS_TWO_NODES, 0.9, elapsed, per_seed)
+    return {**case, "nodes": 2, "runs": [_run(90.0, 100.0, 110.0, 0.9, checkpoint_policy=line)]}
+
+
+def test_the_two_node_case_alone_is_set_against_its_own_bound(monkeypatch) -> None:
+    monkeypatch.setattr(
+        scaled,
+        "setting_bound",
+        lambda case: {"bound": 0.90, "ours_simulated": 0.89, "restart_s": 300.0},
+    )
+    goals = scaled.goals([_two_node_case(0.882, [5] * 6)], seeds=6)
+    assert [g["id"] for g in goals] == [
+        "goodput-scaled-2-nodes",
+        "goodput-scaled-2-nodes-elapsed",
+        "goodput-scaled-2-nodes-to-bound",
+    ]
+    assert [g["met"] for g in goals] == [None, None, True]
+    assert goals[2]["measured"] == pytest.approx(0.98)
+    assert "of its own setting" in goals[2]["goal"]  # the records hold no replay: the setting's
+    few = scaled.goals([_two_node_case(0.882, [4] * 6)], seeds=6)  # 24 preemptions: too few
+    assert few[2]["met"] is False
+    low = scaled.goals([_two_node_case(0.88, [5] * 6)], seeds=6)
+    assert low[2]["met"] is False
+
+
+def test_the_two_node_case_is_asked_for_and_needs_torch(monkeypatch, tmp_path) -> None:
+    assert "ours-2-nodes" not in scaled.DEFAULT_CASES
+    assert "ours-async" in scaled.DEFAULT_CASES
+    monkeypatch.setattr(scaled.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit) as stopped:
+        scaled.main(["--out", str(tmp_path), "--cases", "ours-2-nodes"])
+    assert stopped.value.code == 2
+    assert not list(tmp_path.iterdir())  # refused before anything ran or was written
+
+
+def test_runs_with_their_tails_are_held_to_the_bound_on_their_own_preemptions() -> None:
+    line = "notice-first: a save blocks training 0.03 s, mean time between preemptions 30 s"
+    runs = []
+    for seed in range(6):
+        run = _run(200.0, 470.0, 250.0, 0.85, checkpoint_policy=line, seed=seed, nodes=2)
+        run |= {"startup_s": [3.0], "restart_gaps_s": [2.0], "tail_s": 0.5}
+        run |= {"useful_seconds_step_log": 201.0}
+        run |= {"plan": {"mean_s": 30.0, "max_count": 40}, "preemptions": 5}
+        runs.append(run)
+    case = {**_two_node_case(0.8, [5] * 6), "runs": runs}
+    replayed = scaled.replay_bound(case)
+    assert replayed is not None and len(replayed["per_seed"]) == 6
+    for seed, row in enumerate(replayed["per_seed"]):
+        trace = scaled_run.trace_of_run(runs[seed], 0.03, 0.0)
+        assert row["bound"] == replay.bound(trace, [s / 60 for s in grid.SWEEP], seed)[0]
+        assert row["ours_measured"] == 0.8 and row["ours_replayed"] <= row["bound"]
+    [goal] = [g for g in scaled.goals([case], seeds=6) if g["id"].endswith("to-bound")]
+    assert "on the runs' own preemptions" in goal["goal"]
+    assert goal["measured"] == pytest.approx(0.8 / replayed["bound"], abs=1e-4)
+    assert goal["met"] is (0.8 / replayed["bound"] >= 0.98)
+    assert scaled.replay_bound({**case, "runs": [{**runs[0], "tail_s": None}]}) is None
+
+
+def test_the_report_shows_each_seed_of_the_replay() -> None:
+    cases = _cases(0.951, 0.93, [4, 5, 6])
+    rows = [
+        {"seed": 0, "bound": 0.8, "best_interval_s": None, "ours_replayed": 0.79},
+        {"seed": 1, "bound": 0.9, "best_interval_s": 8.0, "ours_replayed": 0.89},
+    ]
+    rows[0]["ours_measured"], rows[1]["ours_measured"] = 0.78, 0.88
+    cases[0]["replay"] = {"per_seed": rows, "bound": 0.85, "ours_replayed": 0.84}
+    text = scaled_report.markdown(_results(cases, []))
+    assert "| 0 | 0.7800 | 0.7900 | 0.8000 | notice saves alone |" in text
+    assert "| 1 | 0.8800 | 0.8900 | 0.9000 | every 8 s |" in text
+    assert "| mean | 0.8300 | 0.8400 | 0.8500 | |" in text
+    assert text.count("replayed on its own preemptions") == 1  # the other cases have none
