@@ -222,10 +222,24 @@ def _bound_goals(
             f" start-up, step and save x60; {BOUND_SEEDS} seeds)",
             "measured": round(ratio, 4),
             "where": f"bound {bound['bound']:.4f} (restart {bound['restart_s']:.0f} s); ours"
-            f" measured {measured:.4f}, simulated {bound['ours_simulated']:.4f}",
+            f" measured {measured:.4f}, simulated {bound['ours_simulated']:.4f}"
+            + ("" if enough else f"; {evidence}"),
             "met": ratio >= TO_BOUND and enough,
         }
     ]
+
+
+def _evidence(seeds: int, preemptions: int) -> tuple[bool, str]:
+    """Whether a case's runs are evidence enough for its goals (at least ``MIN_SEEDS`` seeds
+    and ``MIN_PREEMPTIONS`` preemptions), and the words that say so."""
+    enough = seeds >= MIN_SEEDS and preemptions >= MIN_PREEMPTIONS
+    words = f"{seeds} seeds, {preemptions} preemptions"
+    if not enough:
+        words += (
+            f"; not evidence enough for the goal, which needs at least {MIN_SEEDS} seeds and"
+            f" {MIN_PREEMPTIONS} preemptions"
+        )
+    return enough, words
 
 
 def _per_seed(values: Sequence[float], first_seed: int) -> str:
@@ -238,8 +252,7 @@ def _ours_async_goals(
     """Ours with the async save: >= 0.95 on billed node time and with the restart gaps billed,
     and >= 0.98 of the notice-aware bound (``_bound_goals``)."""
     gap = ours["restart_gap_mean_s"]
-    enough = seeds >= MIN_SEEDS and ours["preemptions"] >= MIN_PREEMPTIONS
-    evidence = f"{seeds} seeds, {ours['preemptions']} preemptions"
+    enough, evidence = _evidence(seeds, ours["preemptions"])
     found = [
         {
             "id": "goodput-scaled-ours-async",
@@ -252,11 +265,12 @@ def _ours_async_goals(
         {
             "id": "goodput-scaled-ours-async-elapsed",
             "goal": f"the same, billing the restart gaps too (useful / first start to end)"
-            f" >= {GOAL} ({evidence}, restart gaps billed; at least {MIN_SEEDS} seeds and"
-            f" {MIN_PREEMPTIONS} preemptions)",
+            f" >= {GOAL} ({seeds} seeds, {ours['preemptions']} preemptions, restart gaps billed;"
+            f" at least {MIN_SEEDS} seeds and {MIN_PREEMPTIONS} preemptions)",
             "measured": round(ours["goodput_elapsed_mean"], 4),
             "where": ("no restart" if gap is None else f"restart gap mean {gap:.2f} s")
-            + _per_seed(ours.get("goodput_elapsed_per_seed", []), first_seed),
+            + _per_seed(ours.get("goodput_elapsed_per_seed", []), first_seed)
+            + ("" if enough else f"; {evidence}"),
             "met": ours["goodput_elapsed_mean"] >= GOAL and enough,
         },
     ]
@@ -272,8 +286,7 @@ def _two_node_goals(
     notice-aware bound (``_bound_goals``); its goodput on billed node time and elapsed time
     reported beside it, with no target: a job interrupted twice as often, with a torch start-up
     at every restart, is held to its bound, not to the one-node 0.95."""
-    enough = seeds >= MIN_SEEDS and two["preemptions"] >= MIN_PREEMPTIONS
-    evidence = f"{seeds} seeds, {two['preemptions']} preemptions"
+    enough, evidence = _evidence(seeds, two["preemptions"])
     setting = (
         f"2 nodes, emulator x1/60: M = {scaled_run.MTBF_S:g} s per node,"
         f" {scaled_run.MTBF_S / 2:g} s per job, R = {scaled_run.RESTART_S:g} s,"
@@ -295,7 +308,7 @@ def _two_node_goals(
         {
             "id": "goodput-scaled-2-nodes-elapsed",
             "goal": f"the same, both nodes billed from the first start to the end, restart gaps"
-            f" included (no target; {evidence}, {setting})",
+            f" included (no target; {seeds} seeds, {two['preemptions']} preemptions, {setting})",
             "measured": round(two["goodput_elapsed_mean"], 4),
             "where": restart + _per_seed(two.get("goodput_elapsed_per_seed", []), first_seed),
             "met": None,

@@ -31,6 +31,7 @@ def markdown(results: dict[str, Any]) -> str:
         f" (SIGTERM, then SIGKILL), requeue delay {setting['requeue_delay_s']:g} s and node"
         f" recovery {setting['node_recovery_s']:g} s. Expected preemptions per run (billed"
         f" running time / M): {', '.join(f'{e:.1f}' for e in expected)} by case.",
+        *_multinode_lines(cases, setting["mtbf_s"]),
         "",
         "Goodput = the trainer's `train_seconds` (time in the steps the model holds) / billed"
         " node time from the emulator's run records (a preempted run from its start to its"
@@ -126,4 +127,20 @@ def _replay_lines(case: dict[str, Any]) -> list[str]:
     lines.append(
         f"| mean | {measured:.4f} | {replayed['ours_replayed']:.4f} | {replayed['bound']:.4f} | |"
     )
+    return lines
+
+
+def _multinode_lines(cases: list[dict[str, Any]], mtbf_s: float) -> list[str]:
+    """What differs for the cases on several nodes: the trainer, the plan's mean, the billing."""
+    lines = []
+    for case in cases:
+        nodes = case.get("nodes", 1)
+        if nodes > 1:
+            lines += [
+                "",
+                f"{case['name']}: the DDP example on {nodes} nodes instead, and the plan's mean is"
+                f" the job's, {mtbf_s / nodes:g} s (a node's {mtbf_s:g} s over {nodes}: the first"
+                " node to go ends a run). Useful time is rank 0's step log times the nodes; billed"
+                " time counts every node, through the restart gaps in *elapsed*.",
+            ]
     return lines

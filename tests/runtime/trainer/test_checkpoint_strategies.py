@@ -38,14 +38,16 @@ def test_explanations_carry_the_numbers() -> None:
     fits = strategies.Costs(save_block_s=2.0, save_total_s=26.0, mtbf_s=HOUR, notice_s=30.0)
     assert strategies.NoticeFirst().explain(fits) == (
         "notice-first: a save takes 26 s (2 s blocking), mean time between preemptions 3600 s"
-        " (prior); the save fits in the 30 s notice with a 1.1x margin, so periodic saves only"
+        " (prior); the save fits in the 30 s notice (with the 1.1x safety margin it needs), so"
+        " periodic saves only"
         " insure against a failed notice save (p = 0.02: Beta prior centred on 0.02 worth 50"
         " preemptions; none in the checkpoint history yet): every 848.5 s of training"
         " = sqrt(2 x 2 s x 3600 s / 0.02)"
     )
     blocking = strategies.Costs(30.0, 30.0, 1800.0, 30.0, preemptions=3)
     assert strategies.NoticeFirst().explain(blocking) == (
-        "notice-first: the save does not fit in the 30 s notice with a 1.1x margin, so"
+        "notice-first: the save does not fit in the 30 s notice (with the 1.1x safety margin it"
+        " needs), so"
         " young-daly: a save blocks training 30 s, mean time between preemptions 1800 s"
         " (3 preemptions observed); Daly's interval gives a periodic save every 308.9 s of"
         " training"
@@ -117,7 +119,8 @@ def test_notice_first_learns_p_from_the_notice_outcomes() -> None:
     assert weak.p(_costs(4, 1)) == (1 + 1) / 15
     assert notice_first.explain(_costs(4, 1)) == (
         "notice-first: a save takes 26 s (2 s blocking), mean time between preemptions 3600 s"
-        " (prior); the save fits in the 30 s notice with a 1.1x margin, so periodic saves only"
+        " (prior); the save fits in the 30 s notice (with the 1.1x safety margin it needs), so"
+        " periodic saves only"
         " insure against a failed notice save (p = 0.0364: Beta prior centred on 0.02 worth 50"
         " preemptions, updated by the checkpoint history: notice saves resumed from 4,"
         " preemptions without one 1): every 629.3 s of training = sqrt(2 x 2 s x 3600 s / 0.0364)"
@@ -197,7 +200,8 @@ def test_notice_first_centres_its_prior_on_the_step_late_notices() -> None:
     assert round(notice_first.interval(_stepped(10.0, 3, 7)), 1) == 152.0  # sqrt(14400 / 0.623)
     assert notice_first.explain(_stepped(10.0)) == (
         "notice-first: a save takes 26 s (2 s blocking), mean time between preemptions 3600 s"
-        " (prior); the save fits in the 30 s notice with a 1.1x margin, so periodic saves only"
+        " (prior); the save fits in the 30 s notice (with the 1.1x safety margin it needs), so"
+        " periodic saves only"
         " insure against a failed notice save (p = 0.608: Beta prior centred on 0.608 (0.02, or"
         " a 10 s step seeing the notice too late for the save: 0.6) worth 50 preemptions; none"
         " in the checkpoint history yet): every 153.9 s of training = sqrt(2 x 2 s x 3600 s /"

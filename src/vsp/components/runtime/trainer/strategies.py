@@ -229,7 +229,10 @@ class NoticeFirst(IntervalStrategy):
 
     def explain(self, costs: Costs) -> str:
         """One sentence: whether the save fits the notice, and the interval that follows."""
-        limit = f"{costs.notice_s:.3g} s notice with a {costs.notice_margin:.3g}x margin"
+        limit = (
+            f"{costs.notice_s:.3g} s notice (with the {costs.notice_margin:.3g}x safety margin"
+            " it needs)"
+        )
         if not costs.fits_notice:
             fallback = self.fallback.explain(costs)
             return f"{self.name}: the save does not fit in the {limit}, so {fallback}"
