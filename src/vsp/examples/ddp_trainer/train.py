@@ -72,13 +72,21 @@ FEATURES = 16
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m vsp.examples.ddp_trainer")
-    parser.add_argument("--steps", type=int, default=200, help="training steps in all")
-    parser.add_argument("--seed", type=int, default=0, help="seed of data, weights and batches")
-    parser.add_argument("--keep", type=int, default=3, help="checkpoints kept")
-    parser.add_argument("--batch", type=int, default=64, help="global batch (all ranks)")
-    parser.add_argument("--hidden", type=int, default=32, help="hidden units")
-    parser.add_argument("--lr", type=float, default=0.05, help="learning rate")
-    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step, s")
+    parser.add_argument(
+        "--steps", type=int, default=200, help="training steps in all (default 200)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of data, weights and batches (default 0)"
+    )
+    parser.add_argument("--keep", type=int, default=3, help="checkpoints kept (default 3)")
+    parser.add_argument(
+        "--batch", type=int, default=64, help="global batch, all ranks (default 64)"
+    )
+    parser.add_argument("--hidden", type=int, default=32, help="hidden units (default 32)")
+    parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default 0.05)")
+    parser.add_argument(
+        "--step-seconds", type=float, default=0.0, help="sleep per step, s (default 0)"
+    )
     parser.add_argument(
         "--step-log",
         type=Path,
@@ -86,8 +94,16 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="rank 0 appends STEP BEGAN ENDED PID per step (the goodput truth)",
     )
     policy_flags.add_policy_flags(parser, every_steps_aliases=["--save-every"])
-    parser.add_argument("--checkpoint-dir", default=os.environ.get(contract.CHECKPOINT_DIR_ENV))
-    parser.add_argument("--model-dir", default=os.environ.get(contract.MODEL_DIR_ENV))
+    parser.add_argument(
+        "--checkpoint-dir",
+        default=os.environ.get(contract.CHECKPOINT_DIR_ENV),
+        help=f"each rank writes its part of every checkpoint here (${contract.CHECKPOINT_DIR_ENV})",
+    )
+    parser.add_argument(
+        "--model-dir",
+        default=os.environ.get(contract.MODEL_DIR_ENV),
+        help=f"where rank 0 writes the trained model (${contract.MODEL_DIR_ENV})",
+    )
     args = parser.parse_args(argv)
     if not args.checkpoint_dir or not args.model_dir:
         parser.error(f"set ${contract.CHECKPOINT_DIR_ENV} and ${contract.MODEL_DIR_ENV}")
