@@ -33,9 +33,8 @@ import math
 import random
 from collections.abc import Sequence
 
-from benchmarks.goodput import sim
+from benchmarks.goodput import grid, sim
 from vsp.components.runtime.trainer import policy as checkpoint_policy
-from vsp.components.runtime.trainer import strategies
 from vsp.vertex_emulator.slurm import preemption
 
 
@@ -102,18 +101,9 @@ def _scenario(trace: Trace) -> sim.Scenario:
 
 
 def ours(trace: Trace) -> checkpoint_policy.CheckpointPolicy:
-    """The notice-first policy as the trainer builds it (the job's MTBF, the notice), with the
-    measured save and step (as ``sim.make_policy`` feeds it)."""
-    policy = checkpoint_policy.CheckpointPolicy(
-        mtbf_s=trace.mtbf_s,
-        strategy=strategies.NoticeFirst(),
-        notice_s=trace.notice_s,
-        initial_save_cost_s=trace.block_s,
-    )
-    policy.record_save(0, trace.block_s, persisted=False)
-    policy.record_persist(trace.block_s + trace.persist_s)
-    policy.record_step(trace.step_s)
-    return policy
+    """The notice-first policy as the trainer builds it (the job's MTBF, the notice), fed the
+    measured save and step (``sim.make_policy``)."""
+    return sim.make_policy("ours", _scenario(trace))
 
 
 def replay(trace: Trace, policy, seed: int = 0) -> sim.Tally:
@@ -161,14 +151,6 @@ def bound(trace: Trace, intervals: Sequence[float], seed: int = 0) -> tuple[floa
     trace, and that interval (None: notice-only)."""
     sweep = {None: replay(trace, None, seed).goodput}
     for interval in intervals:
-        sweep[interval] = replay(trace, _Fixed(interval), seed).goodput
+        sweep[interval] = replay(trace, grid.FixedInterval(interval), seed).goodput
     best = max(sweep, key=sweep.get)
     return sweep[best], best
-
-
-@dataclasses.dataclass
-class _Fixed:
-    interval_s: float
-
-    def observe(self, preemptions: int, billed_s: float) -> None:
-        """The interval never changes."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.goodput import replay, scaled_run
+from benchmarks.goodput import grid, replay, scaled_run
 from vsp.vertex_emulator.slurm import preemption
 
 COSTS = {
@@ -53,7 +53,7 @@ def test_an_unannounced_preemption_loses_the_work_since_the_last_save() -> None:
     assert lost.billed == pytest.approx(10.0 + 2.0 + 1.0 + 20.0 + 0.5)
     # Saves of 0.1 s at 4 s and 8.1 s of training hold the progress of 4 s and 8 s; the SIGKILL
     # at 9 s of training finds 8.8 s done.
-    every_4 = replay.replay(trace((10.0,), (False,)), replay._Fixed(4.0))
+    every_4 = replay.replay(trace((10.0,), (False,)), grid.FixedInterval(4.0))
     assert (every_4.periodic_saves, every_4.lost) == (4, pytest.approx(8.8 - 8.0))  # 2 a run
 
 

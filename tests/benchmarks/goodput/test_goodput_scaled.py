@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.goodput import grid, replay, scaled, scaled_report, scaled_run
+from benchmarks.goodput import grid, replay, scaled, scaled_bounds, scaled_report, scaled_run
 
 EVENTS = [  # unsorted, as a caller might pass them
     {"epoch": 140.0, "runSeconds": 27.0, "noticeSeconds": 0.5},
@@ -228,20 +228,22 @@ def test_the_setting_of_a_case_is_its_measured_numbers_at_full_scale() -> None:
         "step_time_mean_s": 0.02,
         "runs": [{"checkpoint_policy": policy_line}, {"checkpoint_policy": policy_line}],
     }
-    scenario = scaled.setting_scenario(case)
+    scenario = scaled_bounds.setting_scenario(case)
     assert scenario is not None
     assert (scenario.mtbf_s, scenario.notice_s, scenario.p_no_notice) == (3600.0, 30.0, 0.0)
     assert scenario.restart_s == pytest.approx(144.0)
     assert scenario.step_s == pytest.approx(1.2)
     assert scenario.block_s == pytest.approx(0.0324 * 60)
     assert scenario.persist_s == pytest.approx((0.441 - 0.0324) * 60)
-    assert scaled.setting_scenario({**case, "runs": []}) is None  # no measured save: no bound
-    assert scaled.setting_scenario({**case, "startup_mean_s": None}) is None
+    assert (
+        scaled_bounds.setting_scenario({**case, "runs": []}) is None
+    )  # no measured save: no bound
+    assert scaled_bounds.setting_scenario({**case, "startup_mean_s": None}) is None
 
 
 def test_the_bound_goal_compares_the_elapsed_goodput_with_the_settings_bound(monkeypatch) -> None:
     monkeypatch.setattr(
-        scaled,
+        scaled_bounds,
         "setting_bound",
         lambda case: {"bound": 0.96, "ours_simulated": 0.955, "restart_s": 144.0},
     )
@@ -271,10 +273,10 @@ def test_a_two_node_runs_useful_time_counts_both_nodes() -> None:
 
 def test_a_blocking_save_is_read_from_the_policy_line_too() -> None:
     blocking = "notice-first: a save blocks training 0.0274 s, mean time between preemptions"
-    assert scaled.measured_save(blocking) == (0.0274, 0.0274)
+    assert scaled_bounds.measured_save(blocking) == (0.0274, 0.0274)
     asynchronous = "notice-first: a save takes 0.441 s (0.0324 s blocking), mean time"
-    assert scaled.measured_save(asynchronous) == (0.441, 0.0324)
-    assert scaled.measured_save("fixed: a periodic save every 10 steps") is None
+    assert scaled_bounds.measured_save(asynchronous) == (0.441, 0.0324)
+    assert scaled_bounds.measured_save("fixed: a periodic save every 10 steps") is None
 
 
 def test_the_setting_of_a_two_node_case_has_the_jobs_mtbf() -> None:
@@ -286,7 +288,7 @@ def test_the_setting_of_a_two_node_case_has_the_jobs_mtbf() -> None:
         "step_time_mean_s": 0.025,
         "runs": [{"checkpoint_policy": line}],
     }
-    scenario = scaled.setting_scenario(case)
+    scenario = scaled_bounds.setting_scenario(case)
     assert scenario is not None
     assert (scenario.mtbf_s, scenario.restart_s) == (1800.0, pytest.approx(300.0))
     assert (scenario.block_s, scenario.persist_s) == (pytest.approx(1.8), 0.0)
@@ -300,7 +302,7 @@ def _two_node_case(elapsed: float, per_seed: list[int]) -> dict:
 
 def test_the_two_node_case_alone_is_set_against_its_own_bound(monkeypatch) -> None:
     monkeypatch.setattr(
-        scaled,
+        scaled_bounds,
         "setting_bound",
         lambda case: {"bound": 0.90, "ours_simulated": 0.89, "restart_s": 300.0},
     )
@@ -343,7 +345,7 @@ def test_runs_with_their_tails_are_held_to_the_bound_on_their_own_preemptions() 
         run |= {"plan": {"mean_s": 30.0, "max_count": 40}, "preemptions": 5}
         runs.append(run)
     case = {**_two_node_case(0.8, [5] * 6), "runs": runs}
-    replayed = scaled.replay_bound(case)
+    replayed = scaled_bounds.replay_bound(case)
     assert replayed is not None and len(replayed["per_seed"]) == 6
     for seed, row in enumerate(replayed["per_seed"]):
         trace = scaled_run.trace_of_run(runs[seed], 0.03, 0.0)
@@ -353,7 +355,7 @@ def test_runs_with_their_tails_are_held_to_the_bound_on_their_own_preemptions() 
     assert "on the runs' own preemptions" in goal["goal"]
     assert goal["measured"] == pytest.approx(0.8 / replayed["bound"], abs=1e-4)
     assert goal["met"] is (0.8 / replayed["bound"] >= 0.98)
-    assert scaled.replay_bound({**case, "runs": [{**runs[0], "tail_s": None}]}) is None
+    assert scaled_bounds.replay_bound({**case, "runs": [{**runs[0], "tail_s": None}]}) is None
 
 
 def test_the_report_shows_each_seed_of_the_replay() -> None:
