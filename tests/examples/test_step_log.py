@@ -40,3 +40,21 @@ def test_torn_and_foreign_lines_are_skipped(tmp_path):
     path = tmp_path / "steps.log"
     path.write_text("1 1.0 2.0 7\n2 2.0\nsave 2.0 3.0 7\n3 3.0 4.0 7\n")
     assert read_step_log(path) == [(1, 1.0, 2.0, 7), (3, 3.0, 4.0, 7)]
+
+
+def test_the_loops_work_after_a_save_returned_belongs_to_the_next_step(tmp_path):
+    ticks = itertools.count(100)
+    path = tmp_path / "steps.log"
+    with StepLog(path, clock=lambda: float(next(ticks))) as log:
+        log.done(1, log.begin())  # 100
+        log.pause()  # 101: the save begins; step 1 ends
+        log.resumed()  # 102: the save call returned (its span in the history: 101-102)
+        began = log.begin()  # 103, after the loop logged the save: step 2 began at 102
+        log.done(2, began)
+        began = log.begin()  # 104: no save since, so step 3 begins now
+        log.done(3, began)
+    assert [row[:3] for row in read_step_log(path)] == [
+        (1, 100.0, 101.0),
+        (2, 102.0, 104.0),
+        (3, 104.0, 105.0),
+    ]

@@ -43,6 +43,13 @@ def _gap(cron, at):
     return croniter.croniter(cron, at).get_next(float) - at
 
 
+def _weekly_cron_days_away(days):
+    """A weekly cron (UTC) whose next run is about ``days`` from now: a fixed one (e.g.
+    Mondays 03:00) would be minutes away once a week, and keeping the cluster then wins."""
+    at = time.gmtime(time.time() + days * 86400)
+    return f"{at.tm_min} {at.tm_hour} * * {(at.tm_wday + 1) % 7}"  # cron: Sunday is 0
+
+
 def _writes(result):
     return [
         (e["method"], e["path"].rsplit("/", 1)[-1])
@@ -79,7 +86,7 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     assert train["preemptions"] == 1
 
     # Scaling back up as long as re-creating: shrinking never beats deleting, whatever the day.
-    weekly = "0 3 * * 1"
+    weekly = _weekly_cron_days_away(3.5)
     started = time.time()
     second = _run(tmp_path, monkeypatch, schedule_cron=weekly, scale_up_minutes=20.0)
     ended = time.time()

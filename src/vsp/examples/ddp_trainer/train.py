@@ -193,6 +193,7 @@ def run(args: argparse.Namespace, notice: trainer_notice.PreemptionNotice) -> in
         policy.observe(carried.resumes, carried.run_seconds + held - attempt_start)
         with progress.saving():  # a blocking save is not a stalled step
             collective_save(reason, started)
+            step_log.resumed()  # the save returned: the loop's work from here is the next step's
         policy.record_save(step, time.monotonic() - held)
         last_saved = step
         if reason == "final":  # the model write, the teardown and the exit are no steps

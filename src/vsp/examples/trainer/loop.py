@@ -113,6 +113,7 @@ class Trainer:
         arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)
         with progress.saving():
             blocked = self.saver.save(state.step, arrays, metadata, why, held_since=started)
+            self.step_log.resumed()  # the history's save ends here too
         self.last_saved_step = state.step
         interval = self.policy.interval_s
         next_in = f"; next in {interval:.1f} s" if interval is not None else ""

@@ -11,6 +11,11 @@ line, the check whether to save) is training time and belongs to the step before
 time belongs to no step. So a step's line is written when the step ends that way, not when its
 update is done: on a busy machine the loop may wait for a core between two updates, and that
 wait is part of training, as it is for any trainer.
+
+A save lasts from the pause until the save call returned (``resumed``), the span the checkpoint
+history gives it. The loop's own work after a save (its progress line, its log line about the
+save, the policy's bookkeeping) belongs to the step after it, as the loop's work after a step
+belongs to that step.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ class StepLog:
     nothing without a path.
 
     Use: ``began = log.begin()`` at the top of every step, ``log.done(step, began)`` once its
-    update is made, ``log.pause()`` before a checkpoint save; leaving the ``with`` block ends
-    the open step too. A process killed between ``done`` and the next ``begin`` or ``pause``
-    leaves no line for that step (it was not saved, so no model holds it).
+    update is made, ``log.pause()`` before a checkpoint save and ``log.resumed()`` when the save
+    call returned; leaving the ``with`` block ends the open step too. A process killed between
+    ``done`` and the next ``begin`` or ``pause`` leaves no line for that step (it was not saved,
+    so no model holds it).
 
     Args:
         path: The log file (appended; its folder is made), or None for no log.
@@ -41,6 +47,7 @@ class StepLog:
         self.clock = clock
         self._handle = None
         self._open: tuple[int, float] | None = None  # (step, began) of a step not yet ended
+        self._resumed_at: float | None = None  # when the last save returned, if no step since
 
     def __enter__(self) -> StepLog:
         if self.path is not None:
@@ -49,10 +56,13 @@ class StepLog:
         return self
 
     def begin(self) -> float:
-        """Ends the open step now and returns now: the time the next step begins."""
+        """Ends the open step now and returns the time the next step begins: now, or when
+        the save before it returned (``resumed``)."""
         now = self.clock()
         self._end(now)
-        return now
+        began = now if self._resumed_at is None else min(self._resumed_at, now)
+        self._resumed_at = None
+        return began
 
     def done(self, step: int, began: float) -> None:
         """Step ``step``, begun at ``began``, made its update; it ends at the next ``begin``,
@@ -63,6 +73,10 @@ class StepLog:
         """Ends the open step now (call before a checkpoint save)."""
         if self._open is not None:
             self._end(self.clock())
+
+    def resumed(self) -> None:
+        """The save call returned now: training time again, counted in the next step."""
+        self._resumed_at = self.clock()
 
     def _end(self, ended: float) -> None:
         if self._open is None:
