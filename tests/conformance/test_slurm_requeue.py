@@ -59,6 +59,8 @@ def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
     slurm_backend.wait(
         job_id, lambda j: log.exists() and "saved checkpoint at step 10" in log.read_text()
     )
+    submitted = slurm_backend.client.get_job(job_id).submit_time
+    preempted_at = time.time()
     entry = slurm_backend.preempt(job_id, mechanism)
     assert entry["jobId"] == job_id and entry["restartCount"] == 0
     seen = []
@@ -67,6 +69,10 @@ def test_preemption_requeues_and_resumes_to_a_bit_identical_model(
         lambda j: j.state == ("PENDING",) and j.restart_cnt == 1 and j.state_reason != "None",
         seen=seen,
     )
+    # The requeue is the job's new submission: its submit time is when the run ended (whole
+    # seconds), which the training step reads as the end of the preempted run.
+    assert submitted is not None and submitted <= int(preempted_at)
+    assert int(preempted_at) <= requeued.submit_time <= time.time(), (preempted_at, requeued)
     # As Slurm 24.11 shows a requeue: PENDING (with COMPLETING while the script is killed; a
     # node set DOWN shows none, and reason None until then), no REQUEUED flag, then held until
     # its begin time, the last run's exit code forgotten.
@@ -93,9 +99,12 @@ def test_node_set_down_requeues_its_job_at_once(slurm_backend):
     node = running.nodes
     client = slurm_backend.client
     body = {"state": ["DOWN"], "reason": "conformance"}
+    downed = time.time()
     assert client.call("POST", client.slurm_path(f"node/{node}"), body, idempotent=True).ok
     requeued = client.get_job(job_id)  # at once: no COMPLETING, and the count already up
     assert requeued.state == ("PENDING",) and requeued.restart_cnt == 1
+    # Resubmitted the moment the node went DOWN: the submit time is the run's end.
+    assert int(downed) <= requeued.submit_time <= time.time(), (downed, requeued.submit_time)
     assert requeued.outcome().value == "PENDING"
     nodes = client.read(client.slurm_path(f"node/{node}"), "node")["nodes"]
     assert "DOWN" in nodes[0]["state"]

@@ -17,7 +17,8 @@ POLL = polling.Backoff(initial=10, maximum=10, jitter=0)
 
 
 class TimedBackend(TrainingBackend):
-    """One job; each poll plays the next (outcome, restart count, run start, end) row."""
+    """One job; each poll plays the next (outcome, restart count, run start, end) row, with
+    the requeue's time (Slurm's submit time after a requeue) as an optional fifth field."""
 
     resource_type = "SlurmJob"
 
@@ -32,7 +33,8 @@ class TimedBackend(TrainingBackend):
 
     def refresh(self, attempt):
         row = self.rows.pop(0) if len(self.rows) > 1 else self.rows[0]
-        attempt.outcome, attempt.requeues, attempt.run_started_at, attempt.ended_at = row
+        attempt.outcome, attempt.requeues, attempt.run_started_at, attempt.ended_at = row[:4]
+        attempt.requeued_at = row[4] if len(row) > 4 else None
 
     def cancel(self, attempt):
         raise AssertionError("nothing is cancelled here")
@@ -85,6 +87,40 @@ def test_a_requeue_seen_pending_ends_at_that_poll_and_the_next_run_at_its_start_
         "running",
         "succeeded",
     ]
+
+
+def test_a_requeue_seen_only_after_the_next_start_ends_when_slurm_says_it_ended():
+    # Polls at 1000, 1010, 1020, 1030 see RUNNING, then RUNNING restarted at 1016 (the pending
+    # hold fell between two polls); Slurm's submit time says the requeue ended the old run at
+    # 1012 (this backend's times are exact). Without it the old run would bill until 1016.
+    result, intervals = run(
+        [
+            (R, 0, 1000.0, None),
+            (R, 0, 1000.0, None),
+            (R, 1, 1016.0, None, 1012.0),
+            (OK, 1, 1016.0, 1027.0, 1012.0),
+        ]
+    )
+    assert stretches(intervals) == [(1000.0, 1012.0, "requeued"), (1016.0, 1027.0, "succeeded")]
+    assert sum(i.end - i.start for i in intervals) == 23.0
+
+
+def test_a_requeue_seen_pending_is_narrowed_by_slurms_time_of_it():
+    result, intervals = run(
+        [(R, 0, 1000.0, None), (P, 1, None, None, 1003.0), (R, 1, 1013.0, None, 1003.0)]
+        + [(OK, 1, 1013.0, 1024.0, 1003.0)]
+    )
+    # Seen pending at the poll at 1010; Slurm says 1003, not 1005 +- 5.
+    assert stretches(intervals) == [(1000.0, 1003.0, "requeued"), (1013.0, 1024.0, "succeeded")]
+
+
+def test_a_requeue_time_after_the_next_start_is_held_to_that_start():
+    # A requeue time past the new run's start (clock skew) cannot make the stretches overlap.
+    result, intervals = run(
+        [(R, 0, 1000.0, None), (R, 0, 1000.0, None), (R, 1, 1016.0, None, 1018.0)]
+        + [(OK, 1, 1016.0, 1027.0, 1018.0)]
+    )
+    assert stretches(intervals) == [(1000.0, 1016.0, "requeued"), (1016.0, 1027.0, "succeeded")]
 
 
 def test_a_requeue_and_the_end_between_two_polls_still_bill_the_last_run():

@@ -127,13 +127,16 @@ class PollWindow:
         """Best estimate of a change seen by the poll in progress (see the module docstring)."""
         return self._within(self.previous, max(self.previous, self.wall()), reported)
 
-    def ended(self, reported: float | None = None) -> float:
+    def ended(self, reported: float | None = None, before: float | None = None) -> float:
         """Best estimate of the end of the run that was alive (``alive``) seen by this poll:
-        ``when``, bounded by the time the run's silence shows it was gone."""
+        ``when``, bounded by the time the run's silence shows it was gone, and by ``before``
+        (e.g. the start of the run that followed it) when given."""
         high = max(self.previous, self.wall())
         bound = self._bound()
         if bound is not None:
             high = min(high, bound)
+        if before is not None:
+            high = max(self.previous, min(high, before))
         return self._within(self.previous, high, reported)
 
     def _within(self, low: float, high: float, reported: float | None) -> float:

@@ -58,6 +58,9 @@ class Attempt:
             against ``capacity_wait_seconds``.
         run_started_at: Epoch seconds its latest run started (Slurm's start time, reset by a
             requeue); None when unknown or not running.
+        requeued_at: Epoch seconds its latest requeue ended the run before (Slurm's submit
+            time, which a requeue resets to that moment, whole seconds); None when never
+            requeued or unknown.
         hung_because: Why the supervisor cancelled it as hung (``hang.Stall``); '' when not.
         hang_saved_seconds: When cancelled as hung, the seconds the job would still have run
             until the step's timeout (0 when there is none).
@@ -76,6 +79,7 @@ class Attempt:
     switched_because: str = ""
     begin_time_hold: bool = False
     run_started_at: float | None = None
+    requeued_at: float | None = None
     hung_because: str = ""
     hang_saved_seconds: float = 0.0
 

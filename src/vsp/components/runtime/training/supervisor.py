@@ -136,13 +136,19 @@ class TrainingSupervisor:
 
     def _changes(self, attempt: Attempt, before: Outcome, window: PollWindow) -> None:
         """Events of what a poll saw change, timed in its window. A restart count that rose
-        while the job runs (or ran) again ends the old stretch at the new run's start, or
-        earlier when the old run's last write is known (``PollWindow.last_write``)."""
+        ends the old stretch when the backend says the requeue ended it (``requeued_at``),
+        within the window and never after the new run's start; without that time, a job that
+        runs (or ran) again ends it at the new run's start, or earlier when the old run's last
+        write is known (``PollWindow.last_write``)."""
         ran_again = attempt.outcome is not Outcome.PENDING and attempt.run_started_at is not None
         if attempt.requeues > self._seen_requeues.get(attempt.job_id, attempt.requeues):
-            restart = window.when(attempt.run_started_at) if ran_again else window.ended()
-            # The old run's end: at the new start, unless its last write bounds it earlier.
-            end = min(window.ended(), restart) if ran_again and window.bounded else restart
+            restart = window.when(attempt.run_started_at) if ran_again else None
+            if restart is None or attempt.requeued_at is not None:
+                end = window.ended(attempt.requeued_at, before=restart)
+            elif window.bounded:  # its last write bounds it before the new start
+                end = min(window.ended(), restart)
+            else:
+                end = restart
             self._event(attempt, "requeued", end)
             if ran_again and before is Outcome.RUNNING:
                 self._event(attempt, "running", restart)

@@ -291,6 +291,9 @@ class SlurmBackend(TrainingBackend):
         attempt.started_at = self._first_start.get(attempt.job_id)
         running_or_ran = attempt.outcome is not Outcome.PENDING and job.start_time
         attempt.run_started_at = float(job.start_time) if running_or_ran else None
+        # A requeue makes the job a new submission: its submit time is when the run ended.
+        requeued = attempt.requeues and job.submit_time
+        attempt.requeued_at = float(job.submit_time) if requeued else None
         attempt.ended_at = (
             float(job.end_time) if attempt.outcome.terminal and job.end_time else None
         )
