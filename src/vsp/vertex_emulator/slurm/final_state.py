@@ -37,8 +37,8 @@ def finalize(ctx: slurm_context.ClusterContext, job: dict[str, Any], outcome: st
             restart_cnt=int(job.get("restart_cnt", 0)) + (0 if counted else 1),
             # Slurm 24.11 makes the requeue the job's new submission: its submit time is the
             # moment the run ended (after KillWait for ``scontrol requeue``; the node's going
-            # DOWN for a lost node), whole seconds.
-            submit_time=job.get("end_time") or ctx.now,
+            # DOWN for a node set DOWN or lost), whole seconds.
+            submit_time=job.pop("requeued_at", None) or job.get("end_time") or ctx.now,
             eligible_time=ctx.now + delay,
             start_time=None,
             end_time=None,

@@ -252,8 +252,11 @@ def node_down(ctx: slurm_context.ClusterContext, node: str, reason: str) -> None
         wait = ctx.scaled(ctx.settings.slurm_kill_wait_seconds)
         start_kill(ctx, job, outcome, wait, why=NODE_FAILURE)
         # slurmctld does not wait for a DOWN node's epilog: Slurm 24.11.7 shows the job PENDING
-        # at once, never COMPLETING.
+        # at once, never COMPLETING, resubmitted now (its submit time), whatever the processes
+        # still do during KillWait.
         job.update(flags=[], node_failed=True)
+        if outcome == "REQUEUE":
+            job.update(submit_time=ctx.now, requeued_at=ctx.now)
     until = ctx.now + ctx.scaled(ctx.settings.slurm_node_return_seconds)
     ctx.take_down([node], "DOWN", reason or "Not responding", until=until)
 
