@@ -107,6 +107,42 @@ def test_a_failed_label_operation_is_retried_then_the_cluster_is_kept(
 
 
 @pytest.mark.slow
+def test_a_delete_cut_by_the_deadline_is_waited_for_then_the_cluster_labelled(
+    emulator, emulator_api, cluster_body, client
+):
+    # The delete takes 1.5 s and fails: the 0.5 s deadline cuts the wait for it while the
+    # cluster is STOPPING. The last resort waits for that delete, finds the cluster RUNNING
+    # again, and labels it; a STOPPING cluster's labels could not be changed.
+    make_cluster(emulator_api, cluster_body)
+    emulator.app.update_settings(delete_delay_seconds=1.5)
+    emulator.add_fault(
+        action="lro_error", method="DELETE", path=f"{PATH}$", code=13, cluster_state="RUNNING",
+        times=None,
+    )  # fmt: skip
+    with pytest.raises(errors.TransientError) as caught:
+        finalize(client, "CANCELLED", deadline=0.5)
+    assert str(caught.value).endswith("It is labelled to expire now, so the next reap deletes it.")
+    cluster = requests.get(emulator_api.clusters_url(CLUSTER)).json()
+    assert cluster["clusterStatus"]["state"] == "RUNNING"
+    assert cluster["labels"]["vsp-teardown"] == "teardown-failed"
+
+
+@pytest.mark.slow
+def test_a_delete_cut_by_the_deadline_that_then_succeeds_ends_the_task_deleted(
+    emulator, emulator_api, cluster_body, client
+):
+    make_cluster(emulator_api, cluster_body)
+    emulator.app.update_settings(delete_delay_seconds=1.5)
+    result = finalize(client, "CANCELLED", deadline=0.5)
+    assert result.action == "deleted"
+    assert "still running at the 0.5 s deadline, went through" in result.reason
+    assert requests.get(emulator_api.clusters_url(CLUSTER)).status_code == 404
+    assert [e["method"] for e in emulator.journal() if e["method"] in ("DELETE", "PATCH")] == [
+        "DELETE"
+    ]
+
+
+@pytest.mark.slow
 def test_the_last_resort_is_an_expiry_now_and_a_transient_error(
     emulator, emulator_api, cluster_body, client, caplog
 ):

@@ -169,6 +169,14 @@ class ClusterResource:
             f"cluster {self.ref.cluster_id}",
         )
 
+    def wait_not_stopping(self) -> dict[str, Any] | None:
+        """The cluster once it is not STOPPING: a delete in flight ended, by deleting it (None)
+        or by failing (the cluster as the service left it)."""
+        return self._wait(
+            lambda c: c is None or cluster_state(c) != STOPPING,
+            f"the delete in flight of cluster {self.ref.cluster_id}",
+        )
+
     def wait_gone(self) -> None:
         """Returns once the cluster no longer exists."""
         self._wait(lambda c: c is None, f"deletion of cluster {self.ref.cluster_id}")

@@ -14,8 +14,11 @@ transient error or a failed operation (a DELETE or a label update whose operatio
 error) is retried with backoff until ``deadline_seconds``. If it still fails, the last resort
 labels the cluster to expire at once (the reaper deletes it on its next pass) and the task
 fails with a transient error (exit code 75), which the compiled pipeline's task retry also
-re-runs. An operation the service rejects (a user error) is retried like any failed operation:
-the cluster it leaves, in ERROR more often than not, cannot take an expiry label.
+re-runs. A delete still in flight when the deadline cut the wait for it is waited for first:
+it may yet delete the cluster (the task then ends ``deleted``) or fail and leave it RUNNING,
+whose labels can then change (a STOPPING cluster's cannot). An operation the service rejects
+(a user error) is retried like any failed operation: the cluster it leaves, in ERROR more
+often than not, cannot take an expiry label.
 
 The deadline is hard: every request's own wait and retries are bounded by what is left of it
 (``rest.VertexRestClient.deadline_at``), and the last resort gets ``LAST_RESORT_SECONDS`` more,
@@ -50,6 +53,8 @@ FAILED_TEARDOWN_LABEL_VALUE = "teardown-failed"
 DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=120.0)
 # Seconds the last resort (one label update) may take after the deadline: one request's wait.
 LAST_RESORT_SECONDS = 10.0
+# Looks at a delete still in flight within those seconds.
+LAST_RESORT_BACKOFF = polling.Backoff(initial=0.5, maximum=2.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,17 +139,28 @@ def _once(
     return FinalizeResult("deleted" if existed else "absent", f"the run {why}")
 
 
-def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> bool:
-    """The last resort: an expiry in the past, so the reaper deletes the cluster next time."""
+def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> str:
+    """The last resort: an expiry in the past, so the reaper deletes the cluster next time.
+
+    A delete still in flight (the cluster STOPPING: the deadline cut the wait for the last
+    one) is waited for first, within ``LAST_RESORT_SECONDS``. Returns ``labelled``, ``deleted``
+    (that delete went through after all) or ``''`` (neither could be told).
+    """
+    options = resource.ClusterOptions(timeout=LAST_RESORT_SECONDS, backoff=LAST_RESORT_BACKOFF)
     labels = {
         gcp_labels.TEARDOWN: FAILED_TEARDOWN_LABEL_VALUE,
         gcp_labels.EXPIRES_AT: gcp_labels.format_label_time(time.time()),
     }
     try:
-        return cluster_labels.update_managed_labels(client, ref, set_labels=labels) is not None
+        if resource.ClusterResource(client, ref, options=options).wait_not_stopping() is None:
+            return "deleted"
+        updated = cluster_labels.update_managed_labels(
+            client, ref, set_labels=labels, options=options
+        )
     except (errors.VspError, OSError) as exc:
         log.error("could not label cluster %s to expire either: %s", ref.cluster_id, exc)
-        return False
+        return ""
+    return "labelled" if updated is not None else ""
 
 
 def _unknown_state(ref: resource.ClusterRef, last: Exception) -> str:
@@ -191,7 +207,8 @@ def finalize(
     Raises:
         errors.UserError: ``failure_keep_minutes`` is invalid (before any request).
         errors.TransientError: The rule could not be applied before the deadline; the cluster
-            was labelled to expire at once when that was possible.
+            was labelled to expire at once when that was possible. (A delete still running at
+            the deadline that then deletes the cluster ends the task with ``deleted``.)
     """
     state = step.normalize_final_state(state)
     failure_keep_minutes = inputs.check_failure_keep_minutes(failure_keep_minutes)
@@ -223,14 +240,14 @@ def finalize(
             )
             clock.sleep(delay)
     client.deadline_at = time.monotonic() + LAST_RESORT_SECONDS
-    labelled = _expire_now(client, ref)
+    resort = _expire_now(client, ref)
+    if resort == "deleted":  # nothing is left running: the task is done
+        why = f"its last delete, still running at the {deadline_seconds:g} s deadline, went through"
+        log.warning("cluster %s: %s", ref.cluster_id, why)
+        return FinalizeResult("deleted", why)
+    labelled = "It is labelled to expire now, so the next reap deletes it."
     raise errors.TransientError(
         f"the exit task could not {'delete' if state == 'CANCELLED' else 'keep or delete'} "
         f"cluster {ref.name} within {deadline_seconds:g} s ({attempt} attempts; last error: "
-        f"{last}). "
-        + (
-            "It is labelled to expire now, so the next reap deletes it."
-            if labelled
-            else _unknown_state(ref, last)
-        )
+        f"{last}). " + (labelled if resort == "labelled" else _unknown_state(ref, last))
     )
