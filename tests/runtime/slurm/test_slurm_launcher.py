@@ -175,10 +175,16 @@ def test_torchrun_runs_once_per_node_with_a_rendezvous_id_per_start(tmp_path):
 
 
 def test_a_failing_task_ends_the_others_and_fails_the_job_as_the_trainer(tmp_path):
+    # Task 1 fails only once task 0 handles SIGTERM: on a busy machine task 0's interpreter may
+    # still be starting when task 1 exits, and its SIGTERM would then leave no trace.
     code = (
         "import os, signal, sys, time\n"
-        "if os.environ['RANK'] == '1': sys.exit(3)\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    deadline = time.monotonic() + 30\n"
+        "    while not os.path.exists('ready') and time.monotonic() < deadline: time.sleep(0.01)\n"
+        "    sys.exit(3)\n"
         "signal.signal(signal.SIGTERM, lambda *a: (open('term', 'w').close(), sys.exit(143)))\n"
+        "open('ready', 'w').close()\n"
         "time.sleep(60)\n"
     )
     desc = describe(tmp_path, "srun", command=[sys.executable, "-c", code])
