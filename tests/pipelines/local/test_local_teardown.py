@@ -9,6 +9,7 @@ import time
 import croniter
 import pytest
 
+from tests import cron_times
 from tests.pipelines.local import run_arguments
 from vsp import vertex_emulator
 from vsp.components.runtime.core import readable_time
@@ -41,13 +42,6 @@ def _run(tmp_path, monkeypatch, pipeline="slurm-spot-training", preemptions=0, *
 def _gap(cron, at):
     """Seconds from ``at`` to the next time ``cron`` fires (UTC)."""
     return croniter.croniter(cron, at).get_next(float) - at
-
-
-def _weekly_cron_days_away(days):
-    """A weekly cron (UTC) whose next run is about ``days`` from now: a fixed one (e.g.
-    Mondays 03:00) would be minutes away once a week, and keeping the cluster then wins."""
-    at = time.gmtime(time.time() + days * 86400)
-    return f"{at.tm_min} {at.tm_hour} * * {(at.tm_wday + 1) % 7}"  # cron: Sunday is 0
 
 
 def _writes(result):
@@ -86,7 +80,7 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     assert train["preemptions"] == 1
 
     # Scaling back up as long as re-creating: shrinking never beats deleting, whatever the day.
-    weekly = _weekly_cron_days_away(3.5)
+    weekly = cron_times.weekly_cron_days_away(3.5)
     started = time.time()
     second = _run(tmp_path, monkeypatch, schedule_cron=weekly, scale_up_minutes=20.0)
     ended = time.time()
@@ -259,9 +253,7 @@ def test_a_pre_warm_deletes_then_the_reaper_re_creates_and_the_next_run_reuses(
 ):
     # A daily run three hours from now, re-creating dear (the wait at 300 USD/h), keeping dear
     # (100 USD/h): deleting now and having the reaper create the cluster again is cheapest.
-    tick = time.time() + 3 * 3600
-    moment = time.gmtime(tick)
-    cron = f"{moment.tm_min} {moment.tm_hour} * * *"
+    cron = cron_times.daily_cron_hours_away(3)
     folder = tmp_path / "prewarm"
     prices = {
         "idle_price_per_hour": 100.0,

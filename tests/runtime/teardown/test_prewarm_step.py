@@ -3,10 +3,9 @@ delete, a margin without a folder refused, an older request withdrawn."""
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
 
+from tests import cron_times
 from tests.runtime.teardown.prewarm_cases import (
     LOCATION,
     NOW,
@@ -73,20 +72,14 @@ class Artifact:
         self.logged[name] = value
 
 
-def daily_cron_far_off() -> str:
-    """A daily cron whose next run is 11 to 12 hours away whenever the test runs (the step reads
-    the wall clock): a fixed hour would put the next run minutes away once a day."""
-    hour = (datetime.datetime.now(datetime.timezone.utc).hour + 12) % 24
-    return f"0 {hour} * * *"
-
-
 def run_step(tmp_path, cluster_id: str, metrics=None, **changes):
     """``decide_teardown.main`` as the component calls it (every parameter, the daily cron's
     prices), with ``changes`` over those values."""
     params = {
         "project": PROJECT, "location": LOCATION, "cluster_id": cluster_id,
         "metrics": metrics or Artifact(tmp_path / "m"), "report": Artifact(tmp_path / "r"),
-        "policy": "auto", "schedule_cron": daily_cron_far_off(), "interval_hours": 0.0,
+        "policy": "auto", "schedule_cron": cron_times.daily_cron_hours_away(12),
+        "interval_hours": 0.0,
         "idle_price_per_hour": 100.0, "provisioning_minutes": 20.0,
         "provisioning_price_per_hour": 100.0, "delay_penalty_per_hour": 300.0,
         "pipeline_name": "", "expiry_slack_fraction": 0.25, "price_file": "",
