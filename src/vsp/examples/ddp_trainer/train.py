@@ -73,19 +73,26 @@ FEATURES = 16
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m vsp.examples.ddp_trainer")
     parser.add_argument(
-        "--steps", type=int, default=200, help="training steps in all (default 200)"
+        "--steps", type=int, default=200, help="training steps in all (default %(default)s)"
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of data, weights and batches (default 0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of data, weights and batches (default %(default)s)",
     )
-    parser.add_argument("--keep", type=int, default=3, help="checkpoints kept (default 3)")
     parser.add_argument(
-        "--batch", type=int, default=64, help="global batch, all ranks (default 64)"
+        "--keep", type=int, default=3, help="checkpoints kept (default %(default)s)"
     )
-    parser.add_argument("--hidden", type=int, default=32, help="hidden units (default 32)")
-    parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default 0.05)")
     parser.add_argument(
-        "--step-seconds", type=float, default=0.0, help="sleep per step, s (default 0)"
+        "--batch", type=int, default=64, help="global batch, all ranks (default %(default)s)"
+    )
+    parser.add_argument("--hidden", type=int, default=32, help="hidden units (default %(default)s)")
+    parser.add_argument(
+        "--lr", type=float, default=0.05, help="learning rate (default %(default)s)"
+    )
+    parser.add_argument(
+        "--step-seconds", type=float, default=0.0, help="sleep per step, s (default %(default)s)"
     )
     parser.add_argument(
         "--step-log",

@@ -46,12 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a small numpy MLP on synthetic data; resumes from checkpoints.",
     )
     add = parser.add_argument
-    add("--steps", type=int, default=200, help="total training steps (default 200)")
-    add("--seed", type=int, default=0, help="seed of data, init and shuffling (default 0)")
-    add("--batch-size", type=int, default=32, help="minibatch size (default 32)")
-    add("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
-    add("--hidden", type=int, default=32, help="hidden units (default 32)")
-    add("--samples", type=int, default=1024, help="synthetic dataset size (default 1024)")
+    add("--steps", type=int, default=200, help="total training steps (default %(default)s)")
+    add(
+        "--seed", type=int, default=0, help="seed of data, init and shuffling (default %(default)s)"
+    )
+    add("--batch-size", type=int, default=32, help="minibatch size (default %(default)s)")
+    add("--lr", type=float, default=0.01, help="Adam learning rate (default %(default)s)")
+    add("--hidden", type=int, default=32, help="hidden units (default %(default)s)")
+    add("--samples", type=int, default=1024, help="synthetic dataset size (default %(default)s)")
     add("--checkpoint-dir", help="default $VSP_CHECKPOINT_DIR, else $AIP_CHECKPOINT_DIR")
     add("--model-dir", help="default $VSP_MODEL_DIR, else $AIP_MODEL_DIR")
     policy_flags.add_policy_flags(parser)
@@ -66,36 +68,42 @@ def build_parser() -> argparse.ArgumentParser:
         "--save-block-seconds",
         type=float,
         default=0.0,
-        help="simulated extra seconds a save blocks training (default 0)",
+        help="simulated extra seconds a save blocks training (default %(default)s)",
     )
     add(
         "--save-persist-seconds",
         type=float,
         default=0.0,
-        help="simulated extra seconds to write a checkpoint (default 0; in the background"
+        help="simulated extra seconds to write a checkpoint (default %(default)s; in the background"
         " when async)",
     )
-    add("--keep", type=int, default=3, help="checkpoints to keep (default 3)")
-    add("--step-seconds", type=float, default=0.0, help="artificial sleep per step (default 0)")
+    add("--keep", type=int, default=3, help="checkpoints to keep (default %(default)s)")
+    add(
+        "--step-seconds",
+        type=float,
+        default=0.0,
+        help="artificial sleep per step (default %(default)s)",
+    )
     add(
         "--startup-seconds",
         type=float,
         default=0.0,
-        help="artificial sleep before the first step, after resuming (default 0)",
+        help="artificial sleep before the first step, after resuming (default %(default)s)",
     )
     add(
         "--slow-from-step",
         type=int,
         default=0,
-        help="from this step on, sleep --slow-step-seconds per step instead (default 0: never)",
+        help="from this step on, sleep --slow-step-seconds per step instead"
+        " (default %(default)s: never)",
     )
     add(
         "--slow-step-seconds",
         type=float,
         default=0.0,
-        help="artificial sleep per step from --slow-from-step on (default 0)",
+        help="artificial sleep per step from --slow-from-step on (default %(default)s)",
     )
-    add("--log-every", type=int, default=10, help="log every N steps (default 10)")
+    add("--log-every", type=int, default=10, help="log every N steps (default %(default)s)")
     add(
         "--step-log",
         help="append 'STEP BEGAN ENDED PID' (epoch seconds) per training step to this file",
