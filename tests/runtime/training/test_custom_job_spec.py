@@ -26,7 +26,7 @@ SPEC = CustomJobTraining(
 
 
 def test_spot_request_body_matches_the_customjob_schema():
-    body = SPEC.request_body("SPOT", {"vsp-run-key": "k", "vsp-attempt": "0"}, 0)
+    body = SPEC.request_body("SPOT", {"vsp-run-key": "k", "vsp-attempt": "0"}, 0, "run/k")
     assert body == {
         "displayName": "llm-0",
         "labels": {"team": "ml", "vsp-run-key": "k", "vsp-attempt": "0"},
@@ -44,7 +44,16 @@ def test_spot_request_body_matches_the_customjob_schema():
                         "imageUri": "us-docker.pkg.dev/p/r/trainer:1",
                         "command": ["python", "-m", "trainer"],
                         "args": ["--steps", "100"],
-                        "env": [{"name": "SEED", "value": "7"}],
+                        "env": [
+                            {"name": "SEED", "value": "7"},
+                            {
+                                "name": "VSP_CHECKPOINT_DIR",
+                                "value": "gs://bucket/runs/r1/checkpoints/",
+                            },
+                            {"name": "VSP_MODEL_DIR", "value": "gs://bucket/runs/r1/model/"},
+                            {"name": "VSP_ATTEMPT", "value": "0"},
+                            {"name": "VSP_RUN_KEY", "value": "run/k"},
+                        ],
                     },
                 }
             ],
@@ -83,8 +92,28 @@ def test_python_package_spec_body():
         "packageUris": ["gs://b/trainer-0.1.tar.gz"],
         "pythonModule": "trainer.task",
         "args": ["--epochs", "3"],
+        "env": [
+            {"name": "VSP_CHECKPOINT_DIR", "value": "gs://b/r/checkpoints/"},
+            {"name": "VSP_MODEL_DIR", "value": "gs://b/r/model/"},
+            {"name": "VSP_ATTEMPT", "value": "0"},
+        ],
     }
     assert "acceleratorType" not in pool["machineSpec"]
+
+
+def test_the_contract_variables_win_over_the_users_env():
+    # The step reads the checkpoint history where it told the trainer to write it.
+    spec = CustomJobTraining(
+        **{**SPEC.__dict__, "env": {"VSP_CHECKPOINT_DIR": "/elsewhere", "SEED": "7"}}
+    )
+    pool = spec.request_body("SPOT", {}, 3)["jobSpec"]["workerPoolSpecs"][0]
+    env = {e["name"]: e["value"] for e in pool["containerSpec"]["env"]}
+    assert env == {
+        "SEED": "7",
+        "VSP_CHECKPOINT_DIR": "gs://bucket/runs/r1/checkpoints/",
+        "VSP_MODEL_DIR": "gs://bucket/runs/r1/model/",
+        "VSP_ATTEMPT": "3",
+    }
 
 
 @pytest.mark.parametrize(

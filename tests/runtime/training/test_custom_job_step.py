@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -168,3 +169,32 @@ def _running(emulator) -> bool:
         f"http://{emulator.address}/v1/projects/{PROJECT}/locations/{LOCATION}/customJobs"
     ).json()
     return any(j.get("state") == "JOB_STATE_RUNNING" for j in listing.get("customJobs", []))
+
+
+CONTRACT_PROBE = """
+import json, os, pathlib
+from vsp.components.runtime.core import gcs_paths
+names = ("VSP_CHECKPOINT_DIR", "VSP_MODEL_DIR", "VSP_ATTEMPT", "VSP_RUN_KEY",
+         "AIP_CHECKPOINT_DIR", "AIP_MODEL_DIR")
+model = gcs_paths.to_local_path(os.environ["VSP_MODEL_DIR"])
+model.mkdir(parents=True, exist_ok=True)
+(model / "env.json").write_text(json.dumps({n: os.environ.get(n) for n in names}))
+"""
+
+
+def test_a_custom_job_gets_the_trainer_contract_variables(emulator):
+    # A trainer written to the contract reads VSP_CHECKPOINT_DIR and VSP_MODEL_DIR on a
+    # CustomJob too: the same directories as Vertex's AIP_* variables.
+    outcome = train(spec(1, command=[sys.executable, "-c", CONTRACT_PROBE]), run_key="run-env")
+    assert [a.outcome.value for a in outcome.result.attempts] == ["SUCCEEDED"]
+    seen = json.loads(
+        (gcs_paths.to_local_path("gs://bucket/runs/r1/model/") / "env.json").read_text()
+    )
+    assert seen == {
+        "VSP_CHECKPOINT_DIR": "gs://bucket/runs/r1/checkpoints/",
+        "VSP_MODEL_DIR": "gs://bucket/runs/r1/model/",
+        "VSP_ATTEMPT": "0",
+        "VSP_RUN_KEY": "run-env",
+        "AIP_CHECKPOINT_DIR": "gs://bucket/runs/r1/checkpoints/",
+        "AIP_MODEL_DIR": "gs://bucket/runs/r1/model/",
+    }

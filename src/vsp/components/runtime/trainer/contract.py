@@ -4,10 +4,10 @@ The one interface users code against. Every attempt (a Slurm job on a training c
 CustomJob replica) runs the user's command with:
 
 - ``VSP_CHECKPOINT_DIR``: the checkpoint directory all attempts share; resume from the newest
-  valid checkpoint there (CustomJobs: also ``AIP_CHECKPOINT_DIR``);
-- ``VSP_MODEL_DIR``: where the final model goes (CustomJobs: also ``AIP_MODEL_DIR``);
-- ``VSP_ATTEMPT``: the attempt's number, 0 for the first (Slurm jobs);
-- ``VSP_RUN_KEY``: the run's identity, the same for every attempt (Slurm jobs);
+  valid checkpoint there (CustomJobs: the same URI as ``AIP_CHECKPOINT_DIR``);
+- ``VSP_MODEL_DIR``: where the final model goes (CustomJobs: the same as ``AIP_MODEL_DIR``);
+- ``VSP_ATTEMPT``: the attempt's number, 0 for the first;
+- ``VSP_RUN_KEY``: the run's identity, the same for every attempt;
 - ``VSP_GCS_FUSE_ROOT`` (optional): where Cloud Storage is mounted when it is not ``/gcs``.
 
 The process answers with its exit code: 0 when the model is written; ``EXIT_PREEMPTED`` (143,

@@ -86,7 +86,7 @@ class CustomJobBackend(TrainingBackend):
             gcp_labels.RUN_KEY: gcp_labels.unique_value(run_key),
             gcp_labels.ATTEMPT: str(index),
         }
-        body = self.training.request_body(target.name, labels, index)
+        body = self.training.request_body(target.name, labels, index, run_key)
         try:
             job = self.client.post(f"v1/{self.parent}/customJobs", body)
         except errors.TransientError as exc:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vsp.components.runtime.core import errors
+from vsp.components.runtime.trainer import contract
 
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -137,12 +138,30 @@ class CustomJobTraining:
         if found:
             raise errors.SpecValidationError("custom job spec", found)
 
-    def _worker_pool(self) -> dict[str, Any]:
+    def contract_environment(self, attempt: int, run_key: str) -> dict[str, str]:
+        """The trainer contract's variables of one attempt (``trainer.contract``), as on Slurm.
+
+        Vertex sets ``AIP_CHECKPOINT_DIR`` and ``AIP_MODEL_DIR`` from ``baseOutputDirectory``;
+        ``VSP_CHECKPOINT_DIR`` and ``VSP_MODEL_DIR`` name the same directories, so a trainer
+        written to the contract runs unchanged on either backend. They win over ``env``: the
+        step reads the checkpoint history from there.
+        """
+        base = self.base_output_directory.rstrip("/")
+        environment = {
+            contract.CHECKPOINT_DIR_ENV: f"{base}/checkpoints/",
+            contract.MODEL_DIR_ENV: f"{base}/model/",
+            contract.ATTEMPT_ENV: str(attempt),
+        }
+        if run_key:
+            environment[contract.RUN_KEY_ENV] = run_key
+        return environment
+
+    def _worker_pool(self, environment: Mapping[str, str]) -> dict[str, Any]:
         machine: dict[str, Any] = {"machineType": self.machine_type}
         if self.accelerator_type:
             machine["acceleratorType"] = self.accelerator_type
             machine["acceleratorCount"] = self.accelerator_count
-        env = [{"name": k, "value": str(v)} for k, v in self.env.items()]
+        env = [{"name": k, "value": str(v)} for k, v in {**self.env, **environment}.items()]
         pool: dict[str, Any] = {
             "machineSpec": machine,
             "replicaCount": str(self.replica_count),
@@ -157,8 +176,7 @@ class CustomJobTraining:
                 container["command"] = list(self.command)
             if self.args:
                 container["args"] = list(self.args)
-            if env:
-                container["env"] = env
+            container["env"] = env
             pool["containerSpec"] = container
         else:
             package: dict[str, Any] = {
@@ -168,18 +186,21 @@ class CustomJobTraining:
             }
             if self.args:
                 package["args"] = list(self.args)
-            if env:
-                package["env"] = env
+            package["env"] = env
             pool["pythonPackageSpec"] = package
         return pool
 
-    def request_body(self, strategy: str, labels: Mapping[str, str], attempt: int) -> dict:
+    def request_body(
+        self, strategy: str, labels: Mapping[str, str], attempt: int, run_key: str = ""
+    ) -> dict:
         """The CustomJob JSON of one attempt.
 
         Args:
             strategy: SPOT, STANDARD or FLEX_START.
             labels: Labels this tool adds (run key, attempt).
-            attempt: Attempt number (0-based), appended to the display name.
+            attempt: Attempt number (0-based), appended to the display name and given to the
+                trainer as ``VSP_ATTEMPT``.
+            run_key: The run's identity, given to the trainer as ``VSP_RUN_KEY`` ('' = none).
         """
         if strategy not in STRATEGIES:
             raise errors.UserError(
@@ -194,7 +215,7 @@ class CustomJobTraining:
         if strategy == "FLEX_START" and self.max_wait_seconds:
             scheduling["maxWaitDuration"] = f"{self.max_wait_seconds}s"
         job_spec: dict[str, Any] = {
-            "workerPoolSpecs": [self._worker_pool()],
+            "workerPoolSpecs": [self._worker_pool(self.contract_environment(attempt, run_key))],
             "scheduling": scheduling,
             "baseOutputDirectory": {"outputUriPrefix": self.base_output_directory},
         }
