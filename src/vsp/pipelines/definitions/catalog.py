@@ -81,9 +81,10 @@ def without_example_provenance(arguments: dict, given: dict) -> dict:
 def local_python(shared_dir: str) -> str:
     """A launcher of this interpreter for jobs of local runs, written under ``shared_dir``.
 
-    kfp.local's SubprocessRunner rewrites every ``python3`` it finds in a task's arguments
-    (including parameter values) into the current interpreter's path, which would mangle an
-    interpreter path given as a parameter; a launcher whose name lacks that word avoids it.
+    A local run's steps run in environments of their own (``local.step_envs``), without the
+    user's packages; the launcher runs the trainer with this interpreter's instead. Its name
+    lacks the word ``python3``, which kfp.local rewrites in a task's command line (a local run
+    keeps parameter values out of that rewrite: ``local.parameter_values``).
     """
     launcher = os.path.join(shared_dir, "bin", "vsp-python")
     os.makedirs(os.path.dirname(launcher), exist_ok=True)

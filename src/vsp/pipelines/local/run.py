@@ -38,7 +38,7 @@ from vsp import vertex_emulator
 from vsp.components import catalog, packaging
 from vsp.components.runtime.core import errors, gcs_paths, rest
 from vsp.pipelines.definitions import catalog as pipeline_catalog
-from vsp.pipelines.local import results, step_console, step_envs
+from vsp.pipelines.local import parameter_values, results, step_console, step_envs
 from vsp.pipelines.vertex import caching
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,7 @@ class _LocalRun:
             shown = step_console.capture(console) if console else contextlib.nullcontext()
             steps = contextlib.nullcontext() if in_process else step_envs.patched()
             try:
-                with shown, steps:
+                with shown, steps, parameter_values.kept_as_given():
                     self.launch(arguments)
             except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
                 error = str(exc)
