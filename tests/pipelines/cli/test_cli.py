@@ -119,3 +119,49 @@ def test_an_unreachable_endpoint_fails_fast_with_exit_75(monkeypatch):
 def test_version():
     result = CliRunner().invoke(main.main, ["--version"])
     assert result.exit_code == 0 and result.output == "vsp, version 0.1.0\n"
+
+
+def test_a_null_inside_a_param_is_refused_naming_where(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        main.main,
+        [
+            "run-local",
+            "--param",
+            'training_options={"poll_seconds": null}',
+            "--param",
+            'command=["python", "train.py", null]',
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.output.splitlines()
+    assert any(
+        line.startswith("  - --param.training_options.poll_seconds = {")
+        and line.endswith(
+            ": Is null, which no parameter can carry. Fix: Leave that key out to "
+            "take its default, or give a value."
+        )
+        for line in lines
+    ), result.output
+    assert any(
+        line.startswith("  - --param.command[2] = [") and ": Is null" in line for line in lines
+    ), result.output
+    assert "Leave that key out to take its default" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / ".vsp" / "emulator").exists()  # no emulator, no request
+
+
+def test_an_option_group_param_changes_only_the_keys_it_gives(tmp_path):
+    from vsp.pipelines.definitions import catalog
+
+    local = catalog.local_arguments("slurm-spot-training", str(tmp_path))
+    typed, _, groups = run_local._typed_params(
+        "slurm-spot-training", None, ('training_options={"launcher": "srun"}', "cluster_id=c1")
+    )
+    merged = run_local._over_local_values(local, typed, groups)
+    assert merged["training_options"] == {**local["training_options"], "launcher": "srun"}
+    assert merged["training_options"]["log_directory"]  # the local wiring is kept
+    assert merged["cluster_id"] == "c1"
+    assert {k: v for k, v in merged.items() if k not in typed} == {
+        k: v for k, v in local.items() if k not in typed
+    }

@@ -16,14 +16,20 @@ import sys
 
 import click
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, rest
 from vsp.pipelines.cli import common
 from vsp.vertex_emulator.slurm import real as real_slurm_api
 
 
 @click.command("run-local")
 @click.argument("pipeline", default="slurm-spot-training")
-@click.option("--param", "params", multiple=True, help="Pipeline parameter NAME=VALUE (repeat).")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    help="Pipeline parameter NAME=VALUE (repeat). An option group (NAME=JSON object, e.g. "
+    'training_options=\'{"launcher": "srun"}\') changes only the keys it gives.',
+)
 @click.option("--state-dir", default=".vsp/emulator", show_default=True, help="Emulator state.")
 @click.option("--outputs", default=".vsp/local_outputs", show_default=True, help="Task outputs.")
 @click.option(
@@ -42,6 +48,22 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
     type=float,
     help="Seconds into a run of a preemption (default: 2.5; 10 with --nodes above 1, whose "
     "trainer needs a few seconds to import torch and meet at the rendezvous).",
+)
+@click.option(
+    "--notice-seconds",
+    default=1.0,
+    show_default=True,
+    type=float,
+    help="Seconds from a preemption's notice (SIGTERM) to its SIGKILL; GCP gives a Spot VM 30. "
+    "A trainer whose save takes longer loses its notice saves.",
+)
+@click.option(
+    "--unannounced-share",
+    default=0.0,
+    show_default=True,
+    type=float,
+    help="Share (0 to 1) of the Slurm preemptions that come without notice (SIGKILL at once, "
+    "as a host failure), drawn from a seeded stream.",
 )
 @click.option(
     "--cron",
@@ -113,6 +135,8 @@ def run_local_command(
     provisioning_seconds: float,
     preemptions: int,
     preempt_after: float | None,
+    notice_seconds: float,
+    unannounced_share: float,
     cron: str | None,
     in_process: bool,
     templates: str | None,
@@ -143,15 +167,16 @@ def run_local_command(
             "--nodes, or run slurm-spot-training."
         )
     shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
-    gcs_root = os.path.join(os.path.abspath(state_dir), "gcs")
+    # An emulator started apart (VERTEX_EMULATOR_HOST) keeps Cloud Storage in its own folder.
+    emulator_state = run.external_state_dir() if rest.emulator_host() else state_dir
+    gcs_root = os.path.join(os.path.abspath(emulator_state), "gcs")
     address = _real_slurmrestd(real_slurm, slurmrestd)
     typed, definitions, groups = _typed_params(pipeline, templates, params)
-    arguments = {
-        **catalog.local_arguments(
-            pipeline, shared, gcs_root, real_slurm=bool(address), nodes=nodes
-        ),
-        **typed,
-    }
+    arguments = _over_local_values(
+        catalog.local_arguments(pipeline, shared, gcs_root, real_slurm=bool(address), nodes=nodes),
+        typed,
+        groups,
+    )
     if "command" in typed:  # the user's own trainer: the example's provenance is not its own
         arguments = catalog.without_example_provenance(arguments, typed)
         arguments["command"] = catalog.with_local_interpreter(arguments["command"], shared)
@@ -170,7 +195,9 @@ def run_local_command(
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     if preempt_after is None:
         preempt_after = 10.0 if nodes > 1 else 2.5
-    settings = run.local_settings(provisioning_seconds, preemptions, preempt_after)
+    settings = run.local_settings(
+        provisioning_seconds, preemptions, preempt_after, notice_seconds, unannounced_share
+    )
     if address:
         settings = dataclasses.replace(
             settings, slurmrestd=address, slurmrestd_preemption=preemption_mechanism
@@ -210,6 +237,17 @@ def run_local_command(
             f"error: step {failure.task} failed{code}: {failure.error or result.error}", err=True
         )
         sys.exit(failure.exit_code or 1)
+
+
+def _over_local_values(local: dict, given: dict, groups: dict) -> dict:
+    """The local run's arguments with ``--param`` values over them. An option group given as a
+    dict (``training_options={...}``) is merged over the group's local values, which wire the run
+    to this machine (the log folder, the short polls, the prices): only the keys given change."""
+    merged = {**local, **given}
+    for name, value in given.items():
+        if name in groups and isinstance(value, dict) and isinstance(local.get(name), dict):
+            merged[name] = {**local[name], **value}
+    return merged
 
 
 def _log_path(outputs: str, pipeline: str) -> str:

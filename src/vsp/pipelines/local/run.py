@@ -29,6 +29,7 @@ import pathlib
 import time
 from typing import Any
 
+import requests
 from google.protobuf import json_format
 from kfp import components, local
 from kfp.local import pipeline_orchestrator
@@ -50,10 +51,32 @@ COMPILED_DIR = pathlib.Path(__file__).resolve().parents[2] / "compiled"
 
 
 def local_settings(
-    provisioning_seconds: float = 3.0, preemptions: int = 0, preempt_after: float = 2.5
+    provisioning_seconds: float = 3.0,
+    preemptions: int = 0,
+    preempt_after: float = 2.5,
+    notice_seconds: float = 1.0,
+    unannounced_share: float = 0.0,
 ) -> vertex_emulator.EmulatorSettings:
     """Emulator timings for a local run: short Slurm delays, and ``preemptions`` Spot
-    preemptions, each ``preempt_after`` seconds into a job's run, with a 1 s notice."""
+    preemptions, each ``preempt_after`` seconds into a job's run.
+
+    Args:
+        provisioning_seconds: Seconds a new cluster stays PROVISIONING.
+        preemptions: Spot preemptions injected in all.
+        preempt_after: Seconds into a run of each preemption.
+        notice_seconds: Seconds from a preemption's notice (SIGTERM) to its SIGKILL.
+        unannounced_share: Share (0 to 1) of the Slurm preemptions that come without notice.
+    """
+    if not 0.0 <= unannounced_share <= 1.0:
+        raise errors.UserError(
+            f"unannounced share {unannounced_share}: it is a share of the preemptions. Fix: "
+            "give a value from 0 (every preemption announced) to 1 (none)."
+        )
+    if notice_seconds < 0:
+        raise errors.UserError(
+            f"notice of {notice_seconds} s: it cannot be negative. Fix: give 0 or more seconds "
+            "(GCP gives a Spot VM 30 s)."
+        )
     return vertex_emulator.EmulatorSettings(
         provisioning_delay_seconds=provisioning_seconds,
         # The decision's defaults: 20 min to create, 10 min to scale a shrunk cluster up.
@@ -61,18 +84,36 @@ def local_settings(
         delete_delay_seconds=1.0,
         slurm_kill_wait_seconds=2.0,
         slurm_requeue_delay_seconds=1.0,
-        slurm_preempt_notice_seconds=1.0,
+        slurm_preempt_notice_seconds=notice_seconds,
+        slurm_spot_preempt_unannounced_share=unannounced_share,
         slurm_node_recovery_seconds=1.0,
         slurm_min_job_age_seconds=3600.0,
         slurm_spot_preempt_after_seconds=preempt_after if preemptions else 0.0,
         slurm_spot_preempt_max_count=preemptions,
         custom_job_queue_delay_seconds=0.5,
         custom_job_pending_delay_seconds=1.0,
-        custom_job_preempt_notice_seconds=1.0,
+        custom_job_preempt_notice_seconds=notice_seconds,
         custom_job_kill_wait_seconds=2.0,
         custom_job_spot_preempt_after_seconds=preempt_after if preemptions else 0.0,
         custom_job_spot_preempt_max_count=preemptions,
     )
+
+
+def external_state_dir() -> str:
+    """The state folder of the emulator ``VERTEX_EMULATOR_HOST`` names (its health answer)."""
+    host = rest.emulator_host()
+    url = f"http://{host}/emulator/v1/health"
+    try:
+        answer = requests.get(url, timeout=10)
+        answer.raise_for_status()
+        return str(answer.json()["stateDir"])
+    except (requests.RequestException, ValueError, KeyError) as exc:
+        raise errors.UserError(
+            f"the emulator named by {rest.EMULATOR_ENV}={host} did not tell its state folder "
+            f"({url}: {exc}). Fix: start it with `vsp emulator start --state-dir DIR` and set "
+            f"{rest.EMULATOR_ENV} to its address, or unset {rest.EMULATOR_ENV} to let run-local "
+            "start its own."
+        ) from exc
 
 
 @contextlib.contextmanager
@@ -88,7 +129,17 @@ def emulator_for_run(
     """
     if rest.emulator_host():
         log.info("using the emulator at %s", rest.emulator_host())
-        yield None
+        # Its Cloud Storage is under its own state folder: the steps read checkpoints there.
+        fuse_root = os.environ.get(gcs_paths.GCS_FUSE_ROOT_ENV)
+        if fuse_root is None:
+            os.environ[gcs_paths.GCS_FUSE_ROOT_ENV] = str(
+                pathlib.Path(external_state_dir()) / "gcs"
+            )
+        try:
+            yield None
+        finally:
+            if fuse_root is None:
+                os.environ.pop(gcs_paths.GCS_FUSE_ROOT_ENV, None)
         return
     state = pathlib.Path(state_dir or ".vsp/emulator").resolve()
     state.mkdir(parents=True, exist_ok=True)

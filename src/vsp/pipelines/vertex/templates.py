@@ -319,9 +319,34 @@ def check_parameters(
                 f"{field}.{name}", value, f"The pipeline declares it {kind}.",
                 f"Give a {kind} value, e.g. --param {name}={_EXAMPLES.get(kind, 'VALUE')}.",
             )  # fmt: skip
+            continue
+        where = null_inside(value)
+        if where is not None:
+            problems.add(
+                f"{field}.{name}{where}", value, "Is null, which no parameter can carry.",
+                "Leave that key out to take its default, or give a value.",
+            )  # fmt: skip
     for name, definition in sorted(definitions.items()):
         if is_required(definition) and name not in values:
             problems.missing(f"{field}.{name}", f"Set it: --param {name}=VALUE.")
+
+
+def null_inside(value: Any, where: str = "") -> str | None:
+    """Where the first null sits in ``value`` (``""`` for the value itself, ``.key`` or
+    ``[index]`` inside it), or None when there is none."""
+    if value is None:
+        return where
+    if isinstance(value, Mapping):
+        items = ((f"{where}.{key}", item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    for path, item in items:
+        found = null_inside(item, path)
+        if found is not None:
+            return found
+    return None
 
 
 def check_host(host: str, field: str = "host") -> str:
