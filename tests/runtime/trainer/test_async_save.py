@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vsp.components.runtime.trainer import async_save, checkpoint, history, manifests
+from vsp.components.runtime.trainer import async_save, checkpoint, history, manifests, progress
 
 
 def _arrays(value: float) -> dict[str, np.ndarray]:
@@ -181,3 +181,35 @@ def test_a_crash_mid_persist_leaves_the_previous_checkpoint(tmp_path: Path) -> N
     resumed = checkpoint.load_latest(tmp_path)
     assert resumed is not None and resumed.step == 1
     np.testing.assert_array_equal(resumed.arrays["w"], np.full(3, 1.0))
+
+
+def test_save_work_inside_progress_saving_before_the_call_is_the_saves_time(
+    tmp_path: Path,
+) -> None:
+    # A trainer that serialises (0.3 s) inside progress.saving() before calling save: that time
+    # held training for this save, so the history's save starts when saving() began, in both
+    # the blocking and the asynchronous save; a save outside saving() starts at its call.
+    blocking, background = tmp_path / "blocking", tmp_path / "async"
+    began = time.time()
+    with progress.saving():
+        time.sleep(0.3)
+        checkpoint.save(blocking, 1, _arrays(1.0), {"step": 1})
+    ended = time.time()
+    [save] = [r for r in history.read(blocking) if r.event == "save"]
+    assert began - 0.01 <= save.time <= began + 0.05
+    assert 0.3 <= save.seconds <= ended - began + 0.01
+
+    saver = async_save.AsyncCheckpointer(background)
+    began = time.time()
+    with progress.saving():
+        time.sleep(0.3)
+        timing = saver.save(2, _arrays(2.0), {"step": 2})
+    saver.wait()
+    [save] = [r for r in history.read(background) if r.event == "save"]
+    assert began - 0.01 <= save.time <= began + 0.05
+    assert timing.block_s >= 0.3
+    assert save.seconds == pytest.approx(timing.block_s, abs=1e-5)
+
+    checkpoint.save(blocking, 3, _arrays(3.0), {"step": 3}, blocked_before=0.2)
+    [*_, last] = [r for r in history.read(blocking) if r.event == "save"]
+    assert 0.2 <= last.seconds < 0.3  # outside saving(): blocked_before alone moves the start

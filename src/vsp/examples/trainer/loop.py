@@ -100,18 +100,21 @@ class Trainer:
         """Saves a checkpoint of the current state and records its costs in the policy."""
         state = self.state
         self.step_log.pause()  # a save's time is no step's
-        started = time.monotonic()
-        self.policy.observe(state.resumes, self.prior_run_seconds + started - self.attempt_start)
-        extra = {
-            "policy": self.policy.state_dict(),
-            "saved_on_notice": why == "notice",
-            # A final checkpoint is a hand-over: whoever loads it next is not resuming after
-            # an interruption (train_state.from_checkpoint).
-            "final_save": why == "final",
-            "slurm_restart_count": self.slurm_restart_count,
-        }
-        arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)
+        # Training is held from here: the checkpoint history's save starts here too, as the
+        # library counts the work inside progress.saving() before the save call.
         with progress.saving():
+            started = time.monotonic()
+            run_seconds = self.prior_run_seconds + started - self.attempt_start
+            self.policy.observe(state.resumes, run_seconds)
+            extra = {
+                "policy": self.policy.state_dict(),
+                "saved_on_notice": why == "notice",
+                # A final checkpoint is a hand-over: whoever loads it next is not resuming
+                # after an interruption (train_state.from_checkpoint).
+                "final_save": why == "final",
+                "slurm_restart_count": self.slurm_restart_count,
+            }
+            arrays, metadata = train_state.to_checkpoint(state, self.cfg, extra)
             blocked = self.saver.save(state.step, arrays, metadata, why, held_since=started)
             self.step_log.resumed()  # the history's save ends here too
         self.last_saved_step = state.step

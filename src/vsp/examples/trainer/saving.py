@@ -54,14 +54,15 @@ class Saver:
         blocked_before=0.0,
         in_background=False,
     ) -> manifests.CheckpointRef:
-        # The simulated serialisation before the snapshot held training in both modes; the
-        # simulated upload did only when the save is blocking.
+        # The simulated serialisation before the snapshot held training in both modes (an
+        # asynchronous save's blocked_before already holds it: the caller's work inside
+        # progress.saving()); the simulated upload held training only when the save blocks.
         persist_started = time.monotonic()
         if self.cfg.save_persist_seconds > 0:
             time.sleep(self.cfg.save_persist_seconds)
-        held = blocked_before + self._blocked_before.get(step, 0.0)
+        held = blocked_before
         if not in_background:
-            held += time.monotonic() - persist_started
+            held += self._blocked_before.get(step, 0.0) + time.monotonic() - persist_started
         return checkpoint.save(
             directory,
             step,

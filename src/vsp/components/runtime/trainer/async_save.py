@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from vsp.components.runtime.core import file_primitives
-from vsp.components.runtime.trainer import checkpoint, manifests, model_files
+from vsp.components.runtime.trainer import checkpoint, manifests, model_files, progress
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,9 @@ class SaveTiming:
 
     Attributes:
         step: The step saved.
-        block_s: Training time blocked: waiting for the previous persist plus the snapshot.
+        block_s: Training time blocked: the caller's own work for this save inside
+            ``progress.saving()`` before the call (serialising), waiting for the previous
+            persist, and the snapshot.
         wait_s: Part of ``block_s`` spent waiting for the previous persist.
         total_s: From the start of the snapshot to the manifest written (None while in flight).
     """
@@ -130,6 +132,7 @@ class AsyncCheckpointer:
             The timing of the blocking part (``total_s`` is None until the persist finishes).
         """
         started = self._clock()
+        held_before = progress.seconds_in_save()  # the caller's own save work (serialising)
         self.wait()
         waited = self._clock() - started
         # the snapshot: copies the caller can no longer change; checks what save would refuse
@@ -138,7 +141,7 @@ class AsyncCheckpointer:
             for name, value in model_files.check_arrays(arrays).items()
         }
         meta = json.loads(model_files.encode_json(dict(metadata)))
-        timing = SaveTiming(step=step, block_s=self._clock() - started, wait_s=waited)
+        timing = SaveTiming(step=step, block_s=held_before + self._clock() - started, wait_s=waited)
         taken_at = time.time()  # wall time, as the checkpoint history records it
         self._thread = threading.Thread(
             target=self._run,

@@ -123,7 +123,8 @@ def save(
             history. After a ``final`` save the progress file says ``finishing``.
         blocked_before: Seconds the caller already held training for this save before
             calling (serialising, snapshotting); the recorded start moves back by as much,
-            and the recorded blocking time includes it.
+            and the recorded blocking time includes it. Work done inside ``progress.saving()``
+            before the call counts without it: the larger of the two is taken.
         in_background: The call runs beside training (an asynchronous save's persist): the
             history records only ``blocked_before`` as time training was held, and the save's
             start counts back from when the state was snapshotted (``SNAPSHOT_TAKEN_AT``, set
@@ -136,7 +137,8 @@ def save(
         saved = _save(directory, step, arrays, metadata, keep, reason, blocked_before, True)
     else:
         with progress.saving():  # a blocking save is not a stalled step (``progress``)
-            saved = _save(directory, step, arrays, metadata, keep, reason, blocked_before, False)
+            held = max(blocked_before, progress.seconds_in_save())
+            saved = _save(directory, step, arrays, metadata, keep, reason, held, False)
     if reason == "final":  # what follows (the model, the exit) is no training step
         progress.finishing()
     return saved

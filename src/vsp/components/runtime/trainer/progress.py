@@ -263,12 +263,30 @@ def finishing() -> None:
         found.finishing()
 
 
+_save_began = threading.local()  # per thread: time.monotonic() when its outermost saving() began
+
+
 @contextlib.contextmanager
 def saving() -> Iterator[None]:
-    """Marks a blocking save in this process's progress file (no-op without a reporter)."""
-    found = reporter()
-    if found is None:
-        yield
-        return
-    with found.saving():
-        yield
+    """Marks a blocking save: in this process's progress file (when it has a reporter), and for
+    the checkpoint history, whose save then starts when the outermost ``saving()`` of the
+    thread began (``seconds_in_save``), not when ``checkpoint.save`` is called."""
+    outermost = getattr(_save_began, "at", None) is None
+    if outermost:
+        _save_began.at = time.monotonic()
+    try:
+        found = reporter()
+        if found is None:
+            yield
+        else:
+            with found.saving():
+                yield
+    finally:
+        if outermost:
+            _save_began.at = None
+
+
+def seconds_in_save() -> float:
+    """Seconds since this thread's outermost ``saving()`` began (0 outside one)."""
+    began = getattr(_save_began, "at", None)
+    return 0.0 if began is None else time.monotonic() - began
