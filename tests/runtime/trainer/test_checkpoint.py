@@ -302,3 +302,25 @@ def test_runtime_modules_need_no_kfp_or_cloud_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "writes"),
+    [
+        ({}, True),
+        ({"SLURM_PROCID": "0"}, True),
+        ({"SLURM_PROCID": "1"}, False),
+        ({"RANK": "3", "SLURM_PROCID": "0"}, False),  # torchrun's workers on the first node
+        ({"RANK": "0", "SLURM_PROCID": "1"}, True),
+    ],
+)
+def test_only_rank_0_records_a_resume(tmp_path, monkeypatch, env, writes):
+    # Every rank of a job may call resume: the job started once, so one history line.
+    for name in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    checkpoint.save(tmp_path, 4, _arrays(4), {"step": 4})
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert checkpoint.resume(tmp_path).step == 4
+    lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["save", "saved", *(["resume"] if writes else [])]

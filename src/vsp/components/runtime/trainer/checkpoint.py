@@ -254,12 +254,25 @@ def load_latest(directory: file_primitives.PathLike) -> Checkpoint | None:
 def resume(directory: file_primitives.PathLike) -> Checkpoint | None:
     """``load_latest``, recorded in the history: a ``resume`` line (or ``start`` when there is
     no checkpoint yet) with the time loading began and the seconds it took. Call it once when a
-    trainer process starts; the pipeline step's goodput figures need these lines."""
+    trainer process starts; the pipeline step's goodput figures need these lines. Every rank of
+    a job may call it: only rank 0 (``RANK``, else ``SLURM_PROCID``) writes the line, as a
+    job's start is one start however many processes it has."""
     started, clock = time.time(), time.monotonic()
     loaded = load_latest(directory)
     step = None if loaded is None else loaded.step
-    history_writer.record_resume(directory, step, started, time.monotonic() - clock)
+    if process_rank() == 0:
+        history_writer.record_resume(directory, step, started, time.monotonic() - clock)
     return loaded
+
+
+def process_rank() -> int:
+    """This process's global rank: ``RANK`` (torchrun, the srun launcher), else
+    ``SLURM_PROCID``, else 0 (one process)."""
+    for name in ("RANK", "SLURM_PROCID"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def clean_temp_files(directory: file_primitives.PathLike) -> list[Path]:
