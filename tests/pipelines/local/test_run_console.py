@@ -162,9 +162,9 @@ def test_on_a_terminal_the_progress_line_is_redrawn_in_place_with_the_time_waite
     assert console.shown[1] == line
 
 
-def test_long_lines_are_cut_to_one_terminal_line():
+def test_long_progress_lines_are_cut_to_one_terminal_line():
     console, out, _ = _console()
-    console.write("2026-12-03 21:22:01,065 WARNING vsp.x: " + "y" * 400 + "\n")
+    console.write("2026-12-03 21:22:01,065 INFO vsp.progress: " + "y" * 400 + "\n")
     shown = out.getvalue().rstrip("\n")
     assert len(shown) == 160 and shown.endswith("...")
 
@@ -185,3 +185,25 @@ def test_run_local_shows_the_console_by_default_and_the_full_stream_with_v(monke
     assert isinstance(seen[0], step_console.StepConsole) and seen[1:] == [None, None]
     assert "full log: " in quiet.output and "full log: " not in loud.output
     assert "parameters: {" in loud.output and "parameters: {" not in quiet.output
+
+
+def test_a_long_warning_is_wrapped_whole_not_cut():
+    # A warning names a long path first and what to do last: the fix must reach the terminal.
+    path = "/tmp/x/.vsp/emulator/gcs/local-bucket/slurm-spot-training/run-1/ckpt/" + "v" * 40
+    fix = "Fix: save with checkpoint.save(..., reason=...) into $VSP_CHECKPOINT_DIR."
+    message = (
+        f"unknown: the checkpoint directory {path} does not exist: the trainer saved no "
+        f"checkpoint there. {fix}"
+    )
+    logger = "WARNING vsp.components.runtime.training.driver"
+    console, out, _ = _console()
+    with console:
+        console.write(
+            "21:22:08.055 - INFO - Executing task 'train-on-cluster'\n"
+            f"    2026-12-03 21:22:45,981 {logger}: {message}\n"
+        )
+    first, *rest = out.getvalue().splitlines()[1:]
+    assert first.startswith("  train-on-cluster: warning: unknown: the checkpoint directory")
+    assert rest and all(line.startswith("    ") for line in rest)
+    assert all(len(line) <= 160 for line in [first, *rest])
+    assert " ".join(part.strip() for part in [first, *rest]).endswith(fix)

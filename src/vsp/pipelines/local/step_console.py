@@ -10,7 +10,8 @@ file; the terminal gets only:
 * the runtime's progress lines (logger ``vsp.progress``: what is awaited, for how long, what
   comes next), the same lines a long-running step writes to its log on Vertex AI; on a
   terminal the newest one is redrawn in place every second with the time since it appeared;
-* the runtime's warnings and errors (a preemption, a retried request), cut to one line.
+* the runtime's warnings and errors (a preemption, a retried request), wrapped to at most
+  four lines, so the fix a long one ends with is shown.
 
 A failed task's last error line is kept as the run's root cause (``failure``).
 Hand-rolled: kfp.local has no quiet mode or hook for its output; filtering its stream is the
@@ -24,6 +25,7 @@ import dataclasses
 import io
 import logging
 import re
+import textwrap
 import threading
 import time
 import warnings
@@ -44,6 +46,7 @@ _RUNTIME = re.compile(
 )
 _EXIT_CODE = re.compile(r"\S+ failed \(exit (\d+)\)(?: with an internal error)?: ")
 _WIDTH = 160
+_MAX_WARNING_LINES = 4  # a runtime warning or error, wrapped
 _MAX_ERROR_LINES = 20
 _NOT_A_MESSAGE = ("Traceback", "[KFP Executor", "File ", "{", "}")
 # After the heading of a job's log tail, every line is the job's (its traceback included), up to
@@ -201,7 +204,18 @@ class StepConsole(io.TextIOBase):
             if level != "WARNING":
                 self._errors[self._task] = message
                 self._continues = True
-            self._show(f"  {self._task}: {level.lower()}: {message}")
+            # Wrapped, not cut: a long one names a path first and what to do last ("Fix: ...").
+            first, *rest = textwrap.wrap(
+                f"  {self._task}: {level.lower()}: {message}",
+                _WIDTH,
+                subsequent_indent="    ",
+                max_lines=_MAX_WARNING_LINES,
+                placeholder=" ...",
+                break_on_hyphens=False,
+            ) or [""]
+            self._show(first)
+            for line in rest:
+                self._emit(line)
 
     def _show(self, text: str) -> None:
         self._end_progress()
