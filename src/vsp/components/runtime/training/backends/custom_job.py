@@ -16,6 +16,7 @@ need only ``core.rest`` (requests + google-auth). The SDK is checked against the
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from vsp.components.runtime.core import errors, gcp_labels, rest
@@ -27,6 +28,9 @@ from vsp.components.runtime.training.recovery import Attempt, Target
 log = logging.getLogger(__name__)
 
 _STOCKOUT_WORDS = ("STOCKOUT", "stockout", "preempt", "Preempt")
+# How Vertex words a replica's exit: "The replica workerpool0-0 exited with a non-zero status of
+# 1. To find out more ..." (the job resource has no exit code field).
+_REPLICA_STATUS = re.compile(r"exited with a non-zero status of (?P<code>\d+)")
 
 
 def classify(job: dict[str, Any]) -> Outcome:
@@ -116,6 +120,9 @@ class CustomJobBackend(TrainingBackend):
         error = job.get("error") or {}
         state = str(job.get("state", "")).removeprefix("JOB_STATE_")
         attempt.detail = f"{state} {error.get('message', '')}".strip()
+        status = _REPLICA_STATUS.search(str(error.get("message", "")))
+        if status and outcome is Outcome.USER_FAILURE:
+            attempt.exit_code = int(status["code"])
 
     def cancel(self, attempt: Attempt) -> None:
         cancel_job(self.client, self._path(attempt.job_id))
