@@ -52,6 +52,8 @@ def test_good_parameters_pass():
         ("environment", None, "environment", "must be a mapping"),
         ("command", [], "command", "non-empty list of strings"),
         ("command", "python train.py", "command", "non-empty list of strings"),
+        ("command", ["python", "train.py", "--steps", 300], "command[3]", "is int, not a string"),
+        ("command", ["python", "a\0b"], "command[1]", "NUL character"),
         ("working_directory", "run", "working_directory", "absolute path"),
         ("working_directory", 3, "working_directory", "absolute path"),
         ("working_directory", "/home/x\nEOF", "working_directory", "on one line"),

@@ -66,20 +66,7 @@ def problems(**params: Any) -> list[errors.SpecProblem]:
         if name in BOUNDS and (problem := _number_problem(name, value)) is not None
     ]
     if "command" in params:
-        command = params["command"]
-        if (
-            not isinstance(command, (list, tuple))
-            or not command
-            or not all(isinstance(part, str) and "\0" not in part for part in command)
-        ):
-            found.append(
-                errors.SpecProblem(
-                    "command",
-                    command,
-                    "must be a non-empty list of strings.",
-                    'give the trainer\'s argv, one item per argument, e.g. ["python", "train.py"].',
-                )  # fmt: skip
-            )
+        found += _command_problems(params["command"])
     if "environment" in params:
         environment = params["environment"]
 
@@ -116,3 +103,39 @@ def component_params(values: Mapping[str, Any]) -> dict[str, Any]:
     """The subset of ``values`` this module checks."""
     names = {*BOUNDS, "command", "environment", "working_directory"}
     return {k: v for k, v in values.items() if k in names}
+
+
+def _command_problems(command: Any) -> list[errors.SpecProblem]:
+    """What is wrong with ``command``, naming the item when one is."""
+    if not isinstance(command, (list, tuple)) or not command:
+        return [
+            errors.SpecProblem(
+                "command",
+                command,
+                "must be a non-empty list of strings.",
+                'give the trainer\'s argv, one item per argument, e.g. ["python", "train.py"].',
+            )
+        ]
+    found = []
+    for index, part in enumerate(command):
+        if not isinstance(part, str):
+            found.append(
+                errors.SpecProblem(
+                    f"command[{index}]",
+                    part,
+                    f"is {type(part).__name__}, not a string: every argument is text.",
+                    f'quote it, e.g. "{part}".'
+                    if isinstance(part, (int, float))
+                    else "give each argument as a string.",
+                )
+            )
+        elif "\0" in part:
+            found.append(
+                errors.SpecProblem(
+                    f"command[{index}]",
+                    part,
+                    "holds a NUL character, which no argument can carry.",
+                    "remove it.",
+                )
+            )
+    return found
