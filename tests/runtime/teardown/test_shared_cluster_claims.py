@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import pytest
 
@@ -112,6 +113,12 @@ def test_the_reaper_and_a_shrink_honour_a_live_claim(warm, caplog):
         )  # fmt: skip
     assert action == shrink.KEPT_WHOLE
     assert f"kept whole, not shrunk: in use by claim {lease}" in caplog.text
+    # At full size it carries the in-use expiry, not the long one priced for a shrunk cluster.
+    labels = _cluster()["labels"]
+    assert labels["vsp-teardown"] == "in-use"
+    expires = gcp_labels.parse_label_time(labels["vsp-expires-at"])
+    assert 29 * 60 <= expires - time.time() <= 31 * 60
+    assert labels[lease]  # B's claim stays: B is still using the cluster
     # An expired cluster with B's live claim: the reaper keeps it.
     cluster_labels.update_managed_labels(
         client, ref, set_labels={"vsp-expires-at": "20000101t000000z"}
@@ -148,3 +155,16 @@ def test_the_window_left_is_one_read_to_the_delete(warm):
         ("POST", f"{CLUSTER}:callSlurmRestApi"),  # the live queue: the jobs
         ("GET", CLUSTER),  # the delete's own look-up
     ]
+
+
+@pytest.mark.slow  # scaling on the emulator: seconds
+def test_a_shrink_ends_its_own_claim_so_the_next_runs_shrink_goes_through(warm):
+    # B reused the cluster and ends within its claim's 15 minutes: its shrink removes its own
+    # claim, so the next run's teardown does not take B for a run still using the cluster.
+    _reuse_as_b()
+    lease = gcp_labels.lease_key("run-b")
+    client, ref = rest.VertexRestClient(LOCATION), REF
+    decision = {"vsp-teardown": "shrink", "vsp-expires-at": "20991231t000000z"}
+    assert shrink.shrink_or_delete(client, ref, decision, pipeline_run="run-b") == shrink.SHRUNK
+    assert lease not in _cluster()["labels"]
+    assert _cluster()["labels"]["vsp-teardown"] == "shrink"

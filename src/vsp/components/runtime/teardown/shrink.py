@@ -9,8 +9,11 @@ Order, so that no shrunk cluster is ever left without an expiry:
 
 1. the teardown labels (``vsp-teardown=shrink``, ``vsp-expires-at``) are set first, through
    ``cluster_in_use.keep_or_delete``: a refused labels update deletes the cluster instead;
-2. if another run's Slurm jobs are active on the cluster, it is kept whole (scaling its pools
-   down would kill those jobs); the expiry is already on it;
+2. if another run's Slurm jobs are active on the cluster, or another run's claim is live, it
+   is kept whole (scaling its pools down would kill those jobs), labelled in use with the
+   30-minute expiry of a delete that finds the cluster in use (``in_use.in_use_labels``): a
+   cluster at full size must not carry the long expiry priced for a shrunk one; the run using
+   it decides at its own end;
 3. ``PATCH ...?updateMask=node_pools&updateMode=USER_ONLY`` with every compute pool's
    ``scaling_spec`` at ``min_node_count = max_node_count = 0`` (``node_pools`` is in the
    manage-cluster doc's list of updatable fields [R MANAGE]; the list is replaced whole, so the
@@ -30,8 +33,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from typing import Any
 
+from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, gcp_labels, rest
@@ -134,13 +139,27 @@ def shrink_or_delete(
         *in_use.foreign_leases(cluster, pipeline_run),
         *in_use.active_foreign_jobs(client, ref, pipeline_run),
     ]
+    # This run is done with the cluster: its own claim ends here, whatever follows, so that a
+    # later run's teardown does not take it for a run still using the cluster.
+    own = [gcp_labels.lease_key(pipeline_run)] if pipeline_run else []
     if users:
         log.warning(
-            "cluster %s is kept whole, not shrunk: in use by %s (its expiry is set)",
+            "cluster %s is kept whole, not shrunk: in use by %s; it is labelled in use and "
+            "looked at again after %s minutes (the run using it decides at its end)",
             ref.cluster_id,
             in_use.describe(users),
+            in_use.DEFAULT_RECHECK_MINUTES,
         )
+        labels = in_use.in_use_labels(time.time(), in_use.DEFAULT_RECHECK_MINUTES)
+        try:
+            cluster_labels.update_managed_labels(
+                client, ref, set_labels=labels, remove=own, options=options
+            )
+        except cluster_labels.LabelsRefusedError as exc:  # the shrink's expiry stays on it
+            log.warning("cluster %s keeps the shrink's expiry (%s)", ref.cluster_id, exc)
         return KEPT_WHOLE
+    if own and own[0] in (cluster.get("labels") or {}):
+        cluster_labels.update_managed_labels(client, ref, remove=own, options=options)
     try:
         return _scale_down(resource)
     except (errors.InvalidArgumentError, errors.OperationFailedError) as exc:
