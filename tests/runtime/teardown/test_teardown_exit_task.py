@@ -11,7 +11,7 @@ import requests
 
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, polling, rest
-from vsp.components.runtime.teardown import exit_task
+from vsp.components.runtime.teardown import exit_task, in_use
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "exit"
 REF = cluster_resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
@@ -161,3 +161,30 @@ def test_the_last_resort_is_an_expiry_now_and_a_transient_error(
     assert labels["vsp-teardown"] == "teardown-failed"
     assert gcp_labels.expired(labels, gcp_labels.parse_label_time(labels["vsp-expires-at"]) + 1)
     assert any("retrying in" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cancelled_run_whose_cluster_another_run_uses_reports_it_kept_not_absent(
+    emulator, emulator_api, cluster_body, client
+):
+    body = copy.deepcopy(cluster_body)
+    claim = gcp_labels.lease_key("run-b")
+    body["labels"] = {**body["labels"], "vsp-managed": "true", claim: "20991231t000000z"}
+    emulator_api.create_running(CLUSTER, body)
+
+    def delete() -> bool:  # as the finalize_cluster step deletes: unless another run uses it
+        deleted = in_use.delete_unless_in_use(
+            client, REF, pipeline_run="run-a", delete=resource(client).delete
+        )
+        return deleted == in_use.DELETED
+
+    result = exit_task.finalize(
+        client, REF, state="CANCELLED", failure_keep_minutes=30.0, delete=delete, backoff=FAST
+    )
+    assert result.action == "kept" and result.in_use
+    assert result.reason == "the run was cancelled, and another run uses the cluster"
+    labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
+    assert labels["vsp-teardown"] == "in-use"
+    assert result.expires_at == gcp_labels.parse_label_time(labels["vsp-expires-at"])
+    assert result.summary(REF).startswith(
+        "kept: the run was cancelled, and another run uses the cluster; labelled in use until "
+    )

@@ -63,17 +63,20 @@ class FinalizeResult:
 
     Attributes:
         action: ``none`` (the decision branch already acted), ``deleted``, ``absent`` (there
-            was no cluster) or ``kept`` (kept for a retry, with an expiry).
+            was no cluster) or ``kept`` (kept for a retry, or for another run using it, with an
+            expiry).
         reason: One sentence for the log.
         expires_at: For a kept cluster, epoch seconds after which the reaper deletes it.
         price_per_hour: For a kept cluster, what it costs per idle hour, USD/hour (None when
             its machine types have no price in the table).
+        in_use: Kept because another run uses it (not for a retry of this run).
     """
 
     action: str
     reason: str
     expires_at: float | None = None
     price_per_hour: float | None = None
+    in_use: bool = False
 
     def summary(self, ref: resource.ClusterRef) -> str:
         """The cluster's fate in one line, for the step's output and the console."""
@@ -81,6 +84,11 @@ class FinalizeResult:
             return f"{self.action}: {self.reason}"
         rate = "unknown" if self.price_per_hour is None else money.per_hour(self.price_per_hour)
         until = readable_time.utc(self.expires_at) if self.expires_at else "?"
+        if self.in_use:
+            return (
+                f"kept: {self.reason}; labelled in use until {until}, idle at {rate}; the run "
+                "using it decides at its end, else the reaper deletes it once idle and expired"
+            )
         return (
             f"kept for a retry until {until}, idle at {rate}; the reaper deletes it then (or now: "
             f"vsp clusters delete --project {ref.project} --location {ref.location} "
@@ -110,9 +118,10 @@ def _once(
         if cluster is None:
             return FinalizeResult("absent", "the run failed and there is no cluster to keep")
         if resource.cluster_state(cluster) == resource.ERROR:
-            existed = delete()
-            return FinalizeResult(
-                "deleted" if existed else "absent",
+            return _delete(
+                client,
+                ref,
+                delete,
                 "the run failed and the cluster is in ERROR, so no retry could use it",
             )
         expires = now + failure_keep_minutes * 60.0
@@ -134,9 +143,34 @@ def _once(
             expires_at=expires,
             price_per_hour=_idle_price(cluster, ref.location),
         )
-    existed = delete()
     why = "was cancelled" if state == "CANCELLED" else "failed (failure_keep_minutes is 0)"
-    return FinalizeResult("deleted" if existed else "absent", f"the run {why}")
+    return _delete(client, ref, delete, f"the run {why}")
+
+
+def _delete(
+    client: rest.VertexRestClient,
+    ref: resource.ClusterRef,
+    delete: Callable[[], bool],
+    why: str,
+) -> FinalizeResult:
+    """``delete()``, told apart: deleted, absent, or kept because another run uses it (the
+    delete then labels it in use with an expiry, ``in_use.keep_if_in_use``)."""
+    if delete():
+        return FinalizeResult("deleted", why)
+    cluster = resource.ClusterResource(client, ref).get()
+    if cluster is None:
+        return FinalizeResult("absent", why)
+    try:
+        expires = gcp_labels.parse_label_time(cluster["labels"][gcp_labels.EXPIRES_AT])
+    except (KeyError, TypeError, ValueError):
+        expires = None  # no readable expiry: the summary says "?"
+    return FinalizeResult(
+        "kept",
+        f"{why}, and another run uses the cluster",
+        expires_at=expires,
+        price_per_hour=_idle_price(cluster, ref.location),
+        in_use=True,
+    )
 
 
 def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> str:
