@@ -166,7 +166,7 @@ def run_local_command(
             f"--nodes {nodes}: only slurm-spot-training trains on several nodes. Fix: drop "
             "--nodes, or run slurm-spot-training."
         )
-    shared = os.path.abspath(os.path.join(state_dir, os.pardir, "shared"))
+    shared = os.path.join(os.path.abspath(state_dir), "shared")  # the launcher: inside --state-dir
     # An emulator started apart (VERTEX_EMULATOR_HOST) keeps Cloud Storage in its own folder.
     emulator_state = run.external_state_dir() if rest.emulator_host() else state_dir
     gcs_root = os.path.join(os.path.abspath(emulator_state), "gcs")
