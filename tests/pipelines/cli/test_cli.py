@@ -93,7 +93,7 @@ def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_pa
     assert result.exit_code == 2
     assert "--param.nodes = 'abc': The pipeline declares it NUMBER_INTEGER." in result.output
     assert "--param.bogus = 1: The pipeline has no such parameter." in result.output
-    assert not (tmp_path / ".vsp" / "emulator").exists()  # no emulator, no request
+    assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request
 
 
 def test_an_unreachable_endpoint_fails_fast_with_exit_75(monkeypatch):
@@ -148,7 +148,7 @@ def test_a_null_inside_a_param_is_refused_naming_where(tmp_path, monkeypatch):
     ), result.output
     assert "Leave that key out to take its default" in result.output
     assert "Traceback" not in result.output
-    assert not (tmp_path / ".vsp" / "emulator").exists()  # no emulator, no request
+    assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request
 
 
 def test_an_option_group_param_changes_only_the_keys_it_gives(tmp_path):

@@ -78,4 +78,4 @@ def test_a_bad_preemption_setting_is_refused_before_anything_starts(
     result = CliRunner().invoke(main.main, ["run-local", option, value])
     assert result.exit_code == 2, result.output
     assert says in result.output and "Fix:" in result.output
-    assert not (tmp_path / ".vsp" / "emulator").exists()
+    assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request
