@@ -159,7 +159,12 @@ def shrink_or_delete(
             log.warning("cluster %s keeps the shrink's expiry (%s)", ref.cluster_id, exc)
         return KEPT_WHOLE
     if own and own[0] in (cluster.get("labels") or {}):
-        cluster_labels.update_managed_labels(client, ref, remove=own, options=options)
+        try:
+            cluster_labels.update_managed_labels(client, ref, remove=own, options=options)
+        except cluster_labels.LabelsRefusedError as exc:  # it expires on its own
+            log.warning(
+                "cluster %s keeps this run's claim until it expires (%s)", ref.cluster_id, exc
+            )
     try:
         return _scale_down(resource)
     except (errors.InvalidArgumentError, errors.OperationFailedError) as exc:
