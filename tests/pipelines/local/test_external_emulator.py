@@ -30,11 +30,16 @@ def test_a_run_on_an_emulator_started_apart_keeps_its_files_in_that_emulators_fo
             "--in-process",
             "--state-dir",
             "mine",
+            "--preemptions",
+            "2",
             "--param",
             f"command={json.dumps(SHORT)}",
         ],
     )
     assert result.exit_code == 0, result.output
+    assert "warning: --preemptions set(s) the emulator run-local starts; the emulator" in (
+        result.output
+    )
     models = list((apart.state_dir / "gcs").rglob("model.npz"))
     assert len(models) == 1, result.output
     assert f"  model files: {models[0].parent}\n" in result.output

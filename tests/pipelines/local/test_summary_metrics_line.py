@@ -34,7 +34,7 @@ def _result(state_dir, calls):
 
 def test_the_injected_count_is_only_claimed_for_the_emulator_run_local_started(tmp_path):
     own = summary.terminal_lines(_result(str(tmp_path), {"POST create cluster": 1}), preemptions=3)
-    assert "  injected preemptions: 3" in own
+    assert "  injected preemptions: up to 3" in own
     assert "  requests: POST create cluster 1" in own
     external = summary.terminal_lines(_result(None, {}), preemptions=3)
     assert "  injected preemptions: the external emulator's own (VERTEX_EMULATOR_HOST)" in external
@@ -53,3 +53,26 @@ def test_a_delete_the_step_declined_is_not_reported_as_done(tmp_path):
     done = _result(str(tmp_path), {})
     done.parameters.update({"delete-cluster": {"Output": True}})
     assert "cluster after the run" not in dict(summary.facts(done))
+
+
+def test_a_shrink_kept_whole_is_not_reported_shrunk(tmp_path):
+    # The decision said shrink with a days-long expiry; the step found another run on the
+    # cluster and kept it whole: the summary reports what the step did.
+    kept = _result(str(tmp_path), {})
+    kept.parameters.update(
+        {
+            "decide-teardown": {
+                "action": "shrink",
+                "summary": "shrink: ...",
+                "labels": {"vsp-teardown": "shrink", "vsp-expires-at": "20991231t000000z"},
+            },
+            "shrink-cluster": {"Output": "kept whole"},
+        }
+    )
+    rows = dict(summary.facts(kept))
+    assert "shrunk until" not in rows
+    assert rows["gpu pools"].startswith("kept whole: another run uses the cluster; labelled in")
+    kept.parameters["shrink-cluster"] = {"Output": "shrunk"}
+    rows = dict(summary.facts(kept))
+    assert rows["shrunk until"] == "2099-12-31 00:00:00 UTC, then reaped"
+    assert rows["gpu pools"] == "shrunk"

@@ -169,9 +169,12 @@ def run_local_command(
     shared = os.path.join(os.path.abspath(state_dir), "shared")  # the launcher: inside --state-dir
     # An emulator started apart (VERTEX_EMULATOR_HOST) keeps Cloud Storage in its own folder.
     emulator_state = run.external_state_dir() if rest.emulator_host() else state_dir
+    if rest.emulator_host():
+        _warn_unused_emulator_options(ctx)
     gcs_root = os.path.join(os.path.abspath(emulator_state), "gcs")
     address = _real_slurmrestd(real_slurm, slurmrestd)
     typed, definitions, groups = _typed_params(pipeline, templates, params)
+    _refuse_nulls(pipeline, typed)  # on the values as given, before the local ones join them
     arguments = _over_local_values(
         catalog.local_arguments(pipeline, shared, gcs_root, real_slurm=bool(address), nodes=nodes),
         typed,
@@ -188,7 +191,7 @@ def run_local_command(
         pipeline_templates.check_parameters(
             problems, arguments, definitions, field="--param", groups=groups
         )
-        problems.raise_if_any(f"the parameters of {pipeline}")
+        problems.raise_if_any(f"the parameter set of {pipeline}")
     if cron is not None:
         arguments["schedule_cron"] = cron
     if preemptions is None:
@@ -237,6 +240,36 @@ def run_local_command(
             f"error: step {failure.task} failed{code}: {failure.error or result.error}", err=True
         )
         sys.exit(failure.exit_code or 1)
+
+
+# The options that set up the emulator run-local starts itself.
+_OWN_EMULATOR_OPTIONS = (
+    "provisioning_seconds", "preemptions", "preempt_after", "notice_seconds", "unannounced_share",
+)  # fmt: skip
+
+
+def _warn_unused_emulator_options(ctx: click.Context) -> None:
+    given = [
+        "--" + name.replace("_", "-")
+        for name in _OWN_EMULATOR_OPTIONS
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        click.echo(
+            f"warning: {', '.join(given)} set(s) the emulator run-local starts; the emulator "
+            f"{rest.EMULATOR_ENV} names keeps its own settings and plans (set them through its "
+            "control API: docs/emulator.md)",
+            err=True,
+        )
+
+
+def _refuse_nulls(pipeline: str, given: dict) -> None:
+    from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
+    from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
+
+    problems = rules_base.Problems()
+    pipeline_templates.check_nulls(problems, given, "--param")
+    problems.raise_if_any(f"the parameter set of {pipeline}")
 
 
 def _over_local_values(local: dict, given: dict, groups: dict) -> dict:

@@ -80,7 +80,9 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
         if costs:
             rows.append(("teardown costs", costs.removeprefix("costs: ")))
         labels = decide.get("labels") or {}
-        if labels.get(gcp_labels.EXPIRES_AT):
+        shrink_step = params.get("shrink-cluster") or {}
+        kept_whole = shrink_step.get("Output") == "kept whole"  # the step's, not the decision's
+        if labels.get(gcp_labels.EXPIRES_AT) and not kept_whole:
             what = "shrunk until" if decide.get("action") == "shrink" else "kept until"
             expires = gcp_labels.parse_timestamp(labels[gcp_labels.EXPIRES_AT]).timestamp()
             rows.append((what, f"{readable_time.utc(expires)}, then reaped"))
@@ -95,7 +97,13 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
         )
     shrink = params.get("shrink-cluster")
     if shrink:
-        rows.append(("gpu pools", f"{shrink.get('Output', '')}"))
+        pools = str(shrink.get("Output", ""))
+        if pools == "kept whole":
+            pools += (
+                ": another run uses the cluster; labelled in use for 30 min, and that run's "
+                "teardown decides (the shrink-cluster log names it)"
+            )
+        rows.append(("gpu pools", pools))
     reap = params.get("reap-expired-clusters")
     if reap:
         reaped = reap.get("Output") or []
@@ -225,7 +233,8 @@ def terminal_lines(
     if arguments is not None and show_arguments:
         lines.append(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
     if result.state_dir is not None:
-        lines.append(f"  injected preemptions: {preemptions}")
+        # The plan's count: a job that ends first sees fewer (the summary's next line says).
+        lines.append(f"  injected preemptions: up to {preemptions}")
     else:  # --preemptions configures only the emulator run-local starts itself
         lines.append("  injected preemptions: the external emulator's own (VERTEX_EMULATOR_HOST)")
     lines += summary_lines(result)

@@ -320,15 +320,27 @@ def check_parameters(
                 f"Give a {kind} value, e.g. --param {name}={_EXAMPLES.get(kind, 'VALUE')}.",
             )  # fmt: skip
             continue
-        where = null_inside(value)
-        if where is not None:
-            problems.add(
-                f"{field}.{name}{where}", value, "Is null, which no parameter can carry.",
-                "Leave that key out to take its default, or give a value.",
-            )  # fmt: skip
+        check_nulls(problems, {name: value}, field)
     for name, definition in sorted(definitions.items()):
         if is_required(definition) and name not in values:
             problems.missing(f"{field}.{name}", f"Set it: --param {name}=VALUE.")
+
+
+def check_nulls(problems: Problems, values: Mapping[str, Any], field: str) -> None:
+    """Records each parameter that holds a null (JSON ``null``), itself or inside it."""
+    for name, value in values.items():
+        where = null_inside(value)
+        if where is None:
+            continue
+        fix = (
+            "Remove that item, or give it a value."
+            if where.endswith("]")
+            else "Leave it out to take its default, or give a value."
+        )
+        problems.add(
+            f"{field}.{name}{where}", value if where else "null",
+            "Is null, which no parameter can carry.", fix,
+        )  # fmt: skip
 
 
 def null_inside(value: Any, where: str = "") -> str | None:
