@@ -13,11 +13,11 @@ import pathlib
 import code_packages
 import pytest
 
+from tests.pipelines.local import run_arguments
 from vsp import vertex_emulator
 from vsp.components.runtime.core import gcs_paths
 from vsp.pipelines.cli import code_pack
 from vsp.pipelines.definitions import catalog
-from vsp.pipelines.local import run
 
 
 @pytest.mark.slow
@@ -43,13 +43,7 @@ def test_compiled_pipeline_trains_the_staged_code_and_the_model_version_names_it
         "code_sha256": package.sha256,
         "code_cache_dir": f"{home}/.vsp/code",
     }
-    result = run.run_local(
-        "slurm-spot-training",
-        arguments,
-        state_dir=str(tmp_path / "emulator"),
-        pipeline_root=str(tmp_path / "outputs"),
-        settings=run.local_settings(0.3),
-    )
+    result = run_arguments.run_main(tmp_path, arguments)
     assert result.succeeded, result.error
     assert result.mode == "faithful"
     assert result.parameters["train-on-cluster"]["code_sha256"] == package.sha256

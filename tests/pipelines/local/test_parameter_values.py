@@ -10,7 +10,7 @@ from kfp.local import subprocess_task_handler as handler
 
 from tests.pipelines.local import run_arguments
 from vsp.pipelines.definitions import catalog
-from vsp.pipelines.local import parameter_values, run
+from vsp.pipelines.local import parameter_values
 
 EXECUTOR_INPUT = json.dumps({"inputs": {"parameterValues": {"model_dir": "gs://b/python3/m"}}})
 LAUNCHER = 'sh -c "python3 -m pip install kfp" && python3 -m kfp.dsl.executor_main "$@"'
@@ -40,14 +40,7 @@ def test_a_model_dir_with_python3_in_it_is_where_the_model_is_registered(tmp_pat
     model_dir = str(pathlib.Path(arguments["model_dir"]).parent / "python3-models" / "m1")
     arguments["command"] = [*arguments["command"][:3], "--steps", "20", "--step-seconds", "0.02"]
     arguments = run_arguments.with_overrides(arguments, model_dir=model_dir)
-    result = run.run_local(
-        "slurm-spot-training",
-        arguments,
-        state_dir=str(tmp_path / "emulator"),
-        pipeline_root=str(tmp_path / "outputs"),
-        settings=run.local_settings(0.3),
-        in_process=True,
-    )
+    result = run_arguments.run_main(tmp_path, arguments, in_process=True)
     assert result.succeeded, result.error
     assert (pathlib.Path(model_dir) / "model.npz").is_file()
     [upload] = [e for e in result.journal if e["path"].endswith("/models:upload")]

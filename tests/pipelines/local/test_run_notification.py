@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from tests.pipelines.local import run_arguments
 from vsp.pipelines.definitions import catalog
-from vsp.pipelines.local import run
 
 TOPIC = "projects/test-project/topics/training-runs"
 
@@ -20,13 +20,7 @@ def run_pipeline(tmp_path, monkeypatch, **changes):
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
     arguments = catalog.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
     arguments.update(notify_topic=TOPIC, **changes)
-    result = run.run_local(
-        "slurm-spot-training",
-        arguments,
-        state_dir=str(tmp_path / "emulator"),
-        pipeline_root=str(tmp_path / "outputs"),
-        settings=run.local_settings(0.3),
-    )
+    result = run_arguments.run_main(tmp_path, arguments)
     publishes = [e for e in result.journal if e["path"].endswith(":publish")]
     assert len(publishes) == 1, publishes  # exactly one notification per run
     [sent] = publishes
