@@ -10,7 +10,7 @@ from pipeline_fakes import AR_PARENT, DIGEST, HOST, PARENT, copy_template, write
 from pipeline_fakes import job as _job
 
 from vsp.components.runtime.core import errors
-from vsp.pipelines.vertex import jobs, schedules, templates
+from vsp.pipelines.vertex import jobs, schedules, template_parameters, templates
 
 
 @pytest.fixture
@@ -115,18 +115,18 @@ def test_non_json_values_are_refused(template):
 
 
 def test_typed_parameters_follow_declared_types(template):
-    definitions = templates.root_parameters(templates.load_pipeline_spec(template))
+    definitions = template_parameters.root_parameters(templates.load_pipeline_spec(template))
     raw = {"cluster_id": "001", "spot_max_nodes": "4", "cluster_spec": '{"a": 1}', "zone": ""}
-    assert templates.typed_parameters(raw, definitions) == {
+    assert template_parameters.typed_parameters(raw, definitions) == {
         "cluster_id": "001",
         "spot_max_nodes": 4,
         "cluster_spec": {"a": 1},
         "zone": "",
     }
-    assert templates.typed_parameters({"cluster_id": "001"}, None) == {"cluster_id": 1}
+    assert template_parameters.typed_parameters({"cluster_id": "001"}, None) == {"cluster_id": 1}
     # A STRING given as a quoted JSON string is its content; other quotes stay as written.
     quoted = {"model_dir": '"/gcs/b/m/{run}"', "cluster_id": '"a"b"', "zone": '"'}
-    assert templates.typed_parameters(quoted, definitions) == {
+    assert template_parameters.typed_parameters(quoted, definitions) == {
         "model_dir": "/gcs/b/m/{run}",
         "cluster_id": '"a"b"',
         "zone": '"',

@@ -185,10 +185,10 @@ def run_local_command(
         arguments["command"] = catalog.with_local_interpreter(arguments["command"], shared)
     if definitions is not None:
         from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
-        from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
+        from vsp.pipelines.vertex import template_parameters  # noqa: PLC0415
 
         problems = rules_base.Problems()
-        pipeline_templates.check_parameters(
+        template_parameters.check_parameters(
             problems, arguments, definitions, field="--param", groups=groups
         )
         problems.raise_if_any(f"the parameter set of {pipeline}")
@@ -265,10 +265,10 @@ def _warn_unused_emulator_options(ctx: click.Context) -> None:
 
 def _refuse_nulls(pipeline: str, given: dict) -> None:
     from vsp.components.runtime.cluster import rules_base  # noqa: PLC0415
-    from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
+    from vsp.pipelines.vertex import template_parameters  # noqa: PLC0415
 
     problems = rules_base.Problems()
-    pipeline_templates.check_nulls(problems, given, "--param")
+    template_parameters.check_nulls(problems, given, "--param")
     problems.raise_if_any(f"the parameter set of {pipeline}")
 
 
@@ -333,6 +333,7 @@ def _typed_params(
     compiled template every value is read as YAML and the declarations are None.
     """
     from vsp.pipelines.local import run
+    from vsp.pipelines.vertex import template_parameters  # noqa: PLC0415
     from vsp.pipelines.vertex import templates as pipeline_templates  # noqa: PLC0415
 
     try:
@@ -340,7 +341,7 @@ def _typed_params(
         spec = pipeline_templates.load_pipeline_spec(str(path))
     except errors.UserError:
         return common.parse_params(params), None, {}  # no template: the run reports it
-    definitions = pipeline_templates.root_parameters(spec)
+    definitions = template_parameters.root_parameters(spec)
     raw = common.parse_params(params, raw=True)
-    typed = pipeline_templates.typed_parameters(raw, definitions)
-    return typed, definitions, pipeline_templates.option_groups(spec)
+    typed = template_parameters.typed_parameters(raw, definitions)
+    return typed, definitions, template_parameters.option_groups(spec)

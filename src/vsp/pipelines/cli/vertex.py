@@ -21,7 +21,13 @@ import requests
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.teardown import cadence
 from vsp.pipelines.cli import code_pack, common
-from vsp.pipelines.vertex import first_step_check, jobs, schedules, templates
+from vsp.pipelines.vertex import (
+    first_step_check,
+    jobs,
+    schedules,
+    template_parameters,
+    templates,
+)
 
 
 def _registry_call(what: str, call: Callable[[Any], Any], host: str) -> Any:
@@ -181,7 +187,7 @@ def _job_request(
     if not templates.is_registry_uri(template):
         try:
             spec = templates.load_pipeline_spec(template)
-            definitions = templates.root_parameters(spec)
+            definitions = template_parameters.root_parameters(spec)
         except errors.UserError:
             definitions = None  # reported with every other problem by the request below
     elif not {"project", "location"} <= set(raw):
@@ -201,7 +207,7 @@ def _job_request(
             "schedule_cron, pass it: --param schedule_cron=...",
             err=True,
         )
-    values = templates.typed_parameters(raw, definitions)
+    values = template_parameters.typed_parameters(raw, definitions)
     values = jobs.with_run_place(values, definitions, options["project"], options["location"])
     if code is not None:
         values = with_code(values, definitions, *code)

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vsp.components.runtime.steps import check_run_parameters
-from vsp.pipelines.vertex import templates
+from vsp.pipelines.vertex import template_parameters
 
 CHECK_COMPONENT = "comp-check-run-parameters"
 _CHANNEL = "pipelinechannel--"
@@ -44,7 +44,7 @@ def check_task_inputs(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dic
         return None
     defaults = {
         name: _typed(definition["defaultValue"], definition.get("parameterType"))
-        for name, definition in templates.root_parameters(spec).items()
+        for name, definition in template_parameters.root_parameters(spec).items()
         if "defaultValue" in definition
     }
     given = {**defaults, **values}

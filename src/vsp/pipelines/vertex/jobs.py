@@ -32,7 +32,7 @@ from typing import Any
 
 from vsp.components.runtime.cluster.rules_base import EMAIL, Problems, check_labels
 from vsp.components.runtime.core import errors, polling, rest, vertex_locations
-from vsp.pipelines.vertex import caching, templates
+from vsp.pipelines.vertex import caching, template_parameters, templates
 
 log = logging.getLogger(__name__)
 
@@ -213,14 +213,16 @@ class PipelineJobRequest:
                     f"Quote it as a string: --param '{name}=\"...\"'.",
                 )  # fmt: skip
         if spec is not None:
-            definitions = templates.root_parameters(spec)
-            groups = templates.option_groups(spec)
-            templates.check_parameters(problems, self.parameter_values, definitions, groups=groups)
+            definitions = template_parameters.root_parameters(spec)
+            groups = template_parameters.option_groups(spec)
+            template_parameters.check_parameters(
+                problems, self.parameter_values, definitions, groups=groups
+            )
 
     @property
     def pipeline_parameters(self) -> dict[str, dict[str, Any]] | None:
         """The template's root parameter definitions; None for a registry URI (unknown)."""
-        return None if self._spec is None else templates.root_parameters(self._spec)
+        return None if self._spec is None else template_parameters.root_parameters(self._spec)
 
     @property
     def parent(self) -> str:
