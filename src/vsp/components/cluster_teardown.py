@@ -112,17 +112,21 @@ def decide_teardown(
 
 
 @component
-def keep_cluster(project: str, location: str, cluster_id: str, labels: dict) -> bool:
+def keep_cluster(
+    project: str, location: str, cluster_id: str, labels: dict, pipeline_run: str = ""
+) -> bool:
     """Keeps the training cluster warm: labels it with the decision and its expiry time.
 
     The next run that reuses the cluster removes the expiry; ``reap_expired_clusters`` (or
-    ``vsp clusters reap``) deletes the cluster once the expiry has passed.
+    ``vsp clusters reap``) deletes the cluster once the expiry has passed. This run's claim on
+    the cluster ends, so that a later run may delete it at once.
 
     Args:
         project: Google Cloud project id.
         location: Vertex AI region of the cluster.
         cluster_id: Id of the training cluster.
         labels: The labels from ``decide_teardown`` (``vsp-teardown``, ``vsp-expires-at``).
+        pipeline_run: This pipeline run's unique id (its claim on the cluster ends here).
 
     Returns:
         True when the cluster exists and is labelled; False when it is already gone.

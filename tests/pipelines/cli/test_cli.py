@@ -158,3 +158,22 @@ def test_an_option_group_param_changes_only_the_keys_it_gives(tmp_path):
     assert {k: v for k, v in merged.items() if k not in typed} == {
         k: v for k, v in local.items() if k not in typed
     }
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("--preemptions", "-2", "x>=0"),
+        ("--preempt-after", "-1.0", "x>=0"),
+        ("--provisioning-seconds", "-3.0", "x>=0"),
+    ],
+)
+def test_run_local_emulator_numbers_out_of_range_are_refused_before_the_run(
+    tmp_path, monkeypatch, option, value, allowed
+):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main.main, ["run-local", option, value, "cluster-lifecycle"])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}': {value} is not in the range {allowed}." in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / ".vsp").exists()  # nothing started

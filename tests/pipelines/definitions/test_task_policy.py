@@ -168,3 +168,45 @@ def test_local_runs_cut_only_the_first_backoff_of_each_retry_policy():
     assert len(policies) == 7
     assert all(p == {**RETRY, "backoffDuration": "1s"} for p in policies)
     assert "10s" in json.dumps(spec)  # the template itself is left as compiled
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_no_shipped_template_caches_a_step_with_side_effects(name):
+    assert caching.cached_side_effects(_spec(name)) == {}
+
+
+@pytest.fixture
+def own_template(tmp_path):
+    """A user's pipeline that leaves kfp's default caching on."""
+    from kfp import compiler, dsl  # noqa: PLC0415
+
+    from vsp.components import check_run_parameters, delete_cluster  # noqa: PLC0415
+
+    @dsl.pipeline(name="own-cached")
+    def own_cached():
+        check = check_run_parameters(
+            location="us-central1", model_id="m", serving_image="i", model_dir="gs://b/m"
+        )
+        delete_cluster(
+            project="test-project", location="us-central1", cluster_id="c1",
+            pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        ).after(check)  # fmt: skip
+
+    path = tmp_path / "own.yaml"
+    compiler.Compiler().compile(own_cached, str(path))
+    return str(path)
+
+
+def test_a_template_caching_a_step_with_side_effects_is_warned_about(own_template):
+    spec = yaml.safe_load(open(own_template))
+    assert caching.cached_side_effects(spec) == {"delete-cluster": "delete_cluster"}
+    args = ["submit", *LOC, "--template", own_template, "--pipeline-root", "gs://bucket/root"]
+    args += ["--dry-run"]
+    result = CliRunner().invoke(main.main, args)
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: caching is on for tasks that act on the world: delete-cluster (delete_cluster)."
+        in result.stderr
+    )
+    quiet = CliRunner().invoke(main.main, [*args, "--no-enable-caching"])
+    assert quiet.exit_code == 0 and "caching is on" not in quiet.stderr

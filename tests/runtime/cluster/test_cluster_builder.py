@@ -162,7 +162,7 @@ def test_only_the_parameters_create_cluster_passes_are_taken():
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({}, f"{SLURM}.partitions"),
+        ({}, "spot_max_nodes"),  # no training pool: told as the counts, not the partitions
         ({"spot_max_nodes": 1, "accelerator_count": 8}, "node_pools[1].machine_spec.machine_type"),
         (
             {"spot_max_nodes": 1, "machine_type": "n2-standard-8", "cluster_id": "my-cluster"},
@@ -222,3 +222,22 @@ def test_merge_spec_replaces_config_keys_by_slurm_name():
     config = merged["orchestrator_spec"]["slurm_spec"]["config"]
     assert config["preempt_mode"] == "CANCEL" and "PreemptMode" not in config
     assert config["PreemptType"] == "preempt/partition_prio"
+
+
+@pytest.mark.parametrize(
+    ("params", "fields"),
+    [
+        ({"cluster_id": ""}, ["cluster_id"]),  # not the display name that defaults to it
+        ({"cluster_id": "Train1"}, ["cluster_id"]),
+        ({"cluster_id": "Train1", "display_name": "Train1"}, ["cluster_id", "display_name"]),
+        ({"spot_max_nodes": 0}, ["spot_max_nodes"]),  # not the Slurm partitions
+    ],
+)
+def test_flat_parameter_problems_name_the_parameters_passed(params, fields):
+    params = {
+        "cluster_id": "t1", "zone": "us-central1-b", "home_directory_storage": HOME,
+        "machine_type": "n2-standard-8", "spot_max_nodes": 1, **params,
+    }  # fmt: skip
+    with pytest.raises(errors.SpecValidationError) as caught:
+        cluster_builder.build_cluster_spec(**params)
+    assert caught.value.fields == fields

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from vsp.components.runtime.cluster import resource
-from vsp.components.runtime.core import gcp_labels, rest
+from vsp.components.runtime.core import errors, gcp_labels, rest
 from vsp.components.runtime.slurm import api, script
 from vsp.components.runtime.steps import delete_cluster
 from vsp.components.runtime.teardown import in_use, reaper
@@ -18,6 +18,10 @@ DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "shared"
 REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
+ANY_ID = (
+    "pass the cluster's id: 1-10 lowercase letters and digits, starting with a letter, as "
+    "create_cluster was given it."
+)
 
 
 @pytest.fixture
@@ -121,3 +125,37 @@ def test_the_reaper_keeps_an_expired_cluster_in_use_and_deletes_it_once_idle(clu
     later = time.time() + 3600  # past the in-use expiry
     [entry] = reaper.reap_expired(client, PARENT, now=later, delete_timeout=60).entries
     assert entry.action == reaper.DELETED
+
+
+@pytest.mark.parametrize(
+    ("cluster_id", "fix"),
+    [
+        (
+            f"{PARENT}/modelDevelopmentClusters/{CLUSTER}",
+            f"pass the id alone, '{CLUSTER}' (the last part of the cluster's name).",
+        ),
+        ("", ANY_ID),
+        (CLUSTER.upper(), ANY_ID),
+    ],
+)
+def test_an_id_no_cluster_can_have_is_refused_before_any_request(cluster, cluster_id, fix):
+    """Not "nothing to delete": the cluster meant would keep running."""
+    before = len(cluster.journal())
+    with pytest.raises(errors.UserError) as caught:
+        delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=cluster_id, timeout_seconds=60
+        )
+    assert str(caught.value) == f"cluster_id {cluster_id!r} is not a cluster id. Fix: {fix}"
+    assert cluster.journal()[before:] == []
+    assert rest.VertexRestClient(LOCATION).get(REF.path)["name"].endswith(f"/{CLUSTER}")
+
+
+def test_a_missing_cluster_is_nothing_to_delete_and_says_so(emulator, caplog):
+    caplog.set_level("INFO")
+    assert (
+        delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id="gone", timeout_seconds=60
+        )
+        is False
+    )
+    assert f"cluster gone does not exist in {PARENT}: nothing to delete" in caplog.messages

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from vsp.components.runtime.core import errors, rest
+from vsp.components.runtime.core import errors, rest, vertex_locations
 
 
 @pytest.mark.parametrize(
-    "location", ["evil.example/#", "us-central1.evil.example", "us-central1/", "US-CENTRAL1", ""]
+    "location",
+    ["evil.example/#", "us-central1.evil.example", "us-central1/", "US-CENTRAL1", "", "global"],
 )
 def test_a_location_that_is_not_a_region_is_refused_before_any_request(location, monkeypatch):
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
@@ -28,10 +29,23 @@ def test_a_project_that_is_not_a_project_id_is_refused_in_any_path(project, monk
 @pytest.mark.parametrize(
     "good",
     [("europe-west4", "my-project-123"), ("northamerica-northeast1", "123456789"),
-     ("global", "example.com:my-project")],
+     ("us-central1", "example.com:my-project")],
 )  # fmt: skip
 def test_real_names_pass(good, monkeypatch):
     monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")
     location, project = good
     client = rest.VertexRestClient(location)
     assert client.url(f"v1/projects/{project}/locations/{location}").endswith(location)
+
+
+def test_an_unlisted_region_is_used_with_a_warning_naming_the_listed_ones(monkeypatch, caplog):
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")
+    assert rest.VertexRestClient("us-centrl1").location == "us-centrl1"
+    assert caplog.messages == [
+        "location 'us-centrl1' is not among the Vertex AI regions known to this version "
+        f"({vertex_locations.SOURCE}); regions that look like it: us-central1, us-east1, "
+        "us-east4. If it is a typo, requests will find nothing there."
+    ]
+    caplog.clear()
+    rest.VertexRestClient("europe-west4")
+    assert caplog.messages == []

@@ -17,7 +17,6 @@ def test_endpoint_is_the_regional_host_without_emulator(monkeypatch):
     assert rest.service_root("europe-west4", rest.emulator_host()) == (
         "https://europe-west4-aiplatform.googleapis.com"
     )
-    assert rest.service_root("global", None) == "https://aiplatform.googleapis.com"
 
 
 def test_emulator_host_switches_to_plain_http(monkeypatch):

@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from vsp.components.runtime.core import polling, rest
 from vsp.components.runtime.registry import client as model_registry
 from vsp.components.runtime.registry import versions as model_versions
+from vsp.components.runtime.trainer import model_files
 from vsp.vertex_emulator.models import records as model_records
 
 PROJECT, LOCATION = "test-project", "us-central1"
@@ -27,14 +29,20 @@ def client() -> rest.VertexRestClient:
     return rest.VertexRestClient(LOCATION, retry=rest.RetryPolicy(initial=0.01, maximum=0.05))
 
 
-def register(the_client, run_label="run-1", aliases=("candidate",), settle_seconds=0.3):
+def register(
+    the_client,
+    run_label="run-1",
+    aliases=("candidate",),
+    settle_seconds=0.3,
+    uri="gs://bucket/model",
+):
     return model_registry.register_model(
         the_client,
         project=PROJECT,
         location=LOCATION,
         model_id="mnist",
         display_name="MNIST",
-        artifact_uri="gs://bucket/model",
+        artifact_uri=uri,
         serving_image="us-docker.pkg.dev/p/r/serve:1",
         version_aliases=list(aliases),
         run_label=run_label,
@@ -119,6 +127,23 @@ def test_a_duplicate_found_later_is_cleaned_up_by_the_next_look(emulator, gcs_ro
     result = register(client())
     assert (result.version_id, result.reused) == ("1", True)
     assert versions(client()) == [("1", "run-1", ["default", "candidate"])]
+
+
+def test_two_model_directories_of_one_run_are_two_versions_and_each_retry_finds_its_own(
+    emulator, gcs_root
+):
+    """Two registering tasks of one run without a task_id: the second is not the first's."""
+    model_files.write_model_dir(gcs_root / "bucket" / "model-b", {"w": np.arange(3.0)}, {})
+    first = register(client(), aliases=())
+    second = register(client(), aliases=(), uri="gs://bucket/model-b")
+    assert (first.version_id, second.version_id, second.reused) == ("1", "2", False)
+    again = register(client(), aliases=(), uri="gs://bucket/model-b/")  # a retry of the second
+    assert (again.version_id, again.reused) == ("2", True)
+    listed = client().get(f"v1/{NAME}:listVersions")["models"]
+    assert [(v["versionId"], v["artifactUri"]) for v in listed] == [
+        ("1", "gs://bucket/model"),
+        ("2", "gs://bucket/model-b"),
+    ]
 
 
 def test_versions_are_read_page_by_page(emulator, gcs_root, monkeypatch):

@@ -253,6 +253,21 @@ def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_p
     assert len(slurm_calls(cluster, SUBMIT)) == before == 0
 
 
+def test_a_cluster_that_does_not_exist_is_a_user_error_before_any_submission(emulator, tmp_path):
+    spec = training(tmp_path, [*TRAINER, "--steps", "5"])
+    with pytest.raises(errors.UserError) as caught:
+        train_on_cluster.train_on_cluster(
+            project=PROJECT, location=LOCATION, cluster_id="nosuch", training=spec,
+            spot_partition="spot", fallback_partition="ondemand", run_key="run-1",
+            poll_backoff=POLL, timeout_seconds=30,
+        )  # fmt: skip
+    assert str(caught.value).startswith(
+        f"cluster projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/nosuch does "
+        "not exist, so no job can be submitted to it. Fix: check cluster_id"
+    )
+    assert [e["method"] for e in emulator.journal()] == ["GET"]  # the one read, no submit
+
+
 def train_on_emulated_storage(cluster, tmp_path, monkeypatch, **options):
     """60 steps preempted once, checkpoints and model under ``tmp_path/gcs`` standing in for
     Cloud Storage, a 1.2 s FUSE cache modelled; the outcome and the counted reads."""

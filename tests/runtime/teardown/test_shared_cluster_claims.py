@@ -18,7 +18,12 @@ from tests.conftest import DATA, LOCATION, PROJECT
 from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource, rules
 from vsp.components.runtime.core import gcp_labels, polling, rest
-from vsp.components.runtime.steps import create_cluster, delete_cluster, train_on_cluster
+from vsp.components.runtime.steps import (
+    create_cluster,
+    delete_cluster,
+    keep_cluster,
+    train_on_cluster,
+)
 from vsp.components.runtime.teardown import in_use, reaper, shrink
 from vsp.components.runtime.training.backends import slurm
 
@@ -168,3 +173,25 @@ def test_a_shrink_ends_its_own_claim_so_the_next_runs_shrink_goes_through(warm):
     assert shrink.shrink_or_delete(client, ref, decision, pipeline_run="run-b") == shrink.SHRUNK
     assert lease not in _cluster()["labels"]
     assert _cluster()["labels"]["vsp-teardown"] == "shrink"
+
+
+def test_a_keep_ends_its_own_claim_so_the_next_runs_delete_goes_through(warm):
+    # B reused the cluster and kept it: C, right after, reuses it with teardown_policy=delete.
+    # B's claim ended with its keep, so C's delete is not held up by a run that is done.
+    _reuse_as_b()
+    lease_b = gcp_labels.lease_key("run-b")
+    client = rest.VertexRestClient(LOCATION)
+    decision = {"vsp-teardown": "keep", "vsp-expires-at": "20991231t000000z"}
+    assert keep_cluster.keep(client, REF, decision, pipeline_run="run-b") is True
+    labels = _cluster()["labels"]
+    assert lease_b not in labels
+    assert (labels["vsp-teardown"], labels["vsp-expires-at"]) == ("keep", "20991231t000000z")
+    create_cluster.create_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=_spec(),
+        spec_params={}, pipeline_run="run-c",
+    )  # fmt: skip
+    assert delete_cluster.delete_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-c",
+        timeout_seconds=60,
+    )  # fmt: skip
+    assert _cluster() is None

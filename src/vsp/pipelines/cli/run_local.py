@@ -33,19 +33,23 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
 @click.option("--state-dir", default=".vsp/emulator", show_default=True, help="Emulator state.")
 @click.option("--outputs", default=".vsp/local_outputs", show_default=True, help="Task outputs.")
 @click.option(
-    "--provisioning-seconds", default=3.0, show_default=True, help="Emulated provisioning time."
+    "--provisioning-seconds",
+    default=3.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Emulated provisioning time.",
 )
 @click.option(
     "--preemptions",
     default=None,
-    type=int,
+    type=click.IntRange(min=0),
     help="Spot preemptions the emulator injects, each a few seconds into a job's run "
     "(default: 3 for slurm-spot-training, 8 for spot-custom-job-training, else 0).",
 )
 @click.option(
     "--preempt-after",
     default=None,
-    type=float,
+    type=click.FloatRange(min=0),
     help="Seconds into a run of a preemption (default: 2.5; 10 with --nodes above 1, whose "
     "trainer needs a few seconds to import torch and meet at the rendezvous).",
 )

@@ -22,6 +22,7 @@ from vsp.components.runtime.core import errors
 from vsp.components.runtime.teardown import cadence
 from vsp.pipelines.cli import code_pack, common
 from vsp.pipelines.vertex import (
+    caching,
     first_step_check,
     jobs,
     schedules,
@@ -230,6 +231,10 @@ def _job_request(
         click.echo(f"template: {request.template} -> {resolved.template}", err=True)
     if spec is not None and first_step_check.check(spec, values):
         click.echo("checked: the parameters pass the pipeline's first step", err=True)
+    if spec is not None and options["enable_caching"] is None:
+        warning = caching.side_effect_caching_warning(spec)
+        if warning:
+            click.echo(warning, err=True)
     return resolved
 
 

@@ -250,6 +250,7 @@ def build(components: dict):
                     location=location,
                     cluster_id=cluster_id,
                     labels=decide.outputs["labels"],
+                    pipeline_run=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                 )
                 task_policy.apply(keep, "keep-cluster")
             with dsl.Elif(decide.outputs["action"] == "shrink", name="shrink-gpu-pools"):

@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import os
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -284,6 +285,9 @@ def run_template(
     spec = with_local_retry_backoff(json_format.MessageToDict(loaded.pipeline_spec))
     if enable_caching is not None:
         spec = caching.with_caching(spec, enable_caching)
+    warning = caching.side_effect_caching_warning(spec)
+    if warning:
+        print(warning, file=sys.stderr)
     mode = "in-process" if in_process else "faithful"
     run = _LocalRun(spec["pipelineInfo"]["name"], _launcher(spec), mode)
     return run.execute(arguments, state_dir, pipeline_root, settings, console)

@@ -11,8 +11,14 @@ setting prevents (a scheduled run skipping its teardown), so the command line sa
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+# The steps whose outcome depends only on their inputs: a cache hit is as good as a run.
+PURE_STEPS = frozenset({"check_run_parameters"})
+# How a compiled vsp component names the runtime step it runs (its program's import).
+_STEP_IMPORT = re.compile(r"from vsp\.components\.runtime\.steps import (\w+)")
 
 
 def _container_tasks(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -41,3 +47,45 @@ def caching_settings(spec: Mapping[str, Any]) -> dict[str, bool]:
         task["taskInfo"]["name"]: bool((task.get("cachingOptions") or {}).get("enableCache"))
         for task in _container_tasks(spec)
     }
+
+
+def cached_side_effects(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The tasks of a PipelineSpec that run a vsp step with a side effect and have caching on.
+
+    Such a task is skipped when its inputs match an earlier execution's, and the pipeline run
+    placeholder does not make them differ (kfp.local keys its cache on the placeholder as
+    written; Vertex AI on the inputs it resolves, which a scheduled run repeats): a run then
+    creates, trains or deletes nothing and passes on the outputs of an earlier run.
+
+    Returns:
+        Task name -> the vsp step it runs, for each such task.
+    """
+    components = spec.get("components") or {}
+    executors = ((spec.get("deploymentSpec") or {}).get("executors")) or {}
+    found = {}
+    for task in _container_tasks(spec):
+        if not (task.get("cachingOptions") or {}).get("enableCache"):
+            continue
+        component = components.get((task.get("componentRef") or {}).get("name")) or {}
+        container = (executors.get(component.get("executorLabel")) or {}).get("container") or {}
+        program = " ".join(str(part) for part in [*(container.get("command") or []),
+                                                  *(container.get("args") or [])])  # fmt: skip
+        step = _STEP_IMPORT.search(program)
+        if step and step[1] not in PURE_STEPS:
+            found[task["taskInfo"]["name"]] = step[1]
+    return found
+
+
+def side_effect_caching_warning(spec: Mapping[str, Any]) -> str:
+    """A warning naming the cached tasks with side effects ('' when there are none)."""
+    cached = cached_side_effects(spec)
+    if not cached:
+        return ""
+    tasks = ", ".join(f"{task} ({step})" for task, step in sorted(cached.items()))
+    return (
+        f"warning: caching is on for tasks that act on the world: {tasks}. A run whose inputs "
+        "match an earlier run's skips them and passes on that run's outputs (no cluster "
+        "created or deleted, no training, an old model registered again). Fix: call "
+        "task.set_caching_options(False) on each, or turn caching off for the run "
+        "(--no-enable-caching; enable_caching=False)."
+    )

@@ -29,6 +29,7 @@ from typing import Any
 from vsp.components.runtime.cluster import keys, rules, slurm_values
 from vsp.components.runtime.cluster import rules_base as base
 from vsp.components.runtime.cluster import spec as cluster_spec
+from vsp.components.runtime.core import errors
 
 __all__ = ["build_cluster_spec", "merge_spec"]
 
@@ -162,8 +163,35 @@ def build_cluster_spec(
     }
     spec = rules.parse_cluster_spec(_drop_none(body))
     if validate:
-        rules.validate_cluster(spec, cluster_id or None)
+        _validate_flat(spec, cluster_id, bool(display_name), spot_max_nodes + ondemand_max_nodes)
     return spec
+
+
+def _validate_flat(
+    spec: cluster_spec.ClusterSpec, cluster_id: str, named: bool, training_nodes: int
+) -> None:
+    """``rules.validate_cluster``, its problems told in the flat parameters the user passed.
+
+    A problem that only follows from another is left out: the display name when it defaults to
+    the cluster id (checked itself), the missing partitions when no pool has nodes (told as
+    the node counts).
+    """
+    problems = base.Problems()
+    follows = set() if named else {"display_name"}
+    if not training_nodes:
+        problems.add(
+            "spot_max_nodes", 0,
+            "spot_max_nodes and ondemand_max_nodes are both 0: the cluster would have no "
+            "training pool, and its Slurm no partition to run a job in.",
+            "Set spot_max_nodes (Spot nodes) or ondemand_max_nodes (on-demand or reservation "
+            "nodes) > 0, or give the full cluster_spec.",
+        )  # fmt: skip
+        follows |= {"orchestrator_spec.slurm_spec.partitions"}
+    try:
+        rules.validate_cluster(spec, cluster_id)
+    except errors.SpecValidationError as exc:
+        problems.items += [p for p in exc.problems if p.field not in follows]
+    problems.raise_if_any(rules.WHAT)
 
 
 def merge_spec(

@@ -270,17 +270,20 @@ def mark_kept(
     labels_from_decision: Mapping[str, str],
     *,
     options: resource.ClusterOptions | None = None,
+    pipeline_run: str = "",
 ) -> dict[str, Any] | None:
     """Records a teardown decision on the cluster (``TeardownDecision.as_labels()``).
 
     Sets ``vsp-teardown`` and ``vsp-expires-at``; when the decision has no expiry, a stale
-    ``vsp-expires-at`` left by an earlier run is removed, so a reaper never acts on it.
+    ``vsp-expires-at`` left by an earlier run is removed, so a reaper never acts on it. The
+    keeping run's own claim (``vsp-lease-*``) is removed with it: that run is done.
 
     Args:
         client: REST client for the cluster's location.
         ref: Which cluster.
         labels_from_decision: The decision's labels; must hold ``vsp-teardown``.
         options: Waits, attempts, backoff and clock.
+        pipeline_run: The keeping run ('' = none: no claim is removed).
 
     Returns:
         As ``update_managed_labels``.
@@ -295,13 +298,15 @@ def mark_kept(
             "the labels of the teardown decision (TeardownDecision.as_labels())."
         )
     remove = [] if gcp_labels.EXPIRES_AT in labels else [gcp_labels.EXPIRES_AT]
+    if pipeline_run:
+        remove.append(gcp_labels.lease_key(pipeline_run))
     return update_managed_labels(client, ref, set_labels=labels, remove=remove, options=options)
 
 
 # How long a run's claim on a cluster it reuses lasts: enough to reach its first Slurm job,
-# which protects the cluster from then on (teardown.in_use). Not longer: a run that keeps the
-# cluster leaves its claim to expire, and until then another run's delete only keeps it for
-# the reaper.
+# which protects the cluster from then on (teardown.in_use). A run's teardown ends its claim
+# (keep, shrink, or another run's use found at delete); one that ends otherwise leaves it to
+# expire, and until then another run's delete only keeps the cluster for the reaper.
 LEASE_MINUTES = 15.0
 
 

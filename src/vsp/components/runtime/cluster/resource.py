@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
+from vsp.components.runtime.cluster import rules_base
 from vsp.components.runtime.core import errors, gcp_resources, operations, polling, rest
 
 log = logging.getLogger(__name__)
@@ -24,6 +26,8 @@ PROVISIONING, RUNNING, UPDATING, STOPPING, ERROR = (
     "ERROR",
 )
 UPDATE_POLICIES = ("apply", "report")
+# A full cluster name where an id was expected: its id is the part after the last "/".
+CLUSTER_NAME_TAIL = re.compile(r"/modelDevelopmentClusters/([^/]+)\Z")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +45,26 @@ class ClusterRef:
     location: str
     cluster_id: str
     api_version: str = "v1beta1"
+
+    def __post_init__(self) -> None:
+        # An id that no cluster can have is a mistake, not an absent cluster: a delete would
+        # answer "nothing to delete" while the cluster meant keeps running. "-" is the
+        # collection's wildcard (the parent of a list).
+        cluster_id = self.cluster_id
+        if cluster_id == "-" or (
+            isinstance(cluster_id, str) and rules_base.CLUSTER_ID.match(cluster_id)
+        ):
+            return
+        named = CLUSTER_NAME_TAIL.search(cluster_id) if isinstance(cluster_id, str) else None
+        fix = (
+            f"pass the id alone, {named[1]!r} (the last part of the cluster's name)"
+            if named
+            else "pass the cluster's id: 1-10 lowercase letters and digits, starting with a "
+            "letter, as create_cluster was given it"
+        )
+        raise errors.UserError(
+            f"cluster_id {errors.shown(cluster_id, 160)} is not a cluster id. Fix: {fix}."
+        )
 
     @property
     def parent(self) -> str:

@@ -96,6 +96,10 @@ class SpecProblem:
         return f"{self.field} = {given}: {self.problem} Fix: {self.fix}"
 
 
+# What a SpecValidationError names in the plural ("the training parameters are invalid").
+_PLURAL_ENDINGS = ("parameters", "options", "inputs", "tags")
+
+
 class SpecValidationError(UserError):
     """A request spec failed validation before any API call was made."""
 
@@ -105,7 +109,8 @@ class SpecValidationError(UserError):
         lines = "\n".join(f"  - {p}" for p in self.problems)
         count = len(self.problems)
         noun = "problem" if count == 1 else "problems"
-        super().__init__(f"{what} is invalid ({count} {noun}):\n{lines}")
+        verb = "are" if what.endswith(_PLURAL_ENDINGS) else "is"
+        super().__init__(f"{what} {verb} invalid ({count} {noun}):\n{lines}")
 
     @property
     def fields(self) -> list[str]:

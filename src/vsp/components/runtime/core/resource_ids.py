@@ -4,8 +4,11 @@ The location becomes part of the host name (``https://{location}-aiplatform.goog
 and the project part of every path, so a value such as ``evil.example/#`` would send requests,
 with the bearer token, to another host. Both are checked against Google's formats first:
 
-* location: ``global`` or a region name, e.g. ``us-central1``, ``europe-west4``,
-  ``northamerica-northeast1`` (lowercase words joined by ``-``, ending in digits);
+* location: a region name, e.g. ``us-central1``, ``europe-west4``,
+  ``northamerica-northeast1`` (lowercase words joined by ``-``, ending in digits). ``global`` is
+  refused: training clusters, Model Registry, CustomJobs and Pipelines are regional. A name of
+  that shape outside ``vertex_locations`` (a typo, or a region newer than the list) is logged
+  as a warning with the listed regions that look like it, and used;
 * project: a project id (6-30 characters: a lowercase letter first, then lowercase letters,
   digits or ``-``, not ending in ``-``), optionally ``domain:``-scoped as older projects are
   (``example.com:my-project``), or a project number (digits).
@@ -16,11 +19,14 @@ https://cloud.google.com/vertex-ai/docs/general/locations
 
 from __future__ import annotations
 
+import logging
 import re
 
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, vertex_locations
 
-LOCATION = re.compile(r"^(?:global|[a-z]+(?:-[a-z]+)+[0-9]+)\Z")
+log = logging.getLogger(__name__)
+
+LOCATION = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+\Z")
 PROJECT = re.compile(
     r"^(?:[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]:)?(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})\Z"
 )
@@ -28,16 +34,27 @@ _PROJECT_IN_PATH = re.compile(r"(?:^|/)projects/([^/]*)")
 
 
 def check_location(location: object) -> str:
-    """The location if it is a Vertex AI location name.
+    """The location if it is a Vertex AI region name (a warning when it is not a listed one).
 
     Raises:
         errors.UserError: It is not (the message names the value and the fix).
     """
+    if location == "global":
+        raise errors.UserError(
+            "location 'global': training clusters, Model Registry and Vertex AI Pipelines are "
+            "regional. Fix: pass the region the cluster and the model live in, e.g. us-central1."
+        )
     if not isinstance(location, str) or not LOCATION.match(location):
         raise errors.UserError(
             f"location {errors.shown(location)} is not a Vertex AI region. Fix: pass a region name "
             "such as us-central1 or europe-west4 (lowercase, as `gcloud ai locations` lists)."
         )
+    if not vertex_locations.is_location(location):
+        log.warning(
+            "location %r is not among the Vertex AI regions known to this version (%s); "
+            "regions that look like it: %s. If it is a typo, requests will find nothing there.",
+            location, vertex_locations.SOURCE, ", ".join(vertex_locations.nearest(location)),
+        )  # fmt: skip
     return location
 
 

@@ -79,13 +79,11 @@ def service_root(location: str, emulator: str | None) -> str:
     """Base URL (scheme and host) for a Vertex location.
 
     Args:
-        location: Vertex region such as ``us-central1`` (``global`` uses the global host).
+        location: Vertex region such as ``us-central1``.
         emulator: ``host:port`` of the emulator, or None for the real service.
     """
     if emulator:
         return f"http://{emulator}"
-    if location == "global":
-        return "https://aiplatform.googleapis.com"
     return f"https://{location}-aiplatform.googleapis.com"
 
 

@@ -8,6 +8,7 @@ trace for user errors so the cause is the last thing a user reads.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import logging
 import os
@@ -76,13 +77,18 @@ def apply_options(params: Mapping[str, Any], field: str = "options") -> dict[str
             f"{field}.{name}",
             options[name],
             "is not a parameter of this step.",
-            f"use one of {', '.join(allowed)}.",
+            _did_you_mean(name, allowed) + f"use one of {', '.join(allowed)}.",
         )
         for name in sorted(set(options) - set(allowed))
     ]
     if problems:
         raise errors.SpecValidationError(field, problems)
     return {**merged, **{name: like(value, merged[name]) for name, value in options.items()}}
+
+
+def _did_you_mean(name: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(str(name), allowed, n=1, cutoff=0.75)
+    return f"did you mean {close[0]!r}? Else " if close else ""
 
 
 def accepts_options(entry: Callable[..., T]) -> Callable[..., T]:

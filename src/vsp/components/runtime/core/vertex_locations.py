@@ -9,6 +9,8 @@ may still be missing in a listed region (training clusters and GPU machine types
 the service says so when asked.
 """
 
+import difflib
+
 SOURCE = (
     "google-cloud-aiplatform 1.165.1 SUPPORTED_REGIONS, read 2026-12-05 "
     "(https://cloud.google.com/vertex-ai/docs/general/locations)"
@@ -68,7 +70,12 @@ def is_location(name: str) -> bool:
 
 
 def nearest(name: str, count: int = 3) -> list[str]:
-    """Listed regions that look like ``name`` (same prefix first), for an error's fix."""
-    prefix = str(name).rsplit("-", 1)[0] if "-" in str(name) else str(name)
-    alike = sorted(loc for loc in LOCATIONS if loc.startswith(prefix))
-    return alike[:count] or ["us-central1"]
+    """Listed regions that look like ``name``, for an error's fix: close spellings in the same
+    geography (``us``, ``europe``...) first, then the rest of that geography, then other close
+    spellings."""
+    close = difflib.get_close_matches(str(name), sorted(LOCATIONS), n=count, cutoff=0.7)
+    area = str(name).split("-", 1)[0] + "-"
+    same_area = [loc for loc in close if loc.startswith(area)]
+    rest_of_area = sorted(loc for loc in LOCATIONS if loc.startswith(area) and loc not in close)
+    others = [loc for loc in close if not loc.startswith(area)]
+    return (same_area + rest_of_area + others)[:count] or ["us-central1"]

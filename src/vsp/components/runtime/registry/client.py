@@ -4,10 +4,10 @@
 Every version it uploads carries the label ``vsp-pipeline-run=<run label>``; before uploading,
 and again right before every resend after a transient failure of the upload POST (which is
 never retried blindly), it lists the model's versions and returns the one carrying the run's
-label instead of uploading a second copy. When two versions of the run exist anyway (copies of
-the step racing, or a POST the service applied late), ``registry.versions.converge`` keeps the
-lowest one in every copy. A new model is uploaded with ``modelId``, a new version with
-``parentModel``.
+label and the same model directory (``artifactUri``) instead of uploading a second copy. When
+two versions of the run exist anyway (copies of the step racing, or a POST the service applied
+late), ``registry.versions.converge`` keeps the lowest one in every copy. A new model is
+uploaded with ``modelId``, a new version with ``parentModel``.
 
 Late uploads. An upload POST that timed out or lost its connection may still be applied
 seconds later, after this step converged and reported its version. Two rules keep such a late
@@ -118,14 +118,17 @@ def build_labels(
 
 
 def find_run_version(
-    client: rest.VertexRestClient, model_name: str, run_value: str
+    client: rest.VertexRestClient, model_name: str, run_value: str, artifact_uri: str | None = None
 ) -> tuple[bool, dict[str, Any] | None]:
     """Looks for the version of a model carrying ``vsp-pipeline-run=run_value``.
+
+    Args:
+        artifact_uri: Only a version of this model directory (None: any directory).
 
     Returns:
         (whether the model exists, the run's version with the lowest id, or None).
     """
-    exists, versions = model_versions.run_versions(client, model_name, run_value)
+    exists, versions = model_versions.run_versions(client, model_name, run_value, artifact_uri)
     return exists, versions[0] if versions else None
 
 
@@ -194,13 +197,17 @@ def register_model(
     def done(version_id: str, reused: bool, recorded=()) -> RegisteredModel:
         settle = settle_seconds if unknown else 0.0
         return _converged(
-            client, name, run_value, aliases, version_id, reused, gcp_resources_path,
-            list(recorded), poll_backoff, timeout, settle, clock or polling.RealClock(),
+            client, name, (run_value, artifact_uri), aliases, version_id, reused,
+            gcp_resources_path, list(recorded), poll_backoff, timeout, settle,
+            clock or polling.RealClock(),
         )  # fmt: skip
 
-    exists, found = find_run_version(client, name, run_value)
+    exists, found = find_run_version(client, name, run_value, artifact_uri)
     if found is not None:
-        log.info("run %s already registered %s@%s", run_value, name, found["versionId"])
+        log.info(
+            "run %s already registered %s@%s from %s",
+            run_value, name, found["versionId"], artifact_uri,
+        )  # fmt: skip
         return done(found["versionId"], True)
     model = {
         "displayName": display_name,
@@ -215,7 +222,7 @@ def register_model(
     for attempt in range(1, upload_attempts + 1):
         if attempt > 1:
             # Look again right before every resend: an earlier POST may have been applied late.
-            exists, found = find_run_version(client, name, run_value)
+            exists, found = find_run_version(client, name, run_value, artifact_uri)
             if found is not None:
                 return done(found["versionId"], False)
         body: dict[str, Any] = {"model": model}
@@ -227,7 +234,7 @@ def register_model(
             if isinstance(exc, errors.TransientError):
                 unknown.append(attempt)
             if attempt == upload_attempts:
-                exists, found = find_run_version(client, name, run_value)
+                exists, found = find_run_version(client, name, run_value, artifact_uri)
                 if found is not None:
                     return done(found["versionId"], False)
                 raise
@@ -252,7 +259,7 @@ def register_model(
 def _converged(
     client: rest.VertexRestClient,
     name: str,
-    run_value: str,
+    identity: tuple[str, str],
     aliases: list[str],
     version_id: str,
     reused: bool,
@@ -266,16 +273,18 @@ def _converged(
     """The run's one version after ``model_versions.converge``, recorded and returned.
 
     With ``settle`` > 0, the run's versions are watched that long and converged again whenever
-    a late one shows up.
+    a late one shows up. ``identity`` is the run label's value and the model directory.
     """
+    run_value, artifact_uri = identity
     winner = model_versions.converge(
-        client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout
-    )
+        client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout,
+        artifact_uri=artifact_uri,
+    )  # fmt: skip
     end = clock.now() + settle
     while clock.now() < end:
         try:
             polling.poll_until(
-                lambda: model_versions.run_versions(client, name, run_value)[1],
+                lambda: model_versions.run_versions(client, name, run_value, artifact_uri)[1],
                 lambda found: len(found) > 1,
                 what=f"a late upload of run {run_value} to {name}",
                 timeout=end - clock.now(),
@@ -288,8 +297,9 @@ def _converged(
             break
         log.warning("a late upload of run %s landed: converging again", run_value)
         winner = model_versions.converge(
-            client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout
-        )
+            client, name, run_value, aliases, poll_backoff=poll_backoff, timeout=timeout,
+            artifact_uri=artifact_uri,
+        )  # fmt: skip
     if winner is not None and winner != version_id:
         log.info("run %s keeps %s@%s, not @%s", run_value, name, winner, version_id)
         version_id, reused = winner, True

@@ -1,6 +1,9 @@
 """One model version per run: finding the run's version, and converging when there are two.
 
-Every version ``register_model`` uploads carries ``vsp-pipeline-run=<run>``. Uploading is not
+Every version ``register_model`` uploads carries ``vsp-pipeline-run=<run>``, and a version is
+the run's for one model directory (its ``artifactUri``): two registering tasks of one run that
+pass no ``task_id`` and register different directories each get a version, while a retry of
+either finds its own. Uploading is not
 idempotent (``models.upload`` takes no request id), so two versions for one run can still
 appear: two copies of the step racing (a task retry while the lost pod still runs), or an
 upload whose answer was lost and that the service applied late. ``converge`` settles it the
@@ -30,9 +33,12 @@ PAGE_SIZE = 100
 
 
 def run_versions(
-    client: rest.VertexRestClient, model_name: str, run_value: str
+    client: rest.VertexRestClient, model_name: str, run_value: str, artifact_uri: str | None = None
 ) -> tuple[bool, list[dict[str, Any]]]:
     """The versions of a model that carry ``vsp-pipeline-run=run_value``, lowest id first.
+
+    Args:
+        artifact_uri: Only the versions of this model directory (None: any directory).
 
     Returns:
         (whether the model exists, those versions).
@@ -43,7 +49,14 @@ def run_versions(
     except errors.NotFoundError:
         return False, []
     mine = [v for v in listed if (v.get("labels") or {}).get(gcp_labels.PIPELINE_RUN) == run_value]
+    if artifact_uri is not None:
+        mine = [v for v in mine if same_directory(v.get("artifactUri", ""), artifact_uri)]
     return True, sorted(mine, key=lambda v: int(v["versionId"]))
+
+
+def same_directory(first: str, second: str) -> bool:
+    """Whether two ``artifactUri`` values name one directory (a trailing ``/`` aside)."""
+    return first.rstrip("/") == second.rstrip("/")
 
 
 def converge(
@@ -54,13 +67,17 @@ def converge(
     *,
     poll_backoff: polling.Backoff,
     timeout: float,
+    artifact_uri: str | None = None,
 ) -> str | None:
     """Leaves one version of the run (see the module docstring); returns its id.
+
+    Args:
+        artifact_uri: The model directory whose versions are converged (None: any).
 
     Returns:
         The winning version id, or None when the run has no version (yet).
     """
-    _exists, versions = run_versions(client, model_name, run_value)
+    _exists, versions = run_versions(client, model_name, run_value, artifact_uri)
     if not versions:
         return None
     winner, losers = versions[0], versions[1:]

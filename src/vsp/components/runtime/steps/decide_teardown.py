@@ -86,6 +86,8 @@ def main(
             price_file=price_file,
             storage_price_per_hour=storage_price_per_hour,
         )
+        if not cluster_id:  # no cluster: nothing to pre-warm or withdraw
+            return weighed, chosen
         ref = resource.ClusterRef(project, location, cluster_id)
         if chosen.prewarm is not None:
             chosen = record_prewarm(client, ref, chosen, prewarm_dir, pipeline_run)
@@ -193,17 +195,20 @@ def priced_inputs(
     return dataclasses.replace(inputs, **changes)
 
 
-def read_cluster(client: rest.VertexRestClient | None, ref: resource.ClusterRef) -> dict[str, Any]:
+def read_cluster(
+    client: rest.VertexRestClient | None, project: str, location: str, cluster_id: str
+) -> dict[str, Any]:
     """The cluster to price.
 
     Raises:
         errors.UserError: No cluster is given, or it does not exist.
     """
-    if client is None or not ref.cluster_id:
+    if client is None or not cluster_id:
         raise errors.UserError(
             "idle_price_per_hour or provisioning_price_per_hour is 0 (price the cluster), but no "
             "cluster is given. Fix: pass the cluster id, or both prices > 0 (USD/hour)."
         )
+    ref = resource.ClusterRef(project, location, cluster_id)
     cluster = resource.ClusterResource(client, ref).get()
     if cluster is None:
         raise errors.UserError(
@@ -251,14 +256,13 @@ def decide_teardown(
             cannot be priced (the message names the pool, its machine type and the fixes).
     """
     inputs.validate()
-    ref = resource.ClusterRef(project, location, cluster_id)
     pricing = {
         "location": location,
         "price_file": price_file,
         "storage_price_per_hour": storage_price_per_hour,
     }
     if needs_prices(inputs):
-        cluster = read_cluster(client, ref)
+        cluster = read_cluster(client, project, location, cluster_id)
         try:
             inputs = priced_inputs(inputs, cluster, **pricing)
         except teardown_cost.MissingPriceError as exc:

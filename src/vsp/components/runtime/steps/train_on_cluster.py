@@ -259,14 +259,18 @@ def train_on_cluster(
         code_check.verify(training.code)
         log.info("code %s: sha256 %s checked", training.code.uri, training.code.sha256)
         notes.append(("Code", f"{training.code.uri} (sha256 {training.code.sha256})"))
+    cluster = resource.ClusterResource(vertex, ref).get()
+    if cluster is None:
+        raise errors.UserError(
+            f"cluster {ref.name} does not exist, so no job can be submitted to it. Fix: check "
+            "cluster_id (or cluster_name) and location, or create the cluster first "
+            "(create_cluster, whose cluster_name output makes this step wait for it)."
+        )
     if training.container_image:
-        cluster = resource.ClusterResource(vertex, ref).get()
         code_check.check_container(training.container_image, cluster, cluster_id)
         notes.append(("Container image", training.container_image))
     if fallback_partition:
-        fallback_partition = fallback_if_present(
-            resource.ClusterResource(vertex, ref).get(), fallback_partition
-        )
+        fallback_partition = fallback_if_present(cluster, fallback_partition)
     targets = slurm.targets(spot_partition, fallback_partition)
     strategy = driver.spot_strategy(
         targets,

@@ -182,6 +182,7 @@ def delete_unless_in_use(
     """
     cluster = cluster_resource.ClusterResource(client, ref, options=options).get()
     if cluster is None:
+        log.info("cluster %s does not exist in %s: nothing to delete", ref.cluster_id, ref.parent)
         return ABSENT
     if keep_if_in_use(
         client,
@@ -203,6 +204,7 @@ def keep_or_delete(
     *,
     delete: Callable[[], bool] | None = None,
     options: cluster_resource.ClusterOptions | None = None,
+    pipeline_run: str = "",
 ) -> str:
     """Keeps the cluster (``cluster_labels.mark_kept``), or deletes it if labels are refused.
 
@@ -223,7 +225,9 @@ def keep_or_delete(
         refused and another run's jobs use the cluster: that run's teardown decides).
     """
     try:
-        kept = cluster_labels.mark_kept(client, ref, labels_from_decision, options=options)
+        kept = cluster_labels.mark_kept(
+            client, ref, labels_from_decision, options=options, pipeline_run=pipeline_run
+        )
     except cluster_labels.LabelsRefusedError as exc:
         log.warning("cluster %s cannot be kept, so it is deleted: %s", ref.cluster_id, exc)
         if delete is not None:

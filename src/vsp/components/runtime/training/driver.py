@@ -263,10 +263,12 @@ def supervise(
     if losses:
         metrics["final_loss"] = losses[-1]
     notes = [(heading, html.escape(text)) for heading, text in report_notes]
-    if "goodput" not in metrics:
+    if "goodput" not in metrics and result.events:
         note = unknown_goodput_note(checkpoint_dir, visible)
         log.warning("%s", note)
         notes.append(("Goodput", html.escape(note)))
+    elif "goodput" not in metrics:  # nothing ran: the failure says why
+        notes.append(("Goodput", "unknown: no job of this run started."))
     policy_text = checkpoint_policy_text(model_dir)
     if policy_text:
         log.info("checkpoint policy: %s", policy_text)
