@@ -25,7 +25,7 @@ from kfp import compiler, dsl
 from vsp import vertex_emulator
 from vsp.components import create_cluster, delete_cluster, register_model, train_on_cluster
 from vsp.pipelines.definitions import catalog
-from vsp.pipelines.local import run
+from vsp.pipelines.local import run, step_console
 
 NAME = "my-spot-training"
 
@@ -147,16 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     template = out / "my_spot_training.yaml"
     compiler.Compiler().compile(my_spot_training, str(template))
     print(f"compiled {template}")
-    result = run.run_template(
-        template,
-        local_arguments(out),
-        state_dir=str(out / "emulator"),
-        pipeline_root=str(out / "outputs"),
-        settings=run.local_settings(preemptions=args.preemptions, preempt_after=1.5),
-    )
+    log_path = out / "run.log"
+    with open(log_path, "w") as log_file:  # every line there, a line per task state here
+        result = run.run_template(
+            template,
+            local_arguments(out),
+            state_dir=str(out / "emulator"),
+            pipeline_root=str(out / "outputs"),
+            settings=run.local_settings(preemptions=args.preemptions, preempt_after=1.5),
+            console=step_console.StepConsole(sys.stdout, log_file),
+        )
     print(f"pipeline {NAME}: {'SUCCEEDED' if result.succeeded else 'FAILED'}")
     for task, values in sorted(result.parameters.items()):
         print(f"  {task}: {values}")
+    print(f"  full log: {log_path}")
     if result.error:
         print(result.error, file=sys.stderr)
     return 0 if result.succeeded else 1

@@ -32,6 +32,10 @@ LOCK_FILENAME = "emulator.lock"
 log = logging.getLogger(__name__)
 
 
+class StateDirInUse(RuntimeError):
+    """Another running emulator holds the state directory (one emulator per folder)."""
+
+
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -103,7 +107,7 @@ class EmulatorServer:
             extensions: ``register(app)`` functions replacing the discovered resource modules.
 
         Raises:
-            RuntimeError: Another emulator holds the state directory.
+            StateDirInUse: Another emulator holds the state directory.
         """
         self.state_dir = pathlib.Path(os.path.abspath(state_dir))
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -226,7 +230,7 @@ class EmulatorServer:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             handle.close()
-            raise RuntimeError(
+            raise StateDirInUse(
                 f"state directory {self.state_dir} is in use by another running emulator"
             ) from exc
         self._lock_file = handle

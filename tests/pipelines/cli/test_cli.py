@@ -160,6 +160,19 @@ def test_an_option_group_param_changes_only_the_keys_it_gives(tmp_path):
     }
 
 
+def test_a_map_inside_an_option_group_adds_its_keys_to_the_local_ones(tmp_path):
+    from vsp.pipelines.definitions import catalog
+
+    local = catalog.local_arguments("slurm-spot-training", str(tmp_path), nodes=2)
+    wired = local["training_options"]["environment"]
+    assert wired  # the local run's own variables (the interpreter, gloo's interface)
+    typed, _, groups = run_local._typed_params(
+        "slurm-spot-training", None, ('training_options={"environment": {"MINE": "1"}}',)
+    )
+    merged = run_local._over_local_values(local, typed, groups)
+    assert merged["training_options"]["environment"] == {**wired, "MINE": "1"}
+
+
 @pytest.mark.parametrize(
     ("option", "value", "allowed"),
     [
@@ -177,3 +190,39 @@ def test_run_local_emulator_numbers_out_of_range_are_refused_before_the_run(
     assert f"Invalid value for '{option}': {value} is not in the range {allowed}." in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / ".vsp").exists()  # nothing started
+
+
+def test_emulated_preemption_options_with_a_real_slurm_are_warned_about(tmp_path, monkeypatch):
+    from vsp.components.runtime.core import errors
+    from vsp.pipelines.local import run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_local, "_real_slurmrestd", lambda *_: str(tmp_path / "s.sock"))
+
+    def stop(*_args, **_kwargs):
+        raise errors.UserError("stopped before the run")
+
+    monkeypatch.setattr(run, "run_local", stop)
+    args = ["run-local", "--real-slurm", "--unannounced-share", "0.5", "--notice-seconds", "2"]
+    result = CliRunner().invoke(main.main, args)
+    assert result.exit_code == 2 and "stopped before the run" in result.output
+    assert (
+        "warning: --notice-seconds, --unannounced-share set(s) the emulated Slurm's preemptions; "
+        "a real Slurm preempts as --preemption-mechanism says" in result.output
+    )
+    quiet = CliRunner().invoke(main.main, ["run-local", "--real-slurm"])
+    assert "warning" not in quiet.output
+
+
+def test_cron_for_a_pipeline_without_a_schedule_is_refused_naming_the_one_that_has(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        main.main, ["run-local", "cluster-lifecycle", "--cron", "0 * * * *"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(
+        "error: --cron: cluster-lifecycle has no schedule_cron parameter"
+    )
+    assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()

@@ -84,3 +84,19 @@ def test_a_bad_preemption_setting_is_refused_before_anything_starts(
     assert result.exit_code == 2, result.output
     assert says in result.output and "Fix:" in result.output
     assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request
+
+
+def test_a_state_folder_another_emulator_holds_is_a_user_error_naming_the_fixes(tmp_path):
+    from vsp import vertex_emulator
+    from vsp.components.runtime.core import errors
+
+    state = tmp_path / "state"
+    with vertex_emulator.EmulatorServer(str(state)):
+        with pytest.raises(errors.UserError) as caught:
+            with run.emulator_for_run(str(state), None):
+                pass
+    assert str(caught.value) == (
+        f"state directory {state} is in use by another running emulator. Fix: let this run use "
+        "it (set VERTEX_EMULATOR_HOST to its address, as `vsp emulator start` printed), stop "
+        "it, or pass another --state-dir."
+    )

@@ -95,13 +95,15 @@ def test_exit_handler_deletes_even_when_the_create_step_fails(tmp_path, monkeypa
     # The root cause: the step, its exit code, each problem with its fix.
     failure = console.failure
     assert (failure.task, failure.exit_code) == ("create-cluster", 2)
-    assert failure.error.startswith(
-        "cluster spec is invalid (2 problems):\n- cluster_id = 'Bad-Id'"
-    )
-    assert failure.error.count("Fix:") == 2
-    # The create step failed validation before any request; the exit task still ran.
-    assert [(e["method"], e["status"]) for e in result.journal] == [("GET", 404)]
-    assert result.journal[0]["path"].endswith("/modelDevelopmentClusters/Bad-Id")
+    assert failure.error == (
+        "cluster spec is invalid (1 problem):\n- cluster_id = 'Bad-Id': Cluster id must be 1-10 "
+        "chars: a lowercase letter, then lowercase letters/digits. Fix: Use an id like "
+        "'train01' (e.g. 'badid')."
+    )  # the display name, which defaults to the id, is not reported again
+    # The create step failed validation before any request; the exit task still ran, and
+    # refused the id too, before any request: no cluster can have it.
+    assert result.journal == []
+    assert "delete-cluster: FAILED" in "\n".join(console.shown)
 
 
 @pytest.mark.slow

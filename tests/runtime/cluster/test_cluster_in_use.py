@@ -159,3 +159,13 @@ def test_a_missing_cluster_is_nothing_to_delete_and_says_so(emulator, caplog):
         is False
     )
     assert f"cluster gone does not exist in {PARENT}: nothing to delete" in caplog.messages
+
+
+@pytest.mark.parametrize("minutes", [-5.0, 0, 0.5, 20000.0, True])
+def test_a_recheck_time_out_of_range_is_refused_before_any_request(emulator, minutes):
+    with pytest.raises(errors.UserError, match=r"in_use_recheck_minutes = .*: not between 1"):
+        delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, timeout_seconds=60,
+            recheck_minutes=minutes,
+        )  # fmt: skip
+    assert emulator.journal() == []

@@ -193,3 +193,13 @@ def test_step_killed_after_its_upload_creates_no_second_version_when_rerun(
     assert [v["versionId"] for v in versions] == ["1"]
     recorded = json.loads(open(outputs).read())["resources"]
     assert recorded[-1]["resourceType"] == "VertexModel"
+
+
+@pytest.mark.parametrize("preemptions", [-3, 1.5, True, "2"])
+def test_a_preemption_count_that_is_not_one_is_refused_before_any_request(
+    emulator, gcs_root, preemptions
+):
+    # -3 was recorded as the label "3": the sign lost, the provenance wrong.
+    with pytest.raises(errors.UserError, match=r"preemptions = .*: not a count of preemptions"):
+        _register(preemptions=preemptions)
+    assert emulator.journal() == []

@@ -268,6 +268,24 @@ def test_a_cluster_that_does_not_exist_is_a_user_error_before_any_submission(emu
     assert [e["method"] for e in emulator.journal()] == ["GET"]  # the one read, no submit
 
 
+def test_a_model_register_model_would_refuse_is_warned_about_when_training_ends(
+    cluster, tmp_path, caplog
+):
+    writes = (
+        "import os, pathlib; d = pathlib.Path(os.environ['VSP_MODEL_DIR'], 'export'); "
+        "d.mkdir(parents=True); (d / 'weights.bin').write_bytes(b'w')"
+    )
+    outcome = train(training(tmp_path, [sys.executable, "-c", writes]))
+    assert outcome.result.attempts
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(
+        m.startswith("register_model would refuse this run's model: model directory ")
+        and "manifest.json is missing: the folder holds export, written without vsp's model files"
+        in m
+        for m in warned
+    ), warned
+
+
 def train_on_emulated_storage(cluster, tmp_path, monkeypatch, **options):
     """60 steps preempted once, checkpoints and model under ``tmp_path/gcs`` standing in for
     Cloud Storage, a 1.2 s FUSE cache modelled; the outcome and the counted reads."""

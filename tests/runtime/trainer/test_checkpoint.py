@@ -324,3 +324,15 @@ def test_only_rank_0_records_a_resume(tmp_path, monkeypatch, env, writes):
     assert checkpoint.resume(tmp_path).step == 4
     lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
     assert [line["event"] for line in lines] == ["save", "saved", *(["resume"] if writes else [])]
+
+
+@pytest.mark.parametrize("env", [{"SLURM_PROCID": "1"}, {"RANK": "2", "SLURM_PROCID": "0"}])
+def test_a_save_on_another_rank_than_0_is_refused_and_writes_nothing(tmp_path, monkeypatch, env):
+    # Two ranks saving into one root replaced each other's checkpoints: one rank's state lost.
+    for name in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(errors.UserError, match=r"checkpoint.save called on rank [12]: .* Fix:"):
+        checkpoint.save(tmp_path, 4, _arrays(4), {"step": 4})
+    assert list(tmp_path.iterdir()) == []

@@ -70,7 +70,26 @@ def test_missing_directory(tmp_path: Path) -> None:
 def test_missing_manifest(tmp_path: Path) -> None:
     _write(tmp_path)
     (tmp_path / "manifest.json").unlink()
-    assert _problems(tmp_path) == ["manifest.json is missing (the writer did not finish)"]
+    assert _problems(tmp_path) == [
+        "manifest.json is missing: the folder holds metadata.json, metrics.json, model.npz, "
+        "written without vsp's model "
+        "files, or by a writer that did not finish"
+    ]
+
+
+def test_a_model_in_a_layout_of_its_own_is_told_how_to_write_it(tmp_path: Path) -> None:
+    (tmp_path / "export" / "v1").mkdir(parents=True)
+    (tmp_path / "export" / "v1" / "weights.npz").write_bytes(b"w")
+    with pytest.raises(manifests.ModelDirError) as caught:
+        manifests.verify_model_dir(tmp_path)
+    assert "the folder holds export, written without vsp's model files" in str(caught.value)
+    assert "Fix: write the final model with vsp.components.runtime.trainer.model_files." in (
+        str(caught.value)
+    )
+    (tmp_path / "export" / "v1" / "weights.npz").unlink()
+    (tmp_path / "export" / "v1").rmdir()
+    (tmp_path / "export").rmdir()
+    assert _problems(tmp_path) == ["manifest.json is missing: the folder is empty"]
 
 
 def test_unparsable_manifest(tmp_path: Path) -> None:

@@ -196,6 +196,12 @@ def run_local_command(
             problems, arguments, definitions, field="--param", groups=groups
         )
         problems.raise_if_any(f"the parameter set of {pipeline}")
+    if cron is not None and definitions is not None and "schedule_cron" not in definitions:
+        raise errors.UserError(
+            f"--cron: {pipeline} has no schedule_cron parameter (it makes no teardown decision "
+            "that weighs a schedule). Fix: drop --cron, or run a pipeline that has one, e.g. "
+            "slurm-spot-training."
+        )
     if cron is not None:
         arguments["schedule_cron"] = cron
     if preemptions is None:
@@ -209,6 +215,7 @@ def run_local_command(
         settings = dataclasses.replace(
             settings, slurmrestd=address, slurmrestd_preemption=preemption_mechanism
         )
+        _warn_emulated_slurm_options(ctx)
         click.echo(f"Slurm: the real slurmrestd at {address} ({preemption_mechanism} preemptions)")
     verbose = verbose or bool(ctx.find_root().params.get("verbose"))
     log_path = _log_path(outputs, pipeline)
@@ -234,6 +241,9 @@ def run_local_command(
         log_path=log_path if console is not None else "",
     )
     click.echo("\n" + "\n".join(lines))
+    if result.interrupted:
+        click.echo(f"error: {result.error}", err=True)
+        sys.exit(result.interrupted)
     if not result.succeeded:
         failure = console.failure if console is not None else None
         if failure is None:
@@ -250,6 +260,21 @@ def run_local_command(
 _OWN_EMULATOR_OPTIONS = (
     "provisioning_seconds", "preemptions", "preempt_after", "notice_seconds", "unannounced_share",
 )  # fmt: skip
+
+
+def _warn_emulated_slurm_options(ctx: click.Context) -> None:
+    given = [
+        "--" + name.replace("_", "-")
+        for name in ("notice_seconds", "unannounced_share")
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        click.echo(
+            f"warning: {', '.join(given)} set(s) the emulated Slurm's preemptions; a real Slurm "
+            "preempts as --preemption-mechanism says, with the notice its slurm.conf gives "
+            "(KillWait), so they are not used.",
+            err=True,
+        )
 
 
 def _warn_unused_emulator_options(ctx: click.Context) -> None:
@@ -279,11 +304,20 @@ def _refuse_nulls(pipeline: str, given: dict) -> None:
 def _over_local_values(local: dict, given: dict, groups: dict) -> dict:
     """The local run's arguments with ``--param`` values over them. An option group given as a
     dict (``training_options={...}``) is merged over the group's local values, which wire the run
-    to this machine (the log folder, the short polls, the prices): only the keys given change."""
+    to this machine (the log folder, the short polls, the prices, the trainer's environment):
+    only the keys given change, inside a map too (``{"environment": {"A": "1"}}`` adds ``A``)."""
     merged = {**local, **given}
     for name, value in given.items():
         if name in groups and isinstance(value, dict) and isinstance(local.get(name), dict):
-            merged[name] = {**local[name], **value}
+            merged[name] = _merge_maps(local[name], value)
+    return merged
+
+
+def _merge_maps(under: dict, over: dict) -> dict:
+    merged = {**under, **over}
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(under.get(key), dict):
+            merged[key] = _merge_maps(under[key], value)
     return merged
 
 

@@ -114,9 +114,10 @@ def _multinode(shared_dir: str, nodes: int, real_slurm: bool) -> dict[str, Any]:
     """The arguments that make a local ``slurm-spot-training`` run train on ``nodes`` nodes."""
     limit = LOCAL_CLUSTER["spot_max_nodes"]
     if not 1 < nodes <= limit:
+        several = f"{limit}" if limit == 2 else f"2 to {limit}"
         raise errors.UserError(
             f"nodes={nodes}: the local cluster's Spot pool has {limit} nodes. Fix: pass "
-            f"--nodes between 2 and {limit} (or 1 for the numpy example on one node)."
+            f"--nodes 1 (the numpy example on one node) or {several} (the DDP example)."
         )
     # Every node of a local cluster is this machine (127.0.0.1): gloo talks over loopback.
     environment = {"GLOO_SOCKET_IFNAME": "lo"}

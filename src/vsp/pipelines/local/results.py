@@ -27,6 +27,7 @@ class LocalRunResult:
         parameters: Output parameters of each task that ran, by task name.
         run_dir: kfp.local's folder of the run ('' when none was found).
         mode: ``faithful`` (compiled template, a venv per step) or ``in-process``.
+        interrupted: 128 + the signal that cancelled the run (143 SIGTERM, 130 SIGINT), or 0.
     """
 
     pipeline: str
@@ -40,6 +41,7 @@ class LocalRunResult:
     parameters: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     run_dir: str = ""
     mode: str = "faithful"
+    interrupted: int = 0
 
 
 def classify_call(entry: dict[str, Any]) -> str:

@@ -40,8 +40,15 @@ from vsp import vertex_emulator
 from vsp.components import catalog, packaging
 from vsp.components.runtime.core import errors, gcs_paths, rest
 from vsp.pipelines.definitions import catalog as pipeline_catalog
-from vsp.pipelines.local import parameter_values, results, step_console, step_envs
+from vsp.pipelines.local import (
+    interrupts,
+    parameter_values,
+    results,
+    step_console,
+    step_envs,
+)
 from vsp.pipelines.vertex import caching
+from vsp.vertex_emulator import server as emulator_server
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +151,14 @@ def emulator_for_run(
         return
     state = pathlib.Path(state_dir or ".vsp/emulator").resolve()
     state.mkdir(parents=True, exist_ok=True)
-    server = vertex_emulator.EmulatorServer(str(state), settings=settings)
-    server.start()
+    try:
+        server = vertex_emulator.EmulatorServer(str(state), settings=settings)
+        server.start()
+    except emulator_server.StateDirInUse as exc:
+        raise errors.UserError(
+            f"{exc}. Fix: let this run use it (set {rest.EMULATOR_ENV} to its address, as "
+            "`vsp emulator start` printed), stop it, or pass another --state-dir."
+        ) from None
     if cluster_id:
         # Not created yet: a plan an earlier run left waiting for it is dropped. The id matching
         # clusters of several projects (NOT_FOUND): left alone.
@@ -352,11 +365,14 @@ class _LocalRun:
             error = ""
             shown = step_console.capture(console) if console else contextlib.nullcontext()
             steps = contextlib.nullcontext() if in_process else step_envs.patched()
-            try:
-                with shown, steps, parameter_values.kept_as_given():
-                    self.launch(arguments)
-            except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
-                error = str(exc)
+            with interrupts.forwarded() as interruption:
+                try:
+                    with shown, steps, parameter_values.kept_as_given():
+                        self.launch(arguments)
+                except RuntimeError as exc:  # kfp.local raises RuntimeError when a task fails
+                    error = str(exc)
+            if interruption.signum:
+                error = f"cancelled by {interruption.name}" + (f": {error}" if error else "")
             seconds = time.monotonic() - start
             entries = vertex_emulator.read_journal(state)[before:] if state else []
         calls = collections.Counter(results.classify_call(e) for e in entries)
@@ -373,6 +389,7 @@ class _LocalRun:
             results.task_parameters(run_dir),
             str(run_dir or ""),
             self.mode,
+            interruption.exit_code,
         )
 
 

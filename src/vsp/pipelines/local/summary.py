@@ -232,11 +232,10 @@ def terminal_lines(
     lines = [f"pipeline {result.pipeline}: {state} in {result.seconds:.1f} s ({mode})"]
     if arguments is not None and show_arguments:
         lines.append(f"  parameters: {json.dumps(arguments, sort_keys=True)}")
-    if result.state_dir is not None:
-        # The plan's count: a job that ends first sees fewer (the summary's next line says).
-        lines.append(f"  injected preemptions: up to {preemptions}")
-    else:  # --preemptions configures only the emulator run-local starts itself
+    if result.state_dir is None:  # --preemptions configures only the emulator run-local starts
         lines.append("  injected preemptions: the external emulator's own (VERTEX_EMULATOR_HOST)")
+    elif preemptions:  # the plan's count: a job that ends first sees fewer (the next line says)
+        lines.append(f"  injected preemptions: up to {preemptions}")
     lines += summary_lines(result)
     if result.calls:
         calls = ", ".join(f"{c} {n}" for c, n in sorted(result.calls.items()))

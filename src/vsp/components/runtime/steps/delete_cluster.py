@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from vsp.components.runtime.cluster import resource as cluster_resource
-from vsp.components.runtime.core import rest, step
+from vsp.components.runtime.core import errors, rest, step
 from vsp.components.runtime.steps.create_cluster import check_timeout
 from vsp.components.runtime.teardown import in_use
 
@@ -61,6 +61,14 @@ def delete_cluster(
         True when the cluster existed and was deleted.
     """
     check_timeout(timeout_seconds)
+    if isinstance(recheck_minutes, bool) or not (
+        isinstance(recheck_minutes, (int, float)) and 1 <= recheck_minutes <= 7 * 24 * 60
+    ):
+        raise errors.UserError(
+            f"in_use_recheck_minutes = {recheck_minutes!r:.40}: not between 1 and 10080 (a "
+            "week). Fix: give the minutes a cluster another run uses is kept before it is "
+            "looked at again, e.g. 30."
+        )
     options = options or cluster_resource.ClusterOptions()
     options.timeout = timeout_seconds
     ref = cluster_resource.ClusterRef(project, location, cluster_id)

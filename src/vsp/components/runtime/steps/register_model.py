@@ -227,6 +227,11 @@ def register(
             f"version_aliases = {version_aliases!r:.80} is not a list. Fix: pass a list, e.g. "
             '["candidate"].'
         )
+    if isinstance(preemptions, bool) or not isinstance(preemptions, int) or preemptions < 0:
+        raise errors.UserError(
+            f"preemptions = {preemptions!r:.40}: not a count of preemptions. Fix: pass the "
+            "training step's preemptions output, or a whole number >= 0."
+        )
     judge = gate.Gate.parse(gate_text)
     if judge is not None:
         evaluation.schema_uri(evaluation_problem_type)  # checked before any request

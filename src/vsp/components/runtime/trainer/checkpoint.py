@@ -132,7 +132,20 @@ def save(
 
     Returns:
         The reference of the new checkpoint. An existing checkpoint of the same step is replaced.
+
+    Raises:
+        errors.UserError: This process is not rank 0 of its job (``process_rank``): two ranks
+            writing one root replace each other's checkpoints, and one rank's state is lost.
     """
+    rank = process_rank()
+    if rank != 0:
+        raise errors.UserError(
+            f"checkpoint.save called on rank {rank}: every rank writing the same checkpoint "
+            "root replaces the others' checkpoints, so all but one rank's state is lost. Fix: "
+            "save on rank 0 only (`if checkpoint.process_rank() == 0:`) with the state every "
+            "rank needs, or write each rank's part with vsp.components.runtime.trainer."
+            "collective (prepare on rank 0, every rank writes, commit on rank 0)."
+        )
     if in_background:
         saved = _save(directory, step, arrays, metadata, keep, reason, blocked_before, True)
     else:

@@ -53,12 +53,12 @@ class CorruptCheckpointError(errors.UserError):
 class ModelDirError(errors.UserError):
     """A model directory does not verify; ``problems`` lists what is wrong, one item each."""
 
-    def __init__(self, path: Path, problems: list[str]):
+    def __init__(self, path: Path, problems: list[str], fix: str = ""):
         self.path = path
         self.problems = list(problems)
         super().__init__(
             f"model directory {path} does not verify: {'; '.join(self.problems)}. "
-            "Fix: rerun the step that writes it; do not register this directory."
+            f"Fix: {fix or 'rerun the step that writes it; do not register this directory.'}"
         )
 
 
@@ -216,7 +216,20 @@ def verify_model_dir(path: file_primitives.PathLike) -> dict[str, Any]:
     try:
         manifest = json.loads((root / MANIFEST).read_bytes())
     except FileNotFoundError:
-        raise ModelDirError(root, [f"{MANIFEST} is missing (the writer did not finish)"]) from None
+        written = sorted(entry.name for entry in root.iterdir())
+        if not written:
+            raise ModelDirError(root, [f"{MANIFEST} is missing: the folder is empty"]) from None
+        shown = ", ".join(written[:5]) + (", ..." if len(written) > 5 else "")
+        raise ModelDirError(
+            root,
+            [
+                f"{MANIFEST} is missing: the folder holds {shown}, written without vsp's model "
+                "files, or by a writer that did not finish"
+            ],
+            "write the final model with vsp.components.runtime.trainer.model_files."
+            "write_model_dir (it writes model.npz and the manifest last; "
+            "docs/trainer-contract.md), or rerun a training that was cut short.",
+        ) from None
     except ValueError as exc:
         raise ModelDirError(root, [f"{MANIFEST} is not valid JSON: {exc}"]) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != MODEL_FORMAT:

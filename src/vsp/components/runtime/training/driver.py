@@ -244,6 +244,8 @@ def supervise(
         if problem:  # nothing to register: fail before the registration step runs
             log.error("%s", problem)
             failure = errors.UserError(problem)
+        elif unregistrable := model_check.unregistrable_problem(model_dir):
+            log.warning("%s", unregistrable)  # this step's work is done; the next one refuses
     finally:
         if progress_feed is not None:
             progress_feed.close()

@@ -1,4 +1,4 @@
-"""After a run succeeded: whether the model in ``model_dir`` is this run's.
+"""After a run succeeded: whether the model in ``model_dir`` is this run's, and registrable.
 
 A trainer that exits 0 without writing its model (a code path that skips the write, a model
 written elsewhere) leaves in ``model_dir`` whatever an earlier run wrote there, as happens when a
@@ -33,3 +33,16 @@ def foreign_model_problem(model_dir: str, run_key: str) -> str:
         "(model_files.write_model_dir), and give every run its own model_dir (a {run} in "
         "it becomes the pipeline run's id)."
     )
+
+
+def unregistrable_problem(model_dir: str) -> str:
+    """Why ``register_model`` would refuse the model in ``model_dir`` ('' when it verifies, or
+    when this step cannot see the folder: it is on the cluster's own storage)."""
+    local = gcs_paths.to_local_path(model_dir)
+    if not local.is_dir():
+        return ""
+    try:
+        manifests.verify_model_dir(local)
+    except manifests.ModelDirError as exc:
+        return f"register_model would refuse this run's model: {exc}"
+    return ""

@@ -1,0 +1,109 @@
+"""A signal to the process running a local pipeline reaches its steps, as a Vertex cancel does."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from vsp.pipelines.local import interrupts
+
+CHILD = """
+import pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: (out.write_text("SIGTERM"), sys.exit(0)))
+out.write_text("ready")
+time.sleep(60)
+"""
+
+
+def _wait_for(path: pathlib.Path, text: str, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text() == text):
+        assert time.monotonic() < deadline, f"{path} never said {text!r}"
+        time.sleep(0.05)
+
+
+def test_the_first_signal_reaches_the_step_and_a_second_stops_at_once(tmp_path):
+    mark = tmp_path / "mark"
+    step = subprocess.Popen([sys.executable, "-c", CHILD, str(mark)])  # this process group
+    try:
+        _wait_for(mark, "ready")
+        with interrupts.forwarded() as state:
+            assert step.pid in interrupts.step_processes()
+            os.kill(os.getpid(), signal.SIGTERM)
+            _wait_for(mark, "SIGTERM")
+            assert (state.signum, state.exit_code, state.name) == (15, 143, "SIGTERM")
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+        assert step.wait(timeout=10) == 0
+    finally:
+        step.kill()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+
+
+def test_once_cancelled_steps_that_create_or_train_are_not_started():
+    from kfp.local import status
+    from kfp.local import subprocess_task_handler as handler
+
+    def task(step: str) -> types.SimpleNamespace:
+        program = f"from vsp.components.runtime.steps import {step}\n{step}.main()"
+        return types.SimpleNamespace(full_command=["sh", "-c", program])
+
+    with interrupts.forwarded():
+        os.kill(os.getpid(), signal.SIGINT)
+        refused = handler.SubprocessTaskHandler.run(task("train_on_cluster"))
+        assert refused == status.Status.FAILURE
+    assert interrupts.started_step(task("finalize_cluster").full_command) == "finalize_cluster"
+    assert "finalize_cluster" not in interrupts.STARTS
+    assert "delete_cluster" not in interrupts.STARTS
+
+
+@pytest.mark.slow  # a pipeline run on the emulator: about 20 s
+def test_sigterm_to_run_local_cancels_the_job_runs_the_exit_task_and_leaves_no_process(tmp_path):
+    vsp = pathlib.Path(sys.executable).parent / "vsp"  # the entry point pip installed
+    command = [str(vsp), "run-local", "--in-process"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("VERTEX_EMULATOR_HOST", None)
+    out = tmp_path / "out.txt"
+    with out.open("w") as sink:
+        run = subprocess.Popen(
+            command, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,  # its own group, as a shell's background job
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 240
+            while "train-on-cluster: job 1: RUNNING" not in out.read_text():
+                assert run.poll() is None, out.read_text()
+                assert time.monotonic() < deadline, out.read_text()
+                time.sleep(0.2)
+            os.kill(run.pid, signal.SIGTERM)  # the pid only, as `kill PID` or a CI cancel
+            assert run.wait(timeout=120) == 143, out.read_text()
+        finally:
+            with_group = subprocess.run(["pgrep", "-g", str(run.pid)], capture_output=True)
+            left = with_group.stdout.split()
+            if run.poll() is None or left:
+                os.killpg(run.pid, signal.SIGKILL)
+    text = out.read_text()
+    assert left == [], text  # no step, no trainer left running
+    assert "train-on-cluster: warning: step cancelled: cancelling job 1" in text
+    assert "finalize-cluster: succeeded" in text
+    assert "register-model: skipped" in text
+    assert "error: cancelled by SIGTERM" in text
+    journal = [
+        json.loads(line)
+        for line in (tmp_path / ".vsp" / "emulator" / "journal.jsonl").read_text().splitlines()
+    ]
+    cancels = [
+        e for e in journal
+        if (e.get("body") or {}).get("method") == "HTTP_METHOD_DELETE"
+        and (e.get("body") or {}).get("path", "").endswith("/job/1")
+    ]  # fmt: skip
+    assert cancels, "the step did not cancel its Slurm job"
