@@ -173,25 +173,6 @@ def test_a_map_inside_an_option_group_adds_its_keys_to_the_local_ones(tmp_path):
     assert merged["training_options"]["environment"] == {**wired, "MINE": "1"}
 
 
-@pytest.mark.parametrize(
-    ("option", "value", "allowed"),
-    [
-        ("--preemptions", "-2", "x>=0"),
-        ("--preempt-after", "-1.0", "x>=0"),
-        ("--provisioning-seconds", "-3.0", "x>=0"),
-    ],
-)
-def test_run_local_emulator_numbers_out_of_range_are_refused_before_the_run(
-    tmp_path, monkeypatch, option, value, allowed
-):
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main.main, ["run-local", option, value, "cluster-lifecycle"])
-    assert result.exit_code == 2, result.output
-    assert f"Invalid value for '{option}': {value} is not in the range {allowed}." in result.output
-    assert "Traceback" not in result.output
-    assert not (tmp_path / ".vsp").exists()  # nothing started
-
-
 def test_emulated_preemption_options_with_a_real_slurm_are_warned_about(tmp_path, monkeypatch):
     from vsp.components.runtime.core import errors
     from vsp.pipelines.local import run

@@ -73,6 +73,9 @@ def test_the_notice_and_the_unannounced_share_reach_the_emulator_settings():
     [
         ("--unannounced-share", "1.5", "unannounced share 1.5: it is a share of the preemptions"),
         ("--notice-seconds", "-1", "notice of -1.0 s: it cannot be negative"),
+        ("--preemptions", "-2", "Invalid value for '--preemptions': -2 is not in the range x>=0"),
+        ("--preempt-after", "-1", "'--preempt-after': -1.0 is not in the range x>=0"),
+        ("--provisioning-seconds", "-3", "'--provisioning-seconds': -3.0 is not in the range"),
     ],
 )
 def test_a_bad_preemption_setting_is_refused_before_anything_starts(
