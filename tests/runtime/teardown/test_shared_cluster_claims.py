@@ -24,7 +24,7 @@ from vsp.components.runtime.steps import (
     keep_cluster,
     train_on_cluster,
 )
-from vsp.components.runtime.teardown import in_use, reaper, shrink
+from vsp.components.runtime.teardown import exit_task, in_use, reaper, shrink
 from vsp.components.runtime.training.backends import slurm
 
 CLUSTER = "shared"
@@ -186,6 +186,37 @@ def test_a_keep_ends_its_own_claim_so_the_next_runs_delete_goes_through(warm):
     labels = _cluster()["labels"]
     assert lease_b not in labels
     assert (labels["vsp-teardown"], labels["vsp-expires-at"]) == ("keep", "20991231t000000z")
+    create_cluster.create_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=_spec(),
+        spec_params={}, pipeline_run="run-c",
+    )  # fmt: skip
+    assert delete_cluster.delete_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-c",
+        timeout_seconds=60,
+    )  # fmt: skip
+    assert _cluster() is None
+
+
+def test_a_failed_runs_exit_task_ends_its_claim_as_it_keeps_the_cluster_for_a_retry(warm):
+    # B reused the cluster and failed: its exit task keeps the cluster for a retry. C, right
+    # after, decides delete; B's claim no longer holds C's delete up for 15 minutes.
+    _reuse_as_b()
+    client = rest.VertexRestClient(LOCATION)
+
+    def delete() -> bool:
+        return delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-b",
+            timeout_seconds=60, client=client,
+        )  # fmt: skip
+
+    result = exit_task.finalize(
+        client, REF, state="FAILED", failure_keep_minutes=60, delete=delete,
+        pipeline_run="run-b",
+    )  # fmt: skip
+    assert result.action == "kept"
+    labels = _cluster()["labels"]
+    assert gcp_labels.lease_key("run-b") not in labels
+    assert labels["vsp-teardown"] == exit_task.RETRY_LABEL_VALUE
     create_cluster.create_cluster(
         project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=_spec(),
         spec_params={}, pipeline_run="run-c",

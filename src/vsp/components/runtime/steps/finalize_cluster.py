@@ -35,9 +35,9 @@ def main(
     Returns:
         ``(action, summary)``.
     """
-    ref = resource.ClusterRef(project, location, cluster_id)
 
     def run() -> tuple[str, str]:
+        ref = resource.ClusterRef(project, location, cluster_id)  # its check: a user error
         client = rest.VertexRestClient(location)
 
         def delete() -> bool:
@@ -61,6 +61,7 @@ def main(
                 failure_keep_minutes=failure_keep_minutes,
                 delete=delete,
                 deadline_seconds=timeout_seconds,
+                pipeline_run=pipeline_run,
             )
             outcome.update(action=result.action, summary=result.summary(ref))
         except errors.VspError as exc:

@@ -112,6 +112,7 @@ def _once(
     failure_keep_minutes: float,
     delete: Callable[[], bool],
     now: float,
+    pipeline_run: str = "",
 ) -> FinalizeResult:
     if state == "FAILED" and failure_keep_minutes > 0:
         cluster = resource.ClusterResource(client, ref).get()
@@ -129,7 +130,11 @@ def _once(
             gcp_labels.TEARDOWN: RETRY_LABEL_VALUE,
             gcp_labels.EXPIRES_AT: gcp_labels.format_label_time(expires),
         }
-        action = in_use.keep_or_delete(client, ref, labels, delete=delete)
+        # The run is over: its claim ends, so another run's teardown may delete the cluster
+        # (a retry of this run claims it again).
+        action = in_use.keep_or_delete(
+            client, ref, labels, delete=delete, pipeline_run=pipeline_run
+        )
         if action == in_use.ABSENT:
             return FinalizeResult("absent", "the run failed and there is no cluster to keep")
         if action == in_use.DELETED:
@@ -222,6 +227,7 @@ def finalize(
     deadline_seconds: float = 3600.0,
     backoff: polling.Backoff = DEFAULT_BACKOFF,
     clock: polling.Clock | None = None,
+    pipeline_run: str = "",
 ) -> FinalizeResult:
     """Applies the exit task's rule (see the module docstring), retrying until it holds.
 
@@ -237,6 +243,7 @@ def finalize(
             bound (``client.deadline_at`` is set from it), plus ``LAST_RESORT_SECONDS``.
         backoff: Delays between those retries.
         clock: Time source of the retries (tests inject ``polling.FakeClock``).
+        pipeline_run: The ending run: a cluster kept for its retry no longer carries its claim.
 
     Raises:
         errors.UserError: ``failure_keep_minutes`` is invalid (before any request).
@@ -257,7 +264,7 @@ def finalize(
         attempt += 1
         try:
             moment = time.time() if now is None else now
-            return _once(client, ref, state, failure_keep_minutes, delete, moment)
+            return _once(client, ref, state, failure_keep_minutes, delete, moment, pipeline_run)
         except (errors.TransientError, errors.OperationFailedError) as exc:
             # A rejected operation (a user error) is retried too: a cluster it left (often in
             # ERROR, whose labels cannot change) has no expiry, so only deleting it ends it.
