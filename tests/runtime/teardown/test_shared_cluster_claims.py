@@ -175,6 +175,19 @@ def test_a_shrink_ends_its_own_claim_so_the_next_runs_shrink_goes_through(warm):
     assert _cluster()["labels"]["vsp-teardown"] == "shrink"
 
 
+def _reuse_then_delete_as_c():
+    """Run C, right after: reuses the cluster, decides delete, and the cluster is gone."""
+    create_cluster.create_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=_spec(),
+        spec_params={}, pipeline_run="run-c",
+    )  # fmt: skip
+    assert delete_cluster.delete_cluster(
+        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-c",
+        timeout_seconds=60,
+    )  # fmt: skip
+    assert _cluster() is None
+
+
 def test_a_keep_ends_its_own_claim_so_the_next_runs_delete_goes_through(warm):
     # B reused the cluster and kept it: C, right after, reuses it with teardown_policy=delete.
     # B's claim ended with its keep, so C's delete is not held up by a run that is done.
@@ -186,15 +199,7 @@ def test_a_keep_ends_its_own_claim_so_the_next_runs_delete_goes_through(warm):
     labels = _cluster()["labels"]
     assert lease_b not in labels
     assert (labels["vsp-teardown"], labels["vsp-expires-at"]) == ("keep", "20991231t000000z")
-    create_cluster.create_cluster(
-        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=_spec(),
-        spec_params={}, pipeline_run="run-c",
-    )  # fmt: skip
-    assert delete_cluster.delete_cluster(
-        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-c",
-        timeout_seconds=60,
-    )  # fmt: skip
-    assert _cluster() is None
+    _reuse_then_delete_as_c()
 
 
 def test_a_failed_runs_exit_task_ends_its_claim_as_it_keeps_the_cluster_for_a_retry(warm):
@@ -217,12 +222,4 @@ def test_a_failed_runs_exit_task_ends_its_claim_as_it_keeps_the_cluster_for_a_re
     labels = _cluster()["labels"]
     assert gcp_labels.lease_key("run-b") not in labels
     assert labels["vsp-teardown"] == exit_task.RETRY_LABEL_VALUE
-    create_cluster.create_cluster(
-        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, cluster_spec=_spec(),
-        spec_params={}, pipeline_run="run-c",
-    )  # fmt: skip
-    assert delete_cluster.delete_cluster(
-        project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-c",
-        timeout_seconds=60,
-    )  # fmt: skip
-    assert _cluster() is None
+    _reuse_then_delete_as_c()
