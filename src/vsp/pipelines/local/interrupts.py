@@ -17,7 +17,9 @@ While a run is under way ``forwarded`` catches SIGTERM and SIGINT:
 * a second signal stops at once (``KeyboardInterrupt``).
 
 Linux only (``/proc``), like the emulator's jobs; elsewhere, or off the main thread, the run is
-left to the signals' default behaviour.
+left to the signals' default behaviour. The step processes are read from ``/proc`` by hand:
+psutil would list them too, but it is not a dependency, and kfp.local keeps its ``Popen``
+objects to itself.
 """
 
 from __future__ import annotations
