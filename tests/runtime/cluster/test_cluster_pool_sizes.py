@@ -164,3 +164,15 @@ def test_the_first_step_uses_the_cluster_rules_limits():
 
     assert param_rules.MAX_BOOT_DISK_GB == rules_pools.MAX_BOOT_DISK_GB
     assert param_rules.MAX_NODE_COUNT == rules_pools.MAX_NODE_COUNT
+
+
+def test_an_accelerator_type_outside_the_enum_is_warned_about_on_each_pool(caplog):
+    caplog.set_level(logging.WARNING, logger=RULES_LOGGER)
+    builder.build_cluster_spec(**FLAT)
+    assert caplog.messages == []  # NVIDIA_H100_80GB is listed
+    builder.build_cluster_spec(**{**FLAT, "accelerator_type": "NVIDIA_H100"})
+    assert [m.split(":")[0] for m in caplog.messages] == [
+        "node_pools[1].machine_spec.accelerator_type = 'NVIDIA_H100' (pool 'spot')",
+        "node_pools[2].machine_spec.accelerator_type = 'NVIDIA_H100' (pool 'ondemand')",
+    ]
+    assert "NVIDIA_H100_80GB" in caplog.messages[0].split("(close: ")[1].split(")")[0]

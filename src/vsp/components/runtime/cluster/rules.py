@@ -126,7 +126,7 @@ def validate_cluster(spec: cluster_spec.ClusterSpec, cluster_id: str | None) -> 
             )  # fmt: skip
     _check_lustre_export(problems, spec.lustre_export_config)
     problems.raise_if_any(WHAT)
-    for warning in pool_size_warnings(spec):
+    for warning in [*pool_size_warnings(spec), *rules_pools.accelerator_warnings(spec)]:
         log.warning("%s", warning)
 
 

@@ -8,12 +8,26 @@ the three MM lists as valid. The 50 GB boot disk minimum is our choice (the serv
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from vsp.components.runtime.cluster import rules_base
 from vsp.components.runtime.cluster import spec as cluster_spec
 
 PROVISIONING_MODELS = ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START")
+# The AcceleratorType enum of Vertex AI (google-cloud-aiplatform 1.165.1, aiplatform_v1beta1,
+# read 2026-12-06). Training clusters document NVIDIA_H100_80GB, NVIDIA_H100_MEGA_80GB,
+# NVIDIA_H200_141GB and NVIDIA_B200. A name outside it is warned about, not refused: the enum
+# grows with new machines.
+ACCELERATOR_TYPES = frozenset(
+    {
+        "NVIDIA_A100_80GB", "NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_H100_80GB",
+        "NVIDIA_H100_MEGA_80GB", "NVIDIA_H200_141GB", "NVIDIA_L4", "NVIDIA_RTX_PRO_6000",
+        "NVIDIA_TESLA_A100", "NVIDIA_TESLA_K80", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4",
+        "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "TPU_V2", "TPU_V3", "TPU_V4_POD",
+        "TPU_V5_LITEPOD",
+    }
+)  # fmt: skip
 RESERVATION_AFFINITY_TYPE = "SPECIFIC_RESERVATION"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
@@ -321,3 +335,26 @@ def _check_boot_disk(
             f"{machine_type} does not support pd-standard boot disks.",
             "Use hyperdisk-balanced (A3 Ultra, A4) or pd-ssd.",
         )  # fmt: skip
+
+
+def accelerator_warnings(spec: cluster_spec.ClusterSpec) -> list[str]:
+    """Warnings for accelerator types of the right form that the enum does not list (a typo
+    such as NVIDIA_H100 the service refuses only at create time, or a type newer than the list).
+
+    Returns:
+        One message per pool, naming the field, the close names and the fix.
+    """
+    warnings = []
+    for index, pool in enumerate(spec.node_pools or []):
+        kind = (pool.machine_spec or cluster_spec.MachineSpec()).accelerator_type
+        if not kind or kind in ACCELERATOR_TYPES or not rules_base.ACCELERATOR_TYPE.fullmatch(kind):
+            continue
+        close = difflib.get_close_matches(kind, sorted(ACCELERATOR_TYPES), n=3, cutoff=0.6)
+        warnings.append(
+            f"node_pools[{index}].machine_spec.accelerator_type = {kind!r} (pool {pool.id!r}): "
+            "not in Vertex AI's AcceleratorType enum as this version knows it"
+            + (f" (close: {', '.join(close)})" if close else "")
+            + "; the service refuses an unknown type when the cluster is created. Fix: use "
+            "an enum name, e.g. NVIDIA_H100_80GB, unless the type is newer than this version."
+        )
+    return warnings
