@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from vsp.components.runtime.core import errors, gcs_paths
 from vsp.pipelines.cli import main
-from vsp.pipelines.local import run
+from vsp.pipelines.local import emulator_session, run
 
 SHORT = ["python", "-m", "vsp.examples.trainer", "--steps", "20", "--step-seconds", "0.02"]
 
@@ -54,7 +54,7 @@ def test_an_emulator_that_does_not_answer_is_named_with_the_fix(monkeypatch):
         port = sock.getsockname()[1]
     monkeypatch.setenv("VERTEX_EMULATOR_HOST", f"127.0.0.1:{port}")
     with pytest.raises(errors.UserError) as caught:
-        run.external_state_dir()
+        emulator_session.external_state_dir()
     message = str(caught.value)
     assert message.startswith(f"the emulator named by VERTEX_EMULATOR_HOST=127.0.0.1:{port} did")
     assert "Fix: start it with `vsp emulator start --state-dir DIR`" in message
@@ -96,7 +96,7 @@ def test_a_state_folder_another_emulator_holds_is_a_user_error_naming_the_fixes(
     state = tmp_path / "state"
     with vertex_emulator.EmulatorServer(str(state)):
         with pytest.raises(errors.UserError) as caught:
-            with run.emulator_for_run(str(state), None):
+            with emulator_session.emulator_for_run(str(state), None):
                 pass
     assert str(caught.value) == (
         f"state directory {state} is in use by another running emulator. Fix: let this run use "

@@ -244,48 +244,6 @@ def test_killed_step_reattaches_to_the_running_job_when_rerun(cluster, tmp_path)
     assert len(slurm_calls(cluster, SUBMIT)) == 1
 
 
-def test_an_empty_checkpoint_dir_is_refused_before_any_submission(cluster, tmp_path):
-    # It once silently disabled resuming: every preemption restarted from step 0.
-    spec = dataclasses.replace(training(tmp_path, [*TRAINER, "--steps", "5"]), checkpoint_dir="")
-    before = len(slurm_calls(cluster, SUBMIT))
-    with pytest.raises(errors.UserError, match="checkpoint_dir is empty"):
-        train(spec)
-    assert len(slurm_calls(cluster, SUBMIT)) == before == 0
-
-
-def test_a_cluster_that_does_not_exist_is_a_user_error_before_any_submission(emulator, tmp_path):
-    spec = training(tmp_path, [*TRAINER, "--steps", "5"])
-    with pytest.raises(errors.UserError) as caught:
-        train_on_cluster.train_on_cluster(
-            project=PROJECT, location=LOCATION, cluster_id="nosuch", training=spec,
-            spot_partition="spot", fallback_partition="ondemand", run_key="run-1",
-            poll_backoff=POLL, timeout_seconds=30,
-        )  # fmt: skip
-    assert str(caught.value).startswith(
-        f"cluster projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/nosuch does "
-        "not exist, so no job can be submitted to it. Fix: check cluster_id"
-    )
-    assert [e["method"] for e in emulator.journal()] == ["GET"]  # the one read, no submit
-
-
-def test_a_model_register_model_would_refuse_is_warned_about_when_training_ends(
-    cluster, tmp_path, caplog
-):
-    writes = (
-        "import os, pathlib; d = pathlib.Path(os.environ['VSP_MODEL_DIR'], 'export'); "
-        "d.mkdir(parents=True); (d / 'weights.bin').write_bytes(b'w')"
-    )
-    outcome = train(training(tmp_path, [sys.executable, "-c", writes]))
-    assert outcome.result.attempts
-    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert any(
-        m.startswith("register_model would refuse this run's model: model directory ")
-        and "manifest.json is missing: the folder holds export, written without vsp's model files"
-        in m
-        for m in warned
-    ), warned
-
-
 def train_on_emulated_storage(cluster, tmp_path, monkeypatch, **options):
     """60 steps preempted once, checkpoints and model under ``tmp_path/gcs`` standing in for
     Cloud Storage, a 1.2 s FUSE cache modelled; the outcome and the counted reads."""

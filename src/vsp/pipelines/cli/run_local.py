@@ -160,6 +160,7 @@ def run_local_command(
     """
     from vsp.pipelines.definitions import catalog
     from vsp.pipelines.local import (
+        emulator_session,
         run,
         step_console,
         summary,  # noqa: PLC0415
@@ -172,7 +173,7 @@ def run_local_command(
         )
     shared = os.path.join(os.path.abspath(state_dir), "shared")  # the launcher: inside --state-dir
     # An emulator started apart (VERTEX_EMULATOR_HOST) keeps Cloud Storage in its own folder.
-    emulator_state = run.external_state_dir() if rest.emulator_host() else state_dir
+    emulator_state = emulator_session.external_state_dir() if rest.emulator_host() else state_dir
     if rest.emulator_host():
         _warn_unused_emulator_options(ctx)
     gcs_root = os.path.join(os.path.abspath(emulator_state), "gcs")

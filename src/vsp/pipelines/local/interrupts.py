@@ -28,11 +28,12 @@ import contextlib
 import dataclasses
 import os
 import pathlib
-import re
 import signal
 import sys
 import threading
 from collections.abc import Iterator
+
+from vsp.pipelines.vertex import caching
 
 # The vsp steps that create something or train: not started once the run is cancelled.
 STARTS = frozenset(
@@ -45,7 +46,6 @@ STARTS = frozenset(
         "register_model",
     }
 )
-_STEP_IMPORT = re.compile(r"from vsp\.components\.runtime\.steps import (\w+)")
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -85,8 +85,7 @@ def step_processes() -> list[int]:
 
 def started_step(command: list[str]) -> str:
     """The vsp step a task's command runs ('' for another component)."""
-    found = _STEP_IMPORT.search(" ".join(command or []))
-    return found[1] if found else ""
+    return caching.vsp_step(" ".join(command or []))
 
 
 @contextlib.contextmanager

@@ -30,7 +30,6 @@ import sys
 import time
 from typing import Any
 
-import requests
 from google.protobuf import json_format
 from kfp import components, local
 from kfp.local import pipeline_orchestrator
@@ -38,9 +37,10 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from vsp import vertex_emulator
 from vsp.components import catalog, packaging
-from vsp.components.runtime.core import errors, gcs_paths, rest
+from vsp.components.runtime.core import errors
 from vsp.pipelines.definitions import catalog as pipeline_catalog
 from vsp.pipelines.local import (
+    emulator_session,
     interrupts,
     parameter_values,
     results,
@@ -48,7 +48,6 @@ from vsp.pipelines.local import (
     step_envs,
 )
 from vsp.pipelines.vertex import caching
-from vsp.vertex_emulator import server as emulator_server
 
 log = logging.getLogger(__name__)
 
@@ -105,80 +104,6 @@ def local_settings(
         custom_job_spot_preempt_after_seconds=preempt_after if preemptions else 0.0,
         custom_job_spot_preempt_max_count=preemptions,
     )
-
-
-def external_state_dir() -> str:
-    """The state folder of the emulator ``VERTEX_EMULATOR_HOST`` names (its health answer)."""
-    host = rest.emulator_host()
-    url = f"http://{host}/emulator/v1/health"
-    try:
-        answer = requests.get(url, timeout=10)
-        answer.raise_for_status()
-        return str(answer.json()["stateDir"])
-    except (requests.RequestException, ValueError, KeyError) as exc:
-        raise errors.UserError(
-            f"the emulator named by {rest.EMULATOR_ENV}={host} did not tell its state folder "
-            f"({url}: {exc}). Fix: start it with `vsp emulator start --state-dir DIR` and set "
-            f"{rest.EMULATOR_ENV} to its address, or unset {rest.EMULATOR_ENV} to let run-local "
-            "start its own."
-        ) from exc
-
-
-@contextlib.contextmanager
-def emulator_for_run(
-    state_dir: str | None,
-    settings: vertex_emulator.EmulatorSettings | None,
-    cluster_id: str = "",
-):
-    """Yields the emulator state dir in use (None for an external emulator set by env).
-
-    A cluster ``cluster_id`` kept warm by an earlier run gets the settings' preemption plan
-    afresh, so a run that reuses it sees the same injected preemptions as one that creates it.
-    """
-    if rest.emulator_host():
-        log.info("using the emulator at %s", rest.emulator_host())
-        # Its Cloud Storage is under its own state folder: the steps read checkpoints there.
-        fuse_root = os.environ.get(gcs_paths.GCS_FUSE_ROOT_ENV)
-        if fuse_root is None:
-            os.environ[gcs_paths.GCS_FUSE_ROOT_ENV] = str(
-                pathlib.Path(external_state_dir()) / "gcs"
-            )
-        try:
-            yield None
-        finally:
-            if fuse_root is None:
-                os.environ.pop(gcs_paths.GCS_FUSE_ROOT_ENV, None)
-        return
-    state = pathlib.Path(state_dir or ".vsp/emulator").resolve()
-    state.mkdir(parents=True, exist_ok=True)
-    try:
-        server = vertex_emulator.EmulatorServer(str(state), settings=settings)
-        server.start()
-    except emulator_server.StateDirInUse as exc:
-        raise errors.UserError(
-            f"{exc}. Fix: let this run use it (set {rest.EMULATOR_ENV} to its address, as "
-            "`vsp emulator start` printed), stop it, or pass another --state-dir."
-        ) from None
-    if cluster_id:
-        # Not created yet: a plan an earlier run left waiting for it is dropped. The id matching
-        # clusters of several projects (NOT_FOUND): left alone.
-        with contextlib.suppress(Exception):
-            server.app.slurm.clear_preemption_plan(cluster_id)
-    # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
-    # (set by the emulator) and for the steps that read checkpoints and models.
-    changes = {rest.EMULATOR_ENV: server.address, gcs_paths.GCS_FUSE_ROOT_ENV: str(state / "gcs")}
-    previous = {name: os.environ.get(name) for name in changes}
-    os.environ.update(changes)
-    log.info("started the Vertex emulator at %s (state in %s)", server.address, state)
-    try:
-        yield str(state)
-    finally:
-        server.stop()
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def compiled_template(pipeline: str, template_dir: str | os.PathLike | None = None) -> pathlib.Path:
@@ -356,7 +281,7 @@ class _LocalRun:
         root = str(pathlib.Path(pipeline_root).resolve())
         runner = local.SubprocessRunner(use_venv=not in_process)
         cluster_id = str(arguments.get("cluster_id", ""))
-        with emulator_for_run(state_dir, settings, cluster_id) as state:
+        with emulator_session.emulator_for_run(state_dir, settings, cluster_id) as state:
             before = len(vertex_emulator.read_journal(state)) if state else 0
             local.init(
                 runner, pipeline_root=root, raise_on_error=True, enable_caching=not in_process

@@ -70,10 +70,16 @@ def cached_side_effects(spec: Mapping[str, Any]) -> dict[str, str]:
         container = (executors.get(component.get("executorLabel")) or {}).get("container") or {}
         program = " ".join(str(part) for part in [*(container.get("command") or []),
                                                   *(container.get("args") or [])])  # fmt: skip
-        step = _STEP_IMPORT.search(program)
-        if step and step[1] not in PURE_STEPS:
-            found[task["taskInfo"]["name"]] = step[1]
+        step = vsp_step(program)
+        if step and step not in PURE_STEPS:
+            found[task["taskInfo"]["name"]] = step
     return found
+
+
+def vsp_step(program: str) -> str:
+    """The vsp runtime step a compiled component's program runs ('' for another component)."""
+    found = _STEP_IMPORT.search(program)
+    return found[1] if found else ""
 
 
 def side_effect_caching_warning(spec: Mapping[str, Any]) -> str:
