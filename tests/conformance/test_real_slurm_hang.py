@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.steps import train_on_cluster
@@ -88,7 +89,7 @@ def test_a_frozen_trainer_on_real_slurm_is_cancelled_resubmitted_and_resumes_bit
     hung_at = next(e["time"] for e in outcome.result.events if e["event"] == "hung")
     took = hung_at - frozen[0][1]
     assert FLOOR - INTERVAL - 0.5 <= took <= FLOOR + INTERVAL + 0.5 + 1.0
-    log = work / f"slurm-{second.job_id}.out"
+    log = job_log(work, second.job_id)
     assert "resumed from ckpt-" in log.read_text()
     reference = tmp_path / "reference"
     env = {**os.environ, "VSP_CHECKPOINT_DIR": str(reference / "ckpt")}

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from tests.conformance.scenario_jobs import assert_no_process_left
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.steps import train_on_cluster
@@ -114,7 +115,7 @@ def test_one_frozen_rank_on_two_real_nodes_is_named_cancelled_resumed_bit_identi
     assert (first.outcome, second.outcome) == (Outcome.CANCELLED, Outcome.SUCCEEDED)
     assert outcome.metrics["hangs"] == 1 and len(frozen) == 1
     record, stopped_at = frozen[0]
-    log = (work / f"slurm-{first.job_id}.out").read_text()
+    log = job_log(work, first.job_id).read_text()
     node = re.search(rf"rank 1/2 on node (\S+) \(pid {record.pid},", log)
     assert node is not None, log[-2000:]
     assert f"rank 1 on {node.group(1)} " in first.hung_because, first.hung_because
@@ -123,7 +124,7 @@ def test_one_frozen_rank_on_two_real_nodes_is_named_cancelled_resumed_bit_identi
     took = hung_at - stopped_at
     print(f"real Slurm: frozen rank 1 found hung {took:.2f} s after SIGSTOP")
     assert FLOOR - INTERVAL - POLL.maximum <= took <= FLOOR + INTERVAL + POLL.maximum + 1.0
-    resumed = (work / f"slurm-{second.job_id}.out").read_text()
+    resumed = job_log(work, second.job_id).read_text()
     assert re.search(r"resumed from step [1-9]\d* ", resumed), resumed[-2000:]
     assert_no_process_left(run_key)
 

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from tests.job_log_files import job_log
 from vsp.pipelines.definitions import catalog
 from vsp.pipelines.local import run
 
@@ -56,9 +57,7 @@ def test_main_pipeline_on_real_slurm_survives_three_preemptions_bit_identically(
     assert [(e["kind"], e["jobId"], e["restartCount"]) for e in events] == [
         ("partition_prio", job_id, n) for n in range(3)
     ]
-    log = (
-        pathlib.Path(arguments["training_options"]["log_directory"]) / f"slurm-{job_id}.out"
-    ).read_text()
+    log = (job_log(arguments["training_options"]["log_directory"], job_id)).read_text()
     # Appended across the real Slurm's restarts (it truncates without open_mode APPEND); the
     # first run has no SLURM_RESTART_COUNT, which the trainer reads as 0.
     assert [f"SLURM_RESTART_COUNT={n}" in log for n in range(4)] == [True] * 4

@@ -107,8 +107,9 @@ def train_on_cluster(
         gpus_per_node: GPUs per node (0 = none requested).
         time_limit_minutes: Slurm time limit per job, minutes (0 = partition default).
         account: Slurm account to charge ('' = the user's default account).
-        log_directory: Folder of the jobs' stdout (``slurm-JOBID.out``), as the cluster sees it
-            ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``, or
+        log_directory: Folder of the jobs' stdout (``slurm-JOBID-RUNKEY.out``: the run key
+            keeps apart the runs of clusters that number their jobs alike), as the cluster sees
+            it ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``, or
             ``gs://BUCKET/PATH``, given to Slurm as that FUSE path) the step, which cannot see
             the cluster's disks, shows the trainer's new log lines while it polls and the tail
             on failure.

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.job_log_files import job_log
 from vsp import vertex_emulator
 from vsp.components.runtime.trainer import history
 from vsp.components.runtime.training import goodput
@@ -177,7 +178,7 @@ def separate_filesystems_still_measure_and_show(result, arguments, metrics, repo
     assert re.fullmatch(r"vsp-vsplocal-\d{1,8}-\d{1,8}", checkpoints.name)
     # Every save the trainer made (its log says so) has a history line, pruned or not, and
     # every trainer process a start or resume line.
-    log_file = pathlib.Path(arguments["training_options"]["log_directory"]) / "slurm-1.out"
+    log_file = job_log(arguments["training_options"]["log_directory"], 1)
     trainer_log = log_file.read_text()
     saves = trainer_log.count("saved checkpoint at step")
     records = history.read(checkpoints)

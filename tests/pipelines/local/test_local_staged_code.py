@@ -13,6 +13,7 @@ import pathlib
 import code_packages
 import pytest
 
+from tests.job_log_files import job_log
 from tests.pipelines.local import run_arguments
 from vsp import vertex_emulator
 from vsp.components.runtime.core import gcs_paths
@@ -48,7 +49,7 @@ def test_compiled_pipeline_trains_the_staged_code_and_the_model_version_names_it
     assert result.mode == "faithful"
     assert result.parameters["train-on-cluster"]["code_sha256"] == package.sha256
     log_dir = pathlib.Path(arguments["training_options"]["log_directory"])
-    [log_file] = log_dir.glob("slurm-*.out")
+    log_file = job_log(log_dir, 1)
     log = log_file.read_text()
     assert f"code version 42 (vspdep 1.0, cwd {home}/.vsp/code/.build-{package.sha256}-" in log
     assert f"sha256 {package.sha256})" in log

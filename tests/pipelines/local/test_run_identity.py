@@ -15,6 +15,7 @@ import pathlib
 import pytest
 from kfp import compiler, dsl
 
+from tests.job_log_files import job_log
 from tests.pipelines.local import run_arguments
 from vsp.components import catalog as component_catalog
 from vsp.components import packaging
@@ -80,7 +81,7 @@ def _assert_two_trainings(arguments, first, second):
     # Two trainings: each job's own trainer log, and each checkpoint folder trained from step 0.
     logs = pathlib.Path(arguments["training_options"]["log_directory"])
     for job_id, folder in ((*ids_a, ckpt_a), (*ids_b, ckpt_b)):
-        text = (logs / f"slurm-{job_id}.out").read_text()
+        text = job_log(logs, job_id).read_text()
         assert "starting from step 0" in text and f"checkpoints: {folder}" in text, text[-800:]
         assert "model written to" in text and "(step 20, verified)" in text
     for folder in (ckpt_a, ckpt_b):

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from benchmarks.goodput.metric import true_billed_seconds, true_useful_seconds
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.training import goodput
@@ -61,7 +62,7 @@ def test_two_node_goodput_is_within_two_percent_of_the_truth(slurm_cluster, tmp_
     [job_id] = outcome.result.job_ids
     billed, preempted = true_billed_seconds(emulator, CLUSTER, job_id)
     useful = true_useful_seconds(work / "steps.log", STEPS) * NODES
-    log = (work / f"slurm-{job_id}.out").read_text()[-3000:]
+    log = job_log(work, job_id).read_text()[-3000:]
     assert preempted == metrics["preemptions"] == 3, log
     figures = [metrics[f"{name}_node_seconds"] for name in goodput.FIGURES]
     assert sum(figures) == pytest.approx(metrics["billed_node_seconds"], abs=0.01)

@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.goodput import metric
 from benchmarks.goodput.metric import true_billed_seconds, true_useful_seconds
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.trainer import history
@@ -85,7 +86,7 @@ def test_goodput_metric_is_within_two_percent_of_the_truth(
     [job_id] = outcome.result.job_ids
     billed, preempted = true_billed_seconds(emulator, CLUSTER, job_id)
     useful = true_useful_seconds(step_log, STEPS)
-    trainer_log = (work / f"slurm-{job_id}.out").read_text()[-2000:]
+    trainer_log = job_log(work, job_id).read_text()[-2000:]
     assert preempted == metrics["preemptions"] == 3, trainer_log
     figures = [metrics[f"{name}_node_seconds"] for name in goodput.FIGURES]
     assert sum(figures) == pytest.approx(metrics["billed_node_seconds"], abs=0.01)

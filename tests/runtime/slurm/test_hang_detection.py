@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import errors, polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.steps import train_on_cluster
@@ -107,7 +108,7 @@ def test_a_frozen_trainer_is_found_hung_resubmitted_once_and_resumes_bit_identic
     hung_at = next(e["time"] for e in outcome.result.events if e["event"] == "hung")
     took = hung_at - freezes[0]["epoch"]
     assert FLOOR - INTERVAL - POLL.maximum <= took <= FLOOR + INTERVAL + POLL.maximum + 1.0
-    log = pathlib.Path(training.working_directory) / f"slurm-{second.job_id}.out"
+    log = job_log(training.working_directory, second.job_id)
     assert "resumed from ckpt-" in log.read_text()
     model = (pathlib.Path(training.model_dir) / "model.npz").read_bytes()
     assert model == reference_model(tmp_path, args[:2])

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.conformance.scenario_jobs import assert_no_process_left
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.steps import train_on_cluster
@@ -91,7 +92,7 @@ def test_one_frozen_rank_of_two_nodes_is_named_cancelled_resumed_bit_identical(
     assert len(freezes) == 1 and freezes[0]["outcome"] == "FREEZE"
     assert freezes[0]["jobId"] == int(first.job_id)
     # The fault stopped rank 1 only; the message names rank 1 and the node it ran on.
-    log = (work / f"slurm-{first.job_id}.out").read_text()
+    log = job_log(work, first.job_id).read_text()
     node = re.search(r"rank 1/2 on node (\S+) \(pid (\d+)", log)
     assert node is not None, log[-2000:]
     assert freezes[0]["rank"] == 1 and freezes[0]["pid"] == int(node.group(2))
@@ -110,7 +111,7 @@ def test_one_frozen_rank_of_two_nodes_is_named_cancelled_resumed_bit_identical(
     assert declared <= past_bound, (declared - frozen_at, past_bound - frozen_at)
     assert FLOOR - INTERVAL - POLL.maximum <= took <= FLOOR + INTERVAL + POLL.maximum + 1.0
     # Cancelled once (both ranks' processes ended), resubmitted once, resumed from a checkpoint.
-    resumed = (work / f"slurm-{second.job_id}.out").read_text()
+    resumed = job_log(work, second.job_id).read_text()
     assert re.search(r"resumed from step [1-9]\d* ", resumed), resumed[-2000:]
     assert_no_process_left("hang-rank-1")
 

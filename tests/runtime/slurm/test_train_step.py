@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import errors, polling
 from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.training.backends import slurm
@@ -99,7 +100,7 @@ def test_non_requeue_job_is_resubmitted_with_the_same_checkpoints(cluster, tmp_p
     submits = slurm_calls(cluster, SUBMIT)
     assert len(submits) == 2
     assert [s["body"]["body"]["job"]["partition"] for s in submits] == ["spot", "spot"]
-    log = pathlib.Path(spec.working_directory) / f"slurm-{outcome.result.job_ids[1]}.out"
+    log = job_log(spec.working_directory, outcome.result.job_ids[1])
     assert "resumed from ckpt-" in log.read_text()
 
 
@@ -329,7 +330,7 @@ def test_an_unwritable_beacon_folder_falls_back_to_the_job_comment(cluster, tmp_
     outcome, opened = train_on_emulated_storage(cluster, tmp_path, monkeypatch)
     assert outcome.metrics["preemptions"] == 1
     [job_id] = outcome.result.job_ids
-    log_text = (tmp_path / "shared" / f"slurm-{job_id}.out").read_text()
+    log_text = job_log(tmp_path / "shared", job_id).read_text()
     assert "cannot write the progress beacon in" in log_text
     assert "keeping it in the job's comment instead" in log_text
     # The step noticed the channel, and saw the run's states in the comment.

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.job_log_files import job_log
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.steps import train_on_cluster
 from vsp.components.runtime.trainer import history
@@ -66,7 +67,7 @@ def test_a_task_continuing_another_checkpoint_counts_only_its_own_jobs(cluster, 
     assert second.metrics["goodput"] > 0.2
     # The hand-over is no interruption: neither landed nor failed.
     assert history.notice_outcomes(records) == (0, 0)
-    log = (tmp_path / "finetune" / f"slurm-{second.result.job_ids[0]}.out").read_text()
+    log = job_log(tmp_path / "finetune", second.result.job_ids[0]).read_text()
     assert re.search(r"resumed from \S+ at step 10 .*resume #0", log), log[-1500:]
 
 

@@ -84,5 +84,5 @@ def test_the_supervisor_shows_trainer_lines_while_it_polls(slurm_cluster, tmp_pa
             poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),
         )  # fmt: skip
     shown = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[job ")]
-    written = (work / "slurm-1.out").read_text().splitlines()
+    written = (work / "slurm-1-logs-1.out").read_text().splitlines()
     assert written and [line.split("] ", 1)[1] for line in shown] == written

@@ -263,12 +263,17 @@ _OWN_EMULATOR_OPTIONS = (
 )  # fmt: skip
 
 
-def _warn_emulated_slurm_options(ctx: click.Context) -> None:
-    given = [
+def _given_on_command_line(ctx: click.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among ``names`` the command line set, spelled as typed (``--notice-seconds``)."""
+    return [
         "--" + name.replace("_", "-")
-        for name in ("notice_seconds", "unannounced_share")
+        for name in names
         if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
     ]
+
+
+def _warn_emulated_slurm_options(ctx: click.Context) -> None:
+    given = _given_on_command_line(ctx, ("notice_seconds", "unannounced_share"))
     if given:
         click.echo(
             f"warning: {', '.join(given)} set(s) the emulated Slurm's preemptions; a real Slurm "
@@ -279,11 +284,7 @@ def _warn_emulated_slurm_options(ctx: click.Context) -> None:
 
 
 def _warn_unused_emulator_options(ctx: click.Context) -> None:
-    given = [
-        "--" + name.replace("_", "-")
-        for name in _OWN_EMULATOR_OPTIONS
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
-    ]
+    given = _given_on_command_line(ctx, _OWN_EMULATOR_OPTIONS)
     if given:
         click.echo(
             f"warning: {', '.join(given)} set(s) the emulator run-local starts; the emulator "

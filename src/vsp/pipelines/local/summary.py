@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from vsp.components.runtime.core import gcp_labels, money, readable_time
+from vsp.components.runtime.training import job_logs
 from vsp.pipelines.local import results
 
 _BODY = re.compile(r"<body>(.*)</body>", re.DOTALL)
@@ -133,13 +134,20 @@ def _table(rows: list[tuple[str, str]]) -> str:
 def trainer_logs(
     result: results.LocalRunResult, arguments: dict[str, Any]
 ) -> list[tuple[str, str]]:
-    """``(job id, log file)`` of each Slurm training job, when the logs go to a known folder."""
+    """``(job id, log file)`` of each Slurm training job, when the logs go to a known folder
+    (the run's own: a job's file there is ``slurm-JOBID-RUNKEY.out``, ``job_logs.FILE_PATTERN``,
+    and the run key is the step's, so the one file of the job's id is its log)."""
     training = arguments.get("training_options") or {}
     folder = str(arguments.get("log_directory") or training.get("log_directory") or "")
     jobs = (result.parameters.get("train-on-cluster") or {}).get("job_ids") or []
     if not folder:
         return []
-    return [(str(job), f"{folder.rstrip('/')}/slurm-{job}.out") for job in jobs]
+    local = pathlib.Path(folder)
+    found = []
+    for job in jobs:
+        named = sorted(local.glob(job_logs.file_path(job_logs.FILE_PATTERN, str(job), "*")))
+        found.append((str(job), str(named[-1]) if named else ""))
+    return [(job, path) for job, path in found if path]
 
 
 def html_report(

@@ -21,6 +21,7 @@ from vsp.components.runtime.training import (
     code_check,
     driver,
     hang,
+    job_logs,
     options_check,
     progress_feed,
 )
@@ -117,7 +118,7 @@ def main(
             chosen["model_dir"], key
         )
         logs = str(gcs_paths.to_local_path(log_directory)) if log_directory else ""
-        output = f"{logs.rstrip('/')}/slurm-%j.out" if logs else None  # gs:// as the FUSE path
+        output = f"{logs.rstrip('/')}/{job_logs.FILE_PATTERN}" if logs else None  # as FUSE path
         training = slurm.SlurmTraining(
             command=list(command),
             working_directory=working_directory,

@@ -15,10 +15,16 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 
 from vsp.components.runtime.core import gcs_paths
 
 log = logging.getLogger(__name__)
+
+# A job's stdout file, named by the job's id and its name (the run key, ``%x``): a cluster
+# created again numbers its jobs from 1, so with the id alone each night's run of a schedule
+# appended to the file of the night before in a log folder both use.
+FILE_PATTERN = "slurm-%j-%x.out"
 
 MAX_LINES_PER_POLL = 50
 MAX_BYTES_PER_POLL = 256 * 1024
@@ -76,3 +82,10 @@ def tail(path: str, lines: int = 20) -> str:
             return "".join(collections.deque(handle, maxlen=lines)).rstrip()
     except OSError:
         return f"(log not readable from this step: {path} on the cluster)"
+
+
+def file_path(pattern: str, job_id: str, job_name: str) -> str:
+    """The file Slurm writes for the stdout ``pattern`` of job ``job_id`` named ``job_name``
+    (``%j`` and ``%x`` expanded, ``%%`` as ``%``; the step's own patterns use no other)."""
+    replacements = {"j": job_id, "x": job_name, "%": "%"}
+    return re.sub(r"%([jx%])", lambda found: replacements[found.group(1)], pattern)

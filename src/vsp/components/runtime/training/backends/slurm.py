@@ -47,7 +47,8 @@ class SlurmTraining:
         time_limit_minutes: Slurm time limit per attempt (None: the partition's).
         account: Slurm account (None: the user's default).
         warning_seconds: Seconds before the time limit at which the trainer gets SIGUSR1.
-        standard_output: Job stdout path pattern (``%j`` = job id); default in the working dir.
+        standard_output: Job stdout path pattern (``%j`` = job id, ``%x`` = job name, the run
+            key); default ``job_logs.FILE_PATTERN`` in the working dir.
         requeue: Let Slurm requeue a preempted job in place (False: the job ends and the
             supervisor resubmits it).
         code: Staged code every attempt unpacks and runs from (None: the working directory as
@@ -76,7 +77,7 @@ class SlurmTraining:
     nccl_env_file: str = ""
 
     def stdout_path(self) -> str:
-        return self.standard_output or os.path.join(self.working_directory, "slurm-%j.out")
+        return self.standard_output or os.path.join(self.working_directory, job_logs.FILE_PATTERN)
 
     def digest(self) -> str:
         """A digest of what the run trains and where: command, directories, code and image."""
@@ -148,6 +149,7 @@ class SlurmBackend(TrainingBackend):
         self.training = training
         self.targets = {t.name: t for t in targets}
         self._first_start: dict[str, float] = {}
+        self._run_key = ""  # the jobs' name (``%x`` in their log's path), from find or submit
 
     def _target(self, partition: str) -> Target:
         return self.targets.get(partition) or Target(partition, spot=False)
@@ -159,6 +161,7 @@ class SlurmBackend(TrainingBackend):
             errors.UserError: A job carries the run key but was submitted for another command
                 or other directories: re-attaching would report its result as this step's.
         """
+        self._run_key = run_key
         jobs = self.client.find_jobs(run_key, include_accounting=True)
         mine = self.training.digest()
         for job in jobs:
@@ -175,6 +178,7 @@ class SlurmBackend(TrainingBackend):
 
     def description(self, run_key: str, index: int, target: Target) -> script.JobDescription:
         """The submit request of attempt ``index`` on ``target``."""
+        self._run_key = run_key
         training = self.training
         environment = {
             **emulated_storage_environment(),
@@ -311,7 +315,7 @@ class SlurmBackend(TrainingBackend):
         return self.client.rest.url(f"{self.client.cluster_ref.path}/slurmJobs/{attempt.job_id}")
 
     def _log_path(self, attempt: Attempt) -> str:
-        return self.training.stdout_path().replace("%j", attempt.job_id)
+        return job_logs.file_path(self.training.stdout_path(), attempt.job_id, self._run_key)
 
     @property
     def writes_beacons(self) -> bool:
