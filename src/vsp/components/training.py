@@ -98,7 +98,9 @@ def train_on_cluster(
             '' = on Cloud Storage under the run's output folder (the folder holding
             ``model_dir``): ``checkpoints/RUN_KEY`` there, which this step can read to measure
             work lost and goodput. A directory on the cluster's own disks works for resuming,
-            but then those two metrics are reported as unknown.
+            but then those two metrics are reported as unknown. ``{run}`` in it becomes the
+            pipeline run's id; without it, every run of a schedule resumes from the checkpoint
+            the run before left (a chain, as a fine-tuning task continues its pretraining).
         spot_partition: Slurm partition of Spot nodes.
         fallback_partition: Partition of on-demand/reserved nodes to fall back to ('' = none).
         environment: Extra environment variables of the trainer.
@@ -109,10 +111,10 @@ def train_on_cluster(
         account: Slurm account to charge ('' = the user's default account).
         log_directory: Folder of the jobs' stdout (``slurm-JOBID-RUNKEY.out``: the run key
             keeps apart the runs of clusters that number their jobs alike), as the cluster sees
-            it ('' = the working directory). On Cloud Storage (``/gcs/BUCKET/PATH``, or
-            ``gs://BUCKET/PATH``, given to Slurm as that FUSE path) the step, which cannot see
-            the cluster's disks, shows the trainer's new log lines while it polls and the tail
-            on failure.
+            it ('' = the working directory); ``{run}`` in it becomes the pipeline run's id. On
+            Cloud Storage (``/gcs/BUCKET/PATH``, or ``gs://BUCKET/PATH``, given to Slurm as
+            that FUSE path) the step, which cannot see the cluster's disks, shows the trainer's
+            new log lines while it polls and the tail on failure.
         max_preemptions: Preemptions survived before the step fails.
         max_user_failures: Restarts after the trainer itself failed (non-zero exit).
         fallback_after_preemptions: Move to the fallback partition after this many preemptions

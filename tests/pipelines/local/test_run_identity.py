@@ -207,3 +207,27 @@ def test_two_runs_of_a_pipeline_passing_no_pipeline_run_train_twice(tmp_path, mo
     first, second = outcomes
     assert second.parameters["create-cluster"]["reused"] is True
     _assert_two_trainings({"training_options": {"log_directory": str(gcs / "logs")}}, first, second)
+
+
+@pytest.mark.slow
+def test_a_run_token_in_checkpoint_dir_and_log_directory_gives_folders_of_the_run(
+    tmp_path, monkeypatch
+):
+    # They were used as written: a folder named '{run}' that every run of a schedule shared,
+    # so each run resumed from the checkpoint of the run before.
+    arguments = _arguments(tmp_path)
+    options = arguments["training_options"]
+    logs = options["log_directory"]
+    ckpt = str(tmp_path / "shared" / "ckpt")
+    options.update(checkpoint_dir=f"{ckpt}/{{run}}", log_directory=f"{logs}/{{run}}")
+    result = _run(tmp_path, monkeypatch, arguments)
+    assert result.succeeded, result.error
+    folder = result.parameters["train-on-cluster"]["checkpoint_dir"]
+    run_value = folder.removeprefix(f"{ckpt}/")
+    assert run_value and "/" not in run_value and "{" not in run_value, folder
+    history = (pathlib.Path(folder) / "history.jsonl").read_text()
+    assert '"event": "start"' in history and '"event": "resume"' not in history
+    [job_id] = result.parameters["train-on-cluster"]["job_ids"]
+    text = job_log(f"{logs}/{run_value}", job_id).read_text()
+    assert f"checkpoints: {folder}" in text
+    assert not (tmp_path / "shared" / "ckpt" / "{run}").exists()

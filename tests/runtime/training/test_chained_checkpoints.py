@@ -8,6 +8,7 @@ interruption (the failure estimate went from 0.0196 to 0.0385).
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 
@@ -71,7 +72,7 @@ def test_a_task_continuing_another_checkpoint_counts_only_its_own_jobs(cluster, 
     assert re.search(r"resumed from \S+ at step 10 .*resume #0", log), log[-1500:]
 
 
-def test_own_records_keeps_the_lines_from_the_first_job_event_on():
+def test_own_records_keeps_the_lines_from_the_first_job_event_on(caplog):
     lines = [
         history.Record("start", 100.0, 0, 0.1),
         history.Record("save", 103.0, 10, 0.1, "final"),
@@ -79,6 +80,13 @@ def test_own_records_keeps_the_lines_from_the_first_job_event_on():
         history.Record("save", 201.0, 14, 0.1, "final"),
     ]
     events = [{"time": 200.9, "event": "running", "job_id": "2"}]
-    assert driver.own_records(lines, events) == lines[2:]
+    with caplog.at_level(logging.WARNING, logger=driver.__name__):
+        assert driver.own_records(lines, events) == lines[2:]
+    # Resuming another run's checkpoint is said: right for a chain, not for a schedule's runs.
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "resumed from step 10" in warning and "give checkpoint_dir a {run}" in warning
+    caplog.clear()
     assert driver.own_records(None, events) is None
     assert driver.own_records(lines, []) == lines
+    assert driver.own_records(lines[2:], events) == lines[2:]  # all its own: nothing to say
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

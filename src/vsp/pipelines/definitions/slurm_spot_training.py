@@ -134,8 +134,9 @@ def build(components: dict):
                 "home_directory_storage": "...", "ondemand_max_nodes": 1}`` (see the
                 component's reference).
             training_options: More train_on_cluster parameters by name, e.g.
-                ``{"max_preemptions": 20, "checkpoint_dir": "/gcs/BUCKET/ckpt",
-                "time_limit_minutes": 240}``; staged code goes here too:
+                ``{"max_preemptions": 20, "checkpoint_dir": "/gcs/BUCKET/ckpt/{run}",
+                "time_limit_minutes": 240}`` (``{run}``: a folder per run; a fixed folder
+                makes each run resume from the one before); staged code goes here too:
                 ``{"code_uri": "gs://BUCKET/code.tar.gz", "code_sha256": "..."}`` (``vsp
                 submit --code DIR`` fills both). With an on-demand pool
                 (``cluster_options.ondemand_max_nodes``), training falls back to it after 5

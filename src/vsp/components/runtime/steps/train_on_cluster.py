@@ -114,10 +114,11 @@ def main(
         run = run_identity.ensure(pipeline_run, "train_on_cluster")
         key = driver.run_key_for(run, cluster, run_key, task_id)
         chosen["model_dir"] = run_identity.expand_run_token(model_dir, run)
-        chosen["checkpoint_dir"] = checkpoint_dir or manifests.default_checkpoint_dir(
-            chosen["model_dir"], key
-        )
-        logs = str(gcs_paths.to_local_path(log_directory)) if log_directory else ""
+        chosen["checkpoint_dir"] = run_identity.expand_run_token(
+            checkpoint_dir, run
+        ) or manifests.default_checkpoint_dir(chosen["model_dir"], key)
+        log_folder = run_identity.expand_run_token(log_directory, run)
+        logs = str(gcs_paths.to_local_path(log_folder)) if log_folder else ""
         output = f"{logs.rstrip('/')}/{job_logs.FILE_PATTERN}" if logs else None  # as FUSE path
         training = slurm.SlurmTraining(
             command=list(command),

@@ -122,6 +122,16 @@ def own_records(
             "checkpoint history: %d lines of earlier tasks left out (before this run's first job)",
             len(records) - len(mine),
         )
+        resumed = next((r.step for r in mine if r.event in history.START_EVENTS), None)
+        if resumed:
+            log.warning(
+                "this run continued the checkpoints an earlier task or run left in its "
+                "checkpoint_dir: its first process resumed from step %d. Right for a chain "
+                "(fine-tuning a pretraining); for a run meant to start from step 0 (each run of "
+                "a schedule), give checkpoint_dir a {run} (a folder per run) or leave it '' "
+                "(a folder per run beside model_dir)",
+                resumed,
+            )
     return mine
 
 
