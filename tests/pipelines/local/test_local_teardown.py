@@ -248,6 +248,26 @@ def test_a_machine_without_a_price_fails_before_any_cluster_is_created(
 
 
 @pytest.mark.slow
+def test_delete_with_a_machine_without_a_price_deletes_the_cluster(tmp_path, monkeypatch):
+    # Its break-even time is infinite: logging it as a metric made kfp.local raise after the
+    # decision ("Fail to serialize Infinity"), so the run stopped before its exit task and
+    # the cluster ran on without an expiry.
+    result = _run(
+        tmp_path, monkeypatch, machine_type="a3-highgpu-4g", accelerator_count=4,
+        gpus_per_node=4, teardown_policy="delete",
+    )  # fmt: skip
+    assert result.succeeded, result.error
+    assert result.parameters["decide-teardown"]["action"] == "delete"
+    assert _writes(result) == [
+        ("POST", "modelDevelopmentClusters"),
+        ("POST", "models:upload"),
+        ("DELETE", "vsplocal"),
+    ]
+    decided = json.loads(pathlib.Path(result.outputs["decide-teardown/metrics"]).read_text())
+    assert decided["teardown_keep"] == 0.0 and "teardown_break_even_seconds" not in decided
+
+
+@pytest.mark.slow
 def test_a_pre_warm_deletes_then_the_reaper_re_creates_and_the_next_run_reuses(
     tmp_path, monkeypatch
 ):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -160,6 +162,32 @@ def write_file(path: str, text: str) -> None:
     os.makedirs(folder, exist_ok=True)
     with open(path, "w") as handle:
         handle.write(text)
+
+
+def publish_metrics(artifact: Any, values: Mapping[str, Any]) -> dict[str, float]:
+    """Logs ``values`` on a KFP ``Metrics`` artifact and writes them into its file as JSON.
+
+    A value that is not a finite number (a break-even time without a price is infinite) is left
+    out and named in the step's log: the executor's output is protobuf JSON, which has no
+    Infinity or NaN, so logging one failed the task after its work was done (on kfp.local the
+    whole run stopped before its exit task).
+
+    Returns:
+        The metrics published.
+    """
+    published, left_out = {}, []
+    for name, value in values.items():
+        number = float(value)
+        if math.isfinite(number):
+            published[name] = number
+        else:
+            left_out.append(f"{name} ({number})")
+    if left_out:
+        log.info("metrics left out (not finite numbers): %s", ", ".join(left_out))
+    for name, number in published.items():
+        artifact.log_metric(name, number)
+    write_file(artifact.path, json.dumps(published, indent=2, sort_keys=True))
+    return published
 
 
 def normalize_final_state(state: str) -> str:

@@ -12,7 +12,6 @@ entry; ``decide_teardown`` the same work for callers in Python.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -96,10 +95,7 @@ def main(
         return weighed, chosen
 
     inputs, chosen = step.run_step("decide_teardown", run)
-    values = decision_metrics(inputs, chosen)
-    for name, value in values.items():
-        metrics.log_metric(name, value)
-    step.write_file(metrics.path, json.dumps(values, indent=2, sort_keys=True))
+    step.publish_metrics(metrics, decision_metrics(inputs, chosen))
     report.metadata["title"] = "Teardown decision"
     step.write_file(report.path, teardown_report.html_page(inputs, chosen))
     for line in chosen.summary():

@@ -353,11 +353,4 @@ def component_options(
 
 def publish_metrics(outcome: TrainOutcome, metrics_artifact: Any) -> None:
     """Logs the metrics on a KFP ``Metrics`` artifact and writes them into its file as JSON."""
-    for name, value in outcome.metrics.items():
-        metrics_artifact.log_metric(name, float(value))
-    write_text(metrics_artifact.path)(json_text(outcome.metrics))
-
-
-def json_text(metrics: dict[str, Any]) -> str:
-    """Metrics as a JSON document (also written into the Metrics artifact's file)."""
-    return json.dumps({k: float(v) for k, v in metrics.items()}, indent=2, sort_keys=True)
+    step.publish_metrics(metrics_artifact, outcome.metrics)
