@@ -21,8 +21,8 @@ _restore_logging = pytest.fixture(autouse=True)(exit_tasks.saved_step_loggers)
 def test_a_failed_run_sends_one_message_after_keeping_its_cluster(
     tmp_path, emulator, emulator_api, cluster_body
 ):
-    body = copy.deepcopy(cluster_body)
-    body["labels"] = {**body["labels"], "vsp-managed": "true"}
+    body = copy.deepcopy(cluster_body)  # created by the run that failed
+    body["labels"] = {**body["labels"], "vsp-managed": "true", "vsp-pipeline-run": "run-7"}
     emulator_api.create_running(CLUSTER, body)
     parameters = {
         "project": PROJECT,

@@ -12,7 +12,8 @@ import pytest
 from tests import cron_times
 from tests.pipelines.local import run_arguments
 from vsp import vertex_emulator
-from vsp.components.runtime.core import readable_time
+from vsp.components.runtime.cluster import resource as cluster_resource
+from vsp.components.runtime.core import readable_time, rest
 from vsp.pipelines.definitions import catalog
 from vsp.pipelines.local import run, summary
 
@@ -222,6 +223,26 @@ def test_bad_registration_parameters_fail_before_any_cluster_is_created(tmp_path
     # No create, no job: only the exit task's look-up of the (absent) cluster.
     assert [(e["method"], e["status"]) for e in failed.journal] == [("GET", 404)]
     assert failed.parameters["finalize-cluster"]["action"] == "absent"
+
+
+@pytest.mark.slow
+def test_a_run_failing_its_check_leaves_the_cluster_another_run_kept_as_it_was(
+    tmp_path, monkeypatch, emulator_factory
+):
+    kept = _run(tmp_path, monkeypatch, teardown_policy="keep")
+    assert kept.succeeded, kept.error
+    [labels] = _patch_labels(kept)
+    failed = _run(tmp_path, monkeypatch, teardown_policy="keep", model_id="Not A Model Id")
+    assert not failed.succeeded and "check-run-parameters" in failed.error
+    # The exit task read the cluster and changed nothing: it was never this run's.
+    assert [e["method"] for e in failed.journal] == ["GET"]
+    assert failed.parameters["finalize-cluster"]["action"] == "none"
+    fate = dict(summary.facts(failed))["cluster after the run"]
+    assert fate.startswith("none: the run ended before it created or reused the cluster")
+    emulator_factory(failed.state_dir)  # the state both runs left, served again to read it
+    ref = cluster_resource.ClusterRef("local-project", "us-central1", "vsplocal")
+    cluster = cluster_resource.ClusterResource(rest.VertexRestClient("us-central1"), ref).get()
+    assert {k: cluster["labels"][k] for k in labels} == labels
 
 
 def test_bad_training_parameters_fail_before_any_cluster_is_created(tmp_path, monkeypatch):

@@ -188,3 +188,58 @@ def test_a_cancelled_run_whose_cluster_another_run_uses_reports_it_kept_not_abse
     assert result.summary(REF).startswith(
         "kept: the run was cancelled, and another run uses the cluster; labelled in use until "
     )
+
+
+@pytest.mark.parametrize("state", ["FAILED", "CANCELLED"])
+def test_a_run_that_ended_before_using_a_kept_cluster_leaves_it_as_it_was(
+    emulator, emulator_api, cluster_body, client, state
+):
+    # Kept warm by last night's run; tonight's failed its parameter check (or was cancelled)
+    # before reusing it. Before, it was labelled "retry" with an expiry an hour on (a schedule
+    # failing hourly kept it for ever), or deleted although the next run would reuse it.
+    body = copy.deepcopy(cluster_body)
+    kept = {
+        "vsp-managed": "true",
+        gcp_labels.PIPELINE_RUN: "run-monday",
+        gcp_labels.LAST_RUN: "run-tuesday",
+        gcp_labels.TEARDOWN: "keep",
+        gcp_labels.EXPIRES_AT: "20991231t000000z",
+    }
+    body["labels"] = {**body["labels"], **kept}
+    emulator_api.create_running(CLUSTER, body)
+    before = len(emulator.journal())
+    result = exit_task.finalize(
+        client, REF, state=state, failure_keep_minutes=60.0, delete=resource(client).delete,
+        backoff=FAST, pipeline_run="run-wednesday",
+    )  # fmt: skip
+    assert result.action == "none"
+    assert result.reason == (
+        "the run ended before it created or reused the cluster, which stays as its last run "
+        "(run-tuesday) left it: labels and expiry unchanged"
+    )
+    assert [e["method"] for e in emulator.journal()[before:]] == ["GET"]
+    labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
+    assert {k: labels[k] for k in kept} == kept
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        {gcp_labels.PIPELINE_RUN: "run-wednesday"},  # it created the cluster
+        {gcp_labels.LAST_RUN: "run-wednesday"},  # it reused it
+        {gcp_labels.lease_key("run-wednesday"): "20991231t000000z"},  # it holds a claim
+    ],
+)
+def test_a_failed_run_that_used_the_cluster_keeps_it_for_a_retry(
+    emulator_api, cluster_body, client, mark
+):
+    body = copy.deepcopy(cluster_body)
+    body["labels"] = {**body["labels"], "vsp-managed": "true", **mark}
+    emulator_api.create_running(CLUSTER, body)
+    result = exit_task.finalize(
+        client, REF, state="FAILED", failure_keep_minutes=60.0, delete=resource(client).delete,
+        backoff=FAST, pipeline_run="run-wednesday",
+    )  # fmt: skip
+    assert result.action == "kept" and not result.in_use
+    labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
+    assert labels[gcp_labels.TEARDOWN] == exit_task.RETRY_LABEL_VALUE

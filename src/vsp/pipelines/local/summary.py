@@ -110,7 +110,12 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
         reaped = reap.get("Output") or []
         rows.append(("clusters reaped", ", ".join(reaped) if reaped else "none expired"))
     finalize = params.get("finalize-cluster")
-    if finalize and finalize.get("action") not in (None, "none"):
+    # "none" after a success: the decision acted; after a failure: the run never used it.
+    if (
+        finalize
+        and finalize.get("action")
+        and (finalize["action"] != "none" or not result.succeeded)
+    ):
         rows.append(("cluster after the run", str(finalize.get("summary") or finalize["action"])))
     return rows
 

@@ -7,7 +7,9 @@
 * after a failure it keeps the cluster for ``failure_keep_minutes`` with an expiry label (so
   retrying the failed run finds it warm; the reaper deletes it if nobody retries), or deletes
   it when that is 0. A cluster in ERROR is deleted: a retry could not use it, and
-  ``create_cluster`` would delete it anyway.
+  ``create_cluster`` would delete it anyway;
+* after a failure or a cancel before the run created, reused or claimed the cluster
+  (``used_by_run``), it leaves the cluster as the run that last used it left it.
 
 Nothing may be left running without an expiry, so one failed request does not end the task: a
 transient error or a failed operation (a DELETE or a label update whose operation ends in
@@ -105,6 +107,23 @@ def _idle_price(cluster: dict, location: str) -> float | None:
         return None
 
 
+def used_by_run(cluster: dict, pipeline_run: str) -> bool:
+    """Whether ``pipeline_run`` created the cluster, reused it, or holds a claim on it.
+
+    A run that failed or was cancelled before either (in its parameter check, or waiting to
+    start) leaves the cluster to the run that last used it: keeping it "for a retry" moved
+    another run's expiry an hour on (a schedule failing its check every hour kept the cluster
+    for ever), and cancelling deleted a cluster kept warm for the next run.
+    """
+    labels = cluster.get("labels") or {}
+    run = gcp_labels.run_value(pipeline_run)
+    return (
+        labels.get(gcp_labels.PIPELINE_RUN) == run
+        or labels.get(gcp_labels.LAST_RUN) == run
+        or gcp_labels.lease_key(pipeline_run) in labels
+    )
+
+
 def _once(
     client: rest.VertexRestClient,
     ref: resource.ClusterRef,
@@ -114,10 +133,21 @@ def _once(
     now: float,
     pipeline_run: str = "",
 ) -> FinalizeResult:
-    if state == "FAILED" and failure_keep_minutes > 0:
+    keep = state == "FAILED" and failure_keep_minutes > 0
+    if pipeline_run or keep:
         cluster = resource.ClusterResource(client, ref).get()
         if cluster is None:
-            return FinalizeResult("absent", "the run failed and there is no cluster to keep")
+            ended = "failed" if state == "FAILED" else "was cancelled"
+            return FinalizeResult("absent", f"the run {ended} and there is no cluster to end")
+        if pipeline_run and not used_by_run(cluster, pipeline_run):
+            labels = cluster.get("labels") or {}
+            last = labels.get(gcp_labels.LAST_RUN) or labels.get(gcp_labels.PIPELINE_RUN) or "?"
+            return FinalizeResult(
+                "none",
+                "the run ended before it created or reused the cluster, which stays as its last "
+                f"run ({last}) left it: labels and expiry unchanged",
+            )
+    if keep:
         if resource.cluster_state(cluster) == resource.ERROR:
             return _delete(
                 client,
