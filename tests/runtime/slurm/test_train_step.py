@@ -135,7 +135,8 @@ def test_hostile_parameters_reach_the_trainer_unchanged(cluster, tmp_path):
     hostile = ["it's", '"$(touch ' + str(marker) + ')"', "`id`", "a\nb", "; rm -rf /", "ünï"]
     dump = (
         "import json, os, sys; "
-        "json.dump([sys.argv[1:], os.environ['HOSTILE']], open('args.json', 'w'))"
+        "json.dump([sys.argv[1:], os.environ['HOSTILE']], open('args.json', 'w')); "
+        "os.makedirs(os.environ['VSP_MODEL_DIR']); open(os.environ['VSP_MODEL_DIR'] + '/m', 'w')"
     )
     spec = training(
         tmp_path, [sys.executable, "-c", dump, *hostile], environment={"HOSTILE": "$(id)'\n"}

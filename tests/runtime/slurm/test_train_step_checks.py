@@ -68,3 +68,24 @@ def test_a_model_register_model_would_refuse_is_warned_about_when_training_ends(
         in m
         for m in warned
     ), warned
+
+
+def test_a_trainer_that_exits_0_without_a_model_fails_the_training_step(cluster, tmp_path):
+    # It ended in success, and register_model then failed three times with "rerun the step".
+    spec = training(tmp_path, [sys.executable, "-c", "print('trained, forgot to save')"])
+    with pytest.raises(errors.UserError) as caught:
+        train(spec)
+    assert str(caught.value) == (
+        f"the trainer ended with success (exit 0), but model_dir {spec.model_dir} does not "
+        "exist: it wrote no model, and the trainer contract's exit 0 means the model is "
+        "written. Fix: make the trainer write its final model to $VSP_MODEL_DIR before it exits "
+        "0 (model_files.write_model_dir; docs/trainer-contract.md), or exit non-zero when it "
+        "cannot."
+    )
+    assert len(slurm_calls(cluster, SUBMIT)) == 1  # one job: a failure, not retried
+
+
+def test_an_empty_model_dir_fails_the_training_step_too(cluster, tmp_path):
+    makes = "import os; os.makedirs(os.environ['VSP_MODEL_DIR'])"
+    with pytest.raises(errors.UserError, match=r"model_dir \S+ is empty: it wrote no model"):
+        train(training(tmp_path, [sys.executable, "-c", makes]))

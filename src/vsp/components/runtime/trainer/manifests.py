@@ -212,7 +212,13 @@ def verify_model_dir(path: file_primitives.PathLike) -> dict[str, Any]:
     """
     root = Path(path)
     if not root.is_dir():
-        raise ModelDirError(root, ["the directory does not exist"])
+        raise ModelDirError(
+            root,
+            ["the directory does not exist"],
+            "check model_dir; if it is the training step's, its trainer wrote no model there: "
+            "make it write its final model to $VSP_MODEL_DIR (model_files.write_model_dir; "
+            "docs/trainer-contract.md). Rerunning this step alone cannot help.",
+        )
     try:
         manifest = json.loads((root / MANIFEST).read_bytes())
     except FileNotFoundError:

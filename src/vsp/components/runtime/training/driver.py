@@ -250,7 +250,9 @@ def supervise(
             pubsub_calls=loop.pubsub_calls(),
         )
     else:
-        problem = model_check.foreign_model_problem(model_dir, run_key)
+        problem = model_check.missing_model_problem(model_dir) or (
+            model_check.foreign_model_problem(model_dir, run_key)
+        )
         if problem:  # nothing to register: fail before the registration step runs
             log.error("%s", problem)
             failure = errors.UserError(problem)

@@ -35,6 +35,32 @@ def foreign_model_problem(model_dir: str, run_key: str) -> str:
     )
 
 
+def missing_model_problem(model_dir: str) -> str:
+    """Why the run has no model: ``model_dir`` is missing or empty though this step sees the
+    storage that holds it ('' when the model is there, or when the step cannot tell: the
+    bucket, or for a path off Cloud Storage the folder above, is not visible from here).
+
+    The trainer contract says exit 0 means the model is written: a trainer that skips the write
+    used to end the training step in success, and ``register_model`` then failed three times
+    with a fix that did not apply (rerun it)."""
+    local = gcs_paths.to_local_path(model_dir)
+    uri = gcs_paths.to_gcs_uri(model_dir)
+    if uri:
+        seen = gcs_paths.to_local_path("gs://" + uri[len("gs://") :].split("/", 1)[0])
+    else:
+        seen = local.parent
+    if not seen.is_dir() or (local.is_dir() and any(local.iterdir())):
+        return ""
+    state = "is empty" if local.is_dir() else "does not exist"
+    return (
+        f"the trainer ended with success (exit 0), but model_dir {model_dir} {state}: it wrote "
+        "no model, and the trainer contract's exit 0 means the model is written. Fix: make the "
+        "trainer write its final model to $VSP_MODEL_DIR before it exits 0 "
+        "(model_files.write_model_dir; docs/trainer-contract.md), or exit non-zero when it "
+        "cannot."
+    )
+
+
 def unregistrable_problem(model_dir: str) -> str:
     """Why ``register_model`` would refuse the model in ``model_dir`` ('' when it verifies, or
     when this step cannot see the folder: it is on the cluster's own storage)."""
