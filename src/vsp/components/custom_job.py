@@ -109,7 +109,8 @@ def train_custom_job(
             the derived run key, so two training tasks of one run, and the iterations of a
             ``dsl.ParallelFor``, never share jobs, while a retry of the task re-attaches. The
             checkpoints are under ``base_output_directory``: give each task (and each run that
-            must not resume an earlier one) its own.
+            must not resume an earlier one) its own; ``{run}`` in it becomes the pipeline
+            run's id.
 
     Returns:
         job_ids: CustomJob ids of every attempt, oldest first.

@@ -62,3 +62,35 @@ def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
     command = [sys.executable, "-m", "vsp.examples.trainer", *steps]
     subprocess.run(command, env=env, check=True, capture_output=True)
     assert trained.read_bytes() == (reference / "model" / "model.npz").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_state_folder_gets_its_preemptions_too(tmp_path, monkeypatch):
+    # The plan's count of fired preemptions was kept in the state folder: the second run saw
+    # none of its --preemptions and "survived" 0.
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = catalog.local_arguments("spot-custom-job-training", str(tmp_path / "shared"))
+    arguments["command"] = [
+        *arguments["command"][:3],
+        *["--steps", "100", "--seed", "7", "--step-seconds", "0.05"],
+    ]
+    arguments["poll_seconds"] = 0.2
+    # {run}: a folder per run (with one folder, the second run resumed the first's final
+    # checkpoint and trained nothing).
+    arguments["base_output_directory"] += "/{run}"
+    survived, folders = [], []
+    for _run in range(2):
+        result = run.run_local(
+            "spot-custom-job-training",
+            arguments,
+            state_dir=str(tmp_path / "emulator"),
+            pipeline_root=str(tmp_path / "outputs"),
+            settings=run.local_settings(0.3, preemptions=2, preempt_after=1.0),
+            in_process=True,
+        )
+        assert result.succeeded, result.error
+        metrics = json.loads(pathlib.Path(result.outputs["train-custom-job/metrics"]).read_text())
+        survived.append(metrics["preemptions"])
+        folders.append(result.parameters["train-custom-job"]["checkpoint_dir"])
+    assert survived == [2, 2]
+    assert folders[0] != folders[1] and "{run}" not in "".join(folders)

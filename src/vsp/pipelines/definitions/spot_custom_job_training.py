@@ -60,7 +60,9 @@ def build(components: dict):
 
         Args:
             project: Google Cloud project id.
-            base_output_directory: gs:// prefix of checkpoints (AIP_CHECKPOINT_DIR) and model.
+            base_output_directory: gs:// prefix of checkpoints (AIP_CHECKPOINT_DIR) and model;
+                ``{run}`` in it becomes the run's id (a folder per run of a schedule: with one
+                folder, each run resumes from the final checkpoint of the run before).
             model_id: Model Registry id; a new version is added when the model exists.
             serving_image: Serving container image of the registered model.
             location: Vertex AI region.

@@ -45,7 +45,9 @@ def emulator_for_run(
     """Yields the emulator state dir in use (None for an external emulator set by env).
 
     A cluster ``cluster_id`` kept warm by an earlier run gets the settings' preemption plan
-    afresh, so a run that reuses it sees the same injected preemptions as one that creates it.
+    afresh, so a run that reuses it sees the same injected preemptions as one that creates it;
+    so do CustomJobs, whose plan counts its preemptions across the state folder (a second run
+    on one state folder saw none of its ``--preemptions``).
     """
     if rest.emulator_host():
         log.info("using the emulator at %s", rest.emulator_host())
@@ -76,6 +78,7 @@ def emulator_for_run(
         # clusters of several projects (NOT_FOUND): left alone.
         with contextlib.suppress(Exception):
             server.app.slurm.clear_preemption_plan(cluster_id)
+    server.app.custom_jobs.clear_preemption_plan()  # the settings' plan, its count at 0
     # Emulated Cloud Storage: gs://BUCKET/PATH lives at {state}/gcs/BUCKET/PATH, for the jobs
     # (set by the emulator) and for the steps that read checkpoints and models.
     changes = {rest.EMULATOR_ENV: server.address, gcs_paths.GCS_FUSE_ROOT_ENV: str(state / "gcs")}

@@ -61,6 +61,10 @@ def main(
     given = {"command": command, "args": args, "env": env, "package_uris": package_uris}
     given |= {"labels": labels, **job}
     step.run_step("train_custom_job", lambda: param_rules.check("train_custom_job", given))
+    pipeline_run = run_identity.ensure(pipeline_run, "train_custom_job")
+    base = job.get("base_output_directory")
+    if isinstance(base, str):  # {run}: a folder per run, so a schedule's runs never chain
+        job["base_output_directory"] = run_identity.expand_run_token(base, pipeline_run)
     training = CustomJobTraining(
         **job,
         command=[str(c) for c in command],
