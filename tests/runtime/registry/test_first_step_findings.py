@@ -320,3 +320,23 @@ def test_the_rules_constants_match_what_the_steps_add():
     assert len(added) == param_rules.MODEL_PROVENANCE_LABELS
     names = {contract.CHECKPOINT_DIR_ENV, contract.MODEL_DIR_ENV, contract.ATTEMPT_ENV}
     assert param_rules.STEP_ENV == names | {contract.RUN_KEY_ENV, beacon.DIR_ENV}
+
+
+def test_problems_of_every_check_are_reported_at_once():
+    # Only the first check's problems were reported (spot_max_nodes here): a user fixed one,
+    # ran again and met the next, as many times as there were checks.
+    error = refused(
+        spot_max_nodes=-1,
+        max_preemptions=-1,
+        schedule_cron="every day",
+        model_id="Not A Model Id",
+    )
+    assert error.fields[0] == "spot_max_nodes"
+    text = str(error)
+    assert "max_preemptions" in text and "schedule_cron" in text and "model_id" in text, text
+    assert text.startswith("the run's parameter set is invalid (4 problems):"), text
+
+
+def test_a_check_whose_value_was_reported_is_not_run_again():
+    # interval_hours refused by its rule, then again by the teardown inputs as interval_seconds.
+    assert refused(interval_hours=1e15, model_id="Bad Id").fields == ["interval_hours", "model_id"]

@@ -14,6 +14,7 @@ an ``InvalidArgumentError`` is a ``UserError``, an ``UnavailableError`` is a ``T
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 EXIT_USER_ERROR = 2
@@ -103,11 +104,12 @@ _PLURAL_ENDINGS = ("parameters", "options", "inputs", "tags")
 class SpecValidationError(UserError):
     """A request spec failed validation before any API call was made."""
 
-    def __init__(self, what: str, problems: list[SpecProblem]):
+    def __init__(self, what: str, problems: list[SpecProblem], notes: Sequence[str] = ()):
         self.what = what
         self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        count = len(self.problems)
+        self.notes = list(notes)  # problems found by checks that say them in a sentence
+        lines = "\n".join([f"  - {p}" for p in self.problems] + [f"  - {n}" for n in notes])
+        count = len(self.problems) + len(self.notes)
         noun = "problem" if count == 1 else "problems"
         verb = "are" if what.endswith(_PLURAL_ENDINGS) else "is"
         super().__init__(f"{what} {verb} invalid ({count} {noun}):\n{lines}")

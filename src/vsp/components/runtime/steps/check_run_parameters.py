@@ -14,8 +14,8 @@ steps apply, and reports every problem at once (``errors.SpecValidationError``, 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
 
 from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.core import errors, param_rules, step
@@ -23,6 +23,8 @@ from vsp.components.runtime.steps import run_checks
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import prewarm_intents
 from vsp.components.runtime.training import code_check, options_check
+
+T = TypeVar("T")
 
 TRAINING_NAMES = (
     "command", "working_directory", "environment", "nodes", "gpus_per_node",
@@ -64,6 +66,20 @@ FLAT_RULES = {
 }
 
 
+# What each later check reads (by the name a problem of the first pass gives it): a check whose
+# values were already reported is not run.
+TEARDOWN_READS = (
+    "teardown_policy", "policy", "schedule_cron", "interval_hours", "idle_price_per_hour",
+    "provisioning_minutes", "provisioning_price_per_hour", "delay_penalty_per_hour",
+    "shrunk_price_per_hour", "scale_up_minutes", "prewarm_margin_minutes", "prewarm_dir",
+)  # fmt: skip
+CLUSTER_READS = ("cluster_spec", "machine_type", "spot_max_nodes", "ondemand_max_nodes")
+REGISTER_READS = (
+    "model_id", "serving_image", "model_dir", "version_aliases", "model_labels", "labels",
+    "gate", "failure_keep_minutes", "price_file", "location", "checkpoint_dir",
+)  # fmt: skip
+
+
 # The flag of this step that says whether a pipeline runs the component at all.
 CHECKED_BY = {
     "train_on_cluster": "check_training",
@@ -89,6 +105,14 @@ def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
             not take (every such name listed, with the names it does take), or a value
             breaks its rule.
     """
+    merged, problems = _merged(params)
+    if problems:
+        raise errors.SpecValidationError("the run's parameter set", problems)
+    return merged
+
+
+def _merged(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[errors.SpecProblem]]:
+    """``with_groups``'s parameters and the problems it found, without raising."""
     merged = {k: v for k, v in params.items() if k not in (*GROUPS, "option_names")}
     allowed_by_group = params.get("option_names") or {}
     problems = []
@@ -123,76 +147,121 @@ def with_groups(params: Mapping[str, Any]) -> dict[str, Any]:
         if given and name not in overridden and needed is not False:
             found = param_rules.problems(component, {rule_name: merged[name]})
             problems += [dataclasses.replace(p, field=name) for p in found]
-    if problems:
-        raise errors.SpecValidationError("the run's parameter set", problems)
-    return merged
+    return merged, problems
 
 
 def check_component_params(params: Mapping[str, Any]) -> bool:
     """Raises ``errors.SpecValidationError`` listing every problem; returns True otherwise.
 
+    The checks run one after the other, each on the values the ones before accepted, and every
+    problem of every check is reported at once: the groups' and flat values' rules, the
+    teardown inputs, the training bounds, GPUs and staged code, then registration. A check that
+    breaks on a value an earlier one already reported is left out (its error would repeat it).
+
     Args:
         params: Every parameter of the ``check_run_parameters`` component by name (see its
             docstring), as the step receives them.
     """
-    p = with_groups(params)
+    p, problems = _merged(params)
+    notes: list[str] = []
+
+    def gather(check: Callable[[], T], reads: Collection[str]) -> T | None:
+        reported = {problem.field.rpartition(".")[2] for problem in problems}
+        if reported & set(reads):
+            return None  # it would say again what is said: its value is not applied
+        try:
+            return check()
+        except errors.SpecValidationError as exc:
+            problems.extend(exc.problems)
+            notes.extend(exc.notes)
+        except errors.UserError as exc:
+            notes.append(str(exc))
+        except Exception:
+            if not (problems or notes):
+                raise
+        return None
+
     inputs = None
     if p["check_teardown"]:
-        inputs = teardown_inputs.component_inputs(
-            policy=p["teardown_policy"],
-            schedule_cron=p["schedule_cron"],
-            interval_hours=p["interval_hours"],
-            idle_price_per_hour=p["idle_price_per_hour"],
-            provisioning_minutes=p["provisioning_minutes"],
-            provisioning_price_per_hour=p["provisioning_price_per_hour"],
-            delay_penalty_per_hour=p["delay_penalty_per_hour"],
-            shrunk_price_per_hour=p["shrunk_price_per_hour"],
-            scale_up_minutes=p["scale_up_minutes"],
-            prewarm_margin_minutes=_prewarm_option(params, "prewarm_margin_minutes", 0.0),
-        )
-        prewarm_intents.check_folder_given(
-            inputs.prewarm_margin_minutes,
-            _prewarm_option(params, "prewarm_dir", ""),
-            group="teardown_options.",
-        )
+        inputs = gather(lambda: _teardown_inputs(params, p), TEARDOWN_READS)
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
-        cluster = dict(p["cluster_spec"] or {}) or (
-            builder.build_cluster_spec(
-                machine_type=p["machine_type"],
-                spot_max_nodes=p["spot_max_nodes"],
-                ondemand_max_nodes=p["ondemand_max_nodes"],
-                validate=False,  # create_cluster validates the spec itself
-            ).to_request_body()
-        )
+        cluster = gather(lambda: _cluster_body(p), CLUSTER_READS)
     training = {}
     if p["check_training"]:
         # The group's bounded names this step has no parameter for (timeout_seconds, ...).
-        grouped = dict(params.get("training_options") or {})
-        training = options_check.component_params({**grouped, **{k: p[k] for k in TRAINING_NAMES}})
-        _check_gpus(p)
-        _check_code(params.get("training_options") or {})
+        options = params.get("training_options") or {}
+        grouped = dict(options) if isinstance(options, Mapping) else {}  # else: reported
+        training = gather(
+            lambda: options_check.component_params(
+                {**grouped, **{k: p[k] for k in TRAINING_NAMES}}
+            ),
+            (*TRAINING_NAMES, *grouped),
+        )
+        gather(lambda: _check_gpus(p), ("gpus_per_node", "accelerator_count", "cluster_spec"))
+        gather(lambda: _check_code(grouped), ("code_uri", "code_sha256", "code_cache_dir"))
     extra: dict[str, Any] = {}
     if p["check_checkpoint_dir"]:
         extra["checkpoint_dir"] = p["checkpoint_dir"]
-    run_checks.check_run(
-        {
-            "model_id": p["model_id"],
-            "serving_image": p["serving_image"],
-            "model_dir": p["model_dir"],
-            "version_aliases": list(p["version_aliases"] or []),
-            "labels": dict(p["model_labels"] or {}),
-            "gate": (params.get("model_options") or {}).get("gate", ""),
-        },
-        inputs,
-        failure_keep_minutes=p["failure_keep_minutes"],
-        price_file=p["price_file"],
-        cluster=cluster,
-        location=p["location"],
-        training=training,
-        **extra,
+    gather(
+        lambda: run_checks.check_run(
+            {
+                "model_id": p["model_id"],
+                "serving_image": p["serving_image"],
+                "model_dir": p["model_dir"],
+                "version_aliases": list(p["version_aliases"] or []),
+                "labels": dict(p["model_labels"] or {}),
+                "gate": (params.get("model_options") or {}).get("gate", ""),
+            },
+            inputs,
+            failure_keep_minutes=p["failure_keep_minutes"],
+            price_file=p["price_file"],
+            cluster=cluster,
+            location=p["location"],
+            training=training or {},
+            **extra,
+        ),
+        REGISTER_READS,
     )
+    if len(notes) == 1 and not problems:
+        raise errors.UserError(notes[0])
+    if problems or notes:
+        raise errors.SpecValidationError("the run's parameter set", problems, notes)
     return True
+
+
+def _teardown_inputs(params: Mapping[str, Any], p: Mapping[str, Any]) -> Any:
+    """The teardown decision's inputs, checked as ``decide_teardown`` checks them."""
+    inputs = teardown_inputs.component_inputs(
+        policy=p["teardown_policy"],
+        schedule_cron=p["schedule_cron"],
+        interval_hours=p["interval_hours"],
+        idle_price_per_hour=p["idle_price_per_hour"],
+        provisioning_minutes=p["provisioning_minutes"],
+        provisioning_price_per_hour=p["provisioning_price_per_hour"],
+        delay_penalty_per_hour=p["delay_penalty_per_hour"],
+        shrunk_price_per_hour=p["shrunk_price_per_hour"],
+        scale_up_minutes=p["scale_up_minutes"],
+        prewarm_margin_minutes=_prewarm_option(params, "prewarm_margin_minutes", 0.0),
+    )
+    prewarm_intents.check_folder_given(
+        inputs.prewarm_margin_minutes,
+        _prewarm_option(params, "prewarm_dir", ""),
+        group="teardown_options.",
+    )
+    return inputs
+
+
+def _cluster_body(p: Mapping[str, Any]) -> dict[str, Any]:
+    """The cluster the teardown prices: the spec given, else the flat parameters' one."""
+    return dict(p["cluster_spec"] or {}) or (
+        builder.build_cluster_spec(
+            machine_type=p["machine_type"],
+            spot_max_nodes=p["spot_max_nodes"],
+            ondemand_max_nodes=p["ondemand_max_nodes"],
+            validate=False,  # create_cluster validates the spec itself
+        ).to_request_body()
+    )
 
 
 def _prewarm_option(params: Mapping[str, Any], name: str, default: Any) -> Any:
