@@ -127,6 +127,8 @@ def test_user_error_budget_exhausted_reports_exit_code_and_log_tail(cluster, tmp
         train(training(tmp_path, crash), max_user_failures=1)
     assert "exit code 3" in str(info.value)
     assert "loss is nan at step 7" in str(info.value)
+    last = job_log(tmp_path / "shared", 2)  # the second and last job
+    assert str(info.value).endswith(f"(the whole log: {last})")  # where the rest of it is
     assert len(slurm_calls(cluster, SUBMIT)) == 2
 
 

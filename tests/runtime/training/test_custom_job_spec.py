@@ -6,8 +6,9 @@ import pytest
 
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.core.outcome import Outcome
-from vsp.components.runtime.training.backends.custom_job import classify
+from vsp.components.runtime.training.backends.custom_job import CustomJobBackend, classify
 from vsp.components.runtime.training.backends.custom_job_spec import CustomJobTraining
+from vsp.components.runtime.training.recovery import Attempt, Target
 
 SPEC = CustomJobTraining(
     display_name="llm",
@@ -177,3 +178,14 @@ def test_long_run_keys_keep_distinct_labels():
     )
     assert a != b and len(a) <= 63 and len(b) <= 63
     assert gcp_labels.unique_value("run-1") == "run-1"
+
+
+def test_a_failed_jobs_log_is_named_by_a_cloud_logging_link():
+    # It named the job's REST URL, which holds no log.
+    backend = CustomJobBackend(None, "projects/p1/locations/us-central1", SPEC)
+    attempt = Attempt("123", Target("spot", spot=True))
+    assert backend.log_tail(attempt) == (
+        "(the job's log is in Cloud Logging, resource ml_job, job_id 123: "
+        "https://console.cloud.google.com/logs/query;query=resource.type%3D%22ml_job%22%0A"
+        "resource.labels.job_id%3D%22123%22?project=p1)"
+    )

@@ -129,8 +129,11 @@ def test_user_failure_budget_exhausted_names_exit_code_and_log_tail():
 def test_preemption_budget_exhausted_is_transient():
     preempted = [(R, 0), (Outcome.PREEMPTED, 0)]
     backend = ScriptedBackend([preempted] * 3)
-    with pytest.raises(errors.TransientError, match="preemption budget exhausted: 3"):
+    with pytest.raises(errors.TransientError, match="preemption budget exhausted: 3") as info:
         supervise(backend, max_preemptions=2).run()
+    # The last attempt's log tail too (it was left out of every error but a user failure).
+    tail = "last lines of the job's log:\nTraceback...\nValueError: bad learning rate"
+    assert str(info.value).endswith(tail)
 
 
 def test_capacity_deadline_moves_a_pending_spot_job_to_the_fallback():

@@ -76,12 +76,14 @@ class LogFollower:
 
 
 def tail(path: str, lines: int = 20) -> str:
-    """The last ``lines`` lines of a log file, or where it is when not visible from here."""
+    """The last ``lines`` lines of a log file and where the whole of it is, or only where it
+    is when not visible from here."""
     try:
         with open(gcs_paths.to_local_path(path), errors="replace") as handle:
-            return "".join(collections.deque(handle, maxlen=lines)).rstrip()
+            last = "".join(collections.deque(handle, maxlen=lines)).rstrip()
     except OSError:
         return f"(log not readable from this step: {path} on the cluster)"
+    return f"{last}\n(the whole log: {path})"
 
 
 def file_path(pattern: str, job_id: str, job_name: str) -> str:

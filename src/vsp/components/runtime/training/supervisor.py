@@ -393,8 +393,8 @@ class TrainingSupervisor:
             if decision.resubmit:
                 self._submit(decision.target)
                 continue
+            tail = self.backend.log_tail(current)
+            shown = f"\n{LOG_TAIL_HEADING}\n{tail}" if tail else ""
             if current.outcome is Outcome.USER_FAILURE or current.hung_because:
-                tail = self.backend.log_tail(current)
-                shown = f"\n{LOG_TAIL_HEADING}\n{tail}" if tail else ""
                 raise errors.UserError(f"training failed: {decision.reason}{shown}")
-            raise errors.TransientError(f"training did not finish: {decision.reason}")
+            raise errors.TransientError(f"training did not finish: {decision.reason}{shown}")

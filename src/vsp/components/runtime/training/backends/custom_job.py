@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import urllib.parse
 from typing import Any
 
 from vsp.components.runtime.core import errors, gcp_labels, rest
@@ -131,7 +132,14 @@ class CustomJobBackend(TrainingBackend):
         return self.client.url(self._path(attempt.job_id))
 
     def log_tail(self, attempt: Attempt) -> str:
-        return f"(see the job's logs in Cloud Logging: {self.uri(attempt)})"
+        project = self.parent.split("/")[1]
+        query = urllib.parse.quote(
+            f'resource.type="ml_job"\nresource.labels.job_id="{attempt.job_id}"', safe=""
+        )
+        return (
+            f"(the job's log is in Cloud Logging, resource ml_job, job_id {attempt.job_id}: "
+            f"https://console.cloud.google.com/logs/query;query={query}?project={project})"
+        )
 
     def api_calls(self) -> int | None:
         sent = getattr(self.client, "requests_sent", None)  # None: a stand-in client
