@@ -160,7 +160,20 @@ class ClusterManager:
             reuse_action = "attached" if mine else "reused"
             mask = self._reconcile(spec, cluster)
             shrunk = gcp_labels.is_shrunk(cluster.get("labels"))
-            if mask and (self.options.update_policy == "apply" or shrunk):
+            users = ""
+            if mask and not shrunk and self.options.update_policy == "apply":
+                users = self.options.other_users(cluster) if self.options.other_users else ""
+            if users:
+                log.warning(
+                    "cluster %s differs from the spec in %s, but another run uses it (%s): not "
+                    "updating it, as a smaller or changed pool would take nodes from under that "
+                    "run's jobs; this run uses the cluster as it is. Fix: apply the change when "
+                    "the cluster is idle (a later run, or update_policy apply then)",
+                    self.ref.cluster_id,
+                    ", ".join(mask),
+                    users,
+                )
+            elif mask and (self.options.update_policy == "apply" or shrunk):
                 if shrunk:
                     log.info("cluster %s was shrunk: scaling it back up", self.ref.cluster_id)
                 cluster = self._update(spec, body, cluster, mask)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from vsp.components.runtime.cluster import rules_base
@@ -106,6 +106,8 @@ class ClusterOptions:
         max_attempts: How many create/recreate rounds before giving up.
         backoff: Delay schedule of the waits.
         clock: Time source (tests inject ``polling.FakeClock``).
+        other_users: Given a reused cluster, who else uses it ('' = nobody; None: not
+            asked): an update is not applied under another run's jobs.
     """
 
     timeout: float = 7200.0
@@ -113,6 +115,7 @@ class ClusterOptions:
     max_attempts: int = 3
     backoff: polling.Backoff = polling.Backoff(initial=2.0, maximum=30.0)
     clock: polling.Clock = dataclasses.field(default_factory=polling.RealClock)
+    other_users: Callable[[dict[str, Any]], str] | None = None
 
 
 def cluster_state(cluster: dict[str, Any]) -> str:

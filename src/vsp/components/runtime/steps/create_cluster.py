@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import math
 from typing import Any
@@ -15,6 +16,7 @@ from vsp.components.runtime.cluster import builder, ops, rules
 from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, rest, step
+from vsp.components.runtime.teardown import in_use
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +129,8 @@ def create_cluster(
     options.timeout = timeout_seconds
     options.update_policy = update_policy
     client = rest.VertexRestClient(location)
+    if options.other_users is None:
+        options.other_users = functools.partial(_other_users, client, ref, pipeline_run)
     manager = ops.ClusterManager(
         cluster_resource.ClusterResource(
             client, ref, gcp_resources_path=gcp_resources_path, options=options
@@ -139,6 +143,20 @@ def create_cluster(
         result = manager.ensure(spec, managed_labels(pipeline_run))
     log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
     return result
+
+
+def _other_users(
+    client: rest.VertexRestClient,
+    ref: cluster_resource.ClusterRef,
+    pipeline_run: str,
+    cluster: dict[str, Any],
+) -> str:
+    """Who else uses the reused ``cluster``: other runs' live claims and unfinished jobs."""
+    users = [
+        *in_use.foreign_leases(cluster, pipeline_run),
+        *in_use.active_foreign_jobs(client, ref, pipeline_run),
+    ]
+    return in_use.describe(users)
 
 
 def _claim(
