@@ -65,23 +65,55 @@ def test_live_schedule_with_the_same_name_is_refused(template):
     assert fake.calls == [("GET", f"v1/{PARENT}/schedules", {"filter": 'display_name="nightly"'})]
 
 
-def test_replace_deletes_then_creates_and_completed_ones_do_not_count(template):
+def test_replace_creates_then_deletes_and_completed_ones_do_not_count(template):
     live = {"name": f"{PARENT}/schedules/1", "displayName": "nightly", "state": "ACTIVE"}
     done = {"name": f"{PARENT}/schedules/2", "displayName": "nightly", "state": "COMPLETED"}
+    new = {"name": f"{PARENT}/schedules/3", "displayName": "nightly", "state": "ACTIVE"}
     fake = FakeRest(
-        get=[{"schedules": [live, done], "nextPageToken": "t"}, {}],
+        get=[{"schedules": [live, done], "nextPageToken": "t"}, {}, {"schedules": [new, done]}],
         delete=[{"name": f"{PARENT}/operations/9", "done": True}],
-        post=[{"name": f"{PARENT}/schedules/3"}],
+        post=[new],
     )
     client = schedules.SchedulesClient(fake, clock=polling.FakeClock())
-    assert client.create(_schedule(template), replace=True) == {"name": f"{PARENT}/schedules/3"}
+    assert client.create(_schedule(template), replace=True) == new
+    # The old one is deleted only once the new one exists, then the name is looked at again.
     assert [(c[0], c[1].rsplit("/", 1)[-1]) for c in fake.calls] == [
         ("GET", "schedules"),
         ("GET", "schedules"),
-        ("DELETE", "1"),
         ("POST", "schedules"),
+        ("DELETE", "1"),
+        ("GET", "schedules"),
     ]
     assert fake.calls[1][2] == {"filter": 'display_name="nightly"', "pageToken": "t"}
+
+
+def test_a_refused_replacement_leaves_the_old_schedule(template):
+    # It deleted the old one first: a 403 on the create left the pipeline with no schedule.
+    live = {"name": f"{PARENT}/schedules/1", "displayName": "nightly", "state": "ACTIVE"}
+    denied = errors.UserError("POST schedules -> 403 PERMISSION_DENIED")
+    fake = FakeRest(get=[{"schedules": [live]}], post=[denied])
+    client = schedules.SchedulesClient(fake, clock=polling.FakeClock())
+    with pytest.raises(errors.UserError, match="PERMISSION_DENIED"):
+        client.create(_schedule(template), replace=True)
+    assert [c[0] for c in fake.calls] == ["GET", "POST"]  # no DELETE
+
+
+@pytest.mark.parametrize("ours_first", [True, False])
+def test_two_creates_racing_under_one_name_keep_the_earlier(template, ours_first):
+    ours = {"name": f"{PARENT}/schedules/5", "displayName": "nightly", "state": "ACTIVE"}
+    theirs = {"name": f"{PARENT}/schedules/4", "displayName": "nightly", "state": "ACTIVE"}
+    ours["createTime"] = "2026-12-06T02:00:00.100Z" if ours_first else "2026-12-06T02:00:00.300Z"
+    theirs["createTime"] = "2026-12-06T02:00:00.200Z"
+    fake = FakeRest(
+        get=[{}, {"schedules": [theirs, ours]}],
+        post=[ours],
+        delete=[{"name": f"{PARENT}/operations/9", "done": True}],
+    )
+    client = schedules.SchedulesClient(fake, clock=polling.FakeClock())
+    kept = client.create(_schedule(template))
+    assert kept == (ours if ours_first else theirs)
+    deletes = [c[1].rsplit("/", 1)[-1] for c in fake.calls if c[0] == "DELETE"]
+    assert deletes == ([] if ours_first else ["5"])  # the later one deletes itself
 
 
 def test_schedule_filter_escapes_quotes():

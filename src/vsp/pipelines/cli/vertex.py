@@ -302,7 +302,11 @@ def submit(job_id: str | None, code_dir: str | None, **options: Any) -> None:
 @click.option("--start-time", default=None, help="RFC 3339, e.g. 2025-01-31T03:00:00Z.")
 @click.option("--end-time", default=None, help="RFC 3339; no run starts after it.")
 @click.option("--allow-queueing/--no-allow-queueing", default=None, help="Queue extra runs.")
-@click.option("--replace", is_flag=True, help="Delete a live schedule of the same name first.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a live schedule of the same name (deleted once this one exists).",
+)
 @common.handle_errors
 def schedule(
     cron: str,

@@ -12,7 +12,8 @@ the schedule's cron: the pipeline's keep-or-delete decision for the cluster read
 
 No duplicate schedules: before creating, the schedules with the same display name are listed;
 an ``ACTIVE`` or ``PAUSED`` one makes the create fail unless ``replace`` is asked for, which
-deletes them first. A create whose answer was lost is followed by the same lookup, not a resend.
+deletes them once the new one exists. A create whose answer was lost is followed by the same
+lookup, not a resend; two creates racing under one name converge on one schedule.
 
 Why REST by hand and not google-cloud-aiplatform's ``PipelineJob``/``PipelineJobSchedule``,
 which cover this service: the same requests as the steps' (``core.rest``, one retry policy and
@@ -235,9 +236,14 @@ class SchedulesClient:
     def create(self, request: ScheduleRequest, *, replace: bool = False) -> dict[str, Any]:
         """Creates the schedule unless a live one has the same display name.
 
+        With ``replace`` the live ones are deleted once the new one exists: a create the
+        service refuses (a missing permission) leaves the old schedule running, where deleting
+        first left none. Two creates racing under one name both land; each then lists the name
+        again, and the one created later deletes itself (``_one_per_name``).
+
         Args:
             request: The schedule.
-            replace: Delete live schedules with the same display name first.
+            replace: Delete live schedules with the same display name after creating this one.
 
         Raises:
             errors.UserError: A live schedule has the name and ``replace`` is False.
@@ -251,15 +257,43 @@ class SchedulesClient:
                 f"exists: {names}. Fix: pass --replace to delete it and create this one, pick "
                 "another --display-name, or delete it in the console."
             )
-        for schedule in existing:
-            log.info("deleting schedule %s (replaced)", schedule["name"])
-            self.delete(schedule["name"])
+        replaced = {schedule["name"] for schedule in existing}
         try:
-            return self.client.post(f"{jobs.API_VERSION}/{parent}/schedules", request.body())
+            created = self.client.post(f"{jobs.API_VERSION}/{parent}/schedules", request.body())
         except errors.TransientError as exc:
             log.warning("create of schedule got no usable answer (%s): looking it up", exc)
             self.clock.sleep(next(jobs.CREATE_BACKOFF.delays()))
-            found = self.live(parent, request.display_name)
-            if found:
-                return found[0]
-            raise
+            found = [
+                s for s in self.live(parent, request.display_name) if s["name"] not in replaced
+            ]
+            if not found:
+                raise
+            created = found[0]
+        for schedule in existing:
+            log.info("deleting schedule %s (replaced by %s)", schedule["name"], created["name"])
+            self.delete(schedule["name"])
+        return self._one_per_name(parent, request.display_name, created, replaced)
+
+    def _one_per_name(
+        self, parent: str, display_name: str, created: dict[str, Any], replaced: set[str]
+    ) -> dict[str, Any]:
+        """The one live schedule of ``display_name`` after a create: when another create of
+        the name raced this one, every racer keeps the same one (the earliest created, then
+        the lowest name) and deletes its own if it is not that one."""
+        live = [s for s in self.live(parent, display_name) if s["name"] not in replaced]
+        if not any(s["name"] == created["name"] for s in live):
+            live.append(created)
+        if len(live) < 2:
+            return created
+        kept = min(live, key=lambda s: (str(s.get("createTime") or ""), s["name"]))
+        if kept["name"] == created["name"]:
+            return created
+        log.warning(
+            "schedule %s was created at the same time as this one under the name %r: keeping "
+            "it and deleting this one (%s), so the pipeline runs once per tick",
+            kept["name"],
+            display_name,
+            created["name"],
+        )
+        self.delete(created["name"])
+        return kept
