@@ -125,7 +125,8 @@ def local_arguments(out: pathlib.Path) -> dict:
             *("-m", "vsp.examples.trainer", "--steps", "40", "--step-seconds", "0.1"),
         ],
         "working_directory": os.path.join(home, NAME),
-        "model_dir": f"gs://{catalog.LOCAL_BUCKET}/{NAME}/model",
+        # {run}: a folder per run, so a second run does not rewrite the model of version 1.
+        "model_dir": f"gs://{catalog.LOCAL_BUCKET}/{NAME}/model/{{run}}",
         "model_id": "my-spot-model",
         "serving_image": catalog.LOCAL_MODEL["serving_image"],
         "poll_seconds": 0.5,

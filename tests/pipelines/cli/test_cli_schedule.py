@@ -183,3 +183,24 @@ def test_schedule_with_a_pre_warm_names_the_reaper_that_must_read_its_folder(emu
     quiet = _run([*args, "--replace"])
     assert quiet.exit_code == 0, quiet.output
     assert "reap-expired-clusters" not in quiet.stderr
+
+
+def test_schedule_warns_about_folders_every_run_would_share(emulator, tmp_path):
+    template = write_cron_template(tmp_path, model_dir="STRING")
+    fixed = _run(
+        _schedule_args(
+            template,
+            "--param",
+            "model_dir=/gcs/b/model",
+            "--display-name",
+            "fixed",
+            "--dry-run",
+        )
+    )
+    assert (
+        "warning: model_dir = '/gcs/b/model' has no {run}, so each run writes its model over "
+        "the folder of the versions registered before. Fix: /gcs/b/model/{run} gives every run "
+        "its own folder." in fixed.stderr
+    )
+    per_run = _run(_schedule_args(template, "--param", "model_dir=/gcs/b/model/{run}", "--dry-run"))
+    assert per_run.exit_code == 0 and "has no {run}" not in per_run.stderr

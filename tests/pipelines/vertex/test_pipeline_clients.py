@@ -154,3 +154,19 @@ def test_publish_validation_before_any_upload(template, host, tags, path, field)
     with pytest.raises(errors.SpecValidationError) as raised:
         templates.publish(path or template, host, tags, upload)
     assert raised.value.fields == [field]
+
+
+def test_shared_folder_warnings_name_each_folder_without_a_run_token():
+    values = {
+        "model_dir": "gs://b/model/{run}",
+        "base_output_directory": "gs://b/out/",
+        "training_options": {"checkpoint_dir": "/gcs/b/ckpt"},
+    }
+    assert schedules.shared_folder_warnings(values) == [
+        "base_output_directory = 'gs://b/out/' has no {run}, so each run writes its model over "
+        "the folder of the versions registered before. Fix: gs://b/out/{run} gives every run "
+        "its own folder.",
+        "training_options.checkpoint_dir = '/gcs/b/ckpt' has no {run}, so each run resumes from "
+        "the checkpoint the run before left. Fix: /gcs/b/ckpt/{run} gives every run its own "
+        "folder.",
+    ]

@@ -321,6 +321,8 @@ def schedule(
     """Create a cron schedule of runs (refused when a live one has the same display name)."""
     job = _job_request(options, cron=cron)
     _warn_caching(job.enable_caching)
+    for warning in schedules.shared_folder_warnings(job.parameter_values):
+        click.echo(f"warning: {warning}", err=True)
     request = schedules.ScheduleRequest(
         job=job,
         display_name=job.display_name or "",

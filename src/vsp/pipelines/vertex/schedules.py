@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vsp.components.runtime.cluster.rules_base import Problems
-from vsp.components.runtime.core import errors, operations, polling, rest
+from vsp.components.runtime.core import errors, operations, polling, rest, run_identity
 from vsp.components.runtime.teardown import cadence
 from vsp.pipelines.vertex import jobs
 
@@ -297,3 +297,36 @@ class SchedulesClient:
         )
         self.delete(created["name"])
         return kept
+
+
+def shared_folder_warnings(values: Mapping[str, Any]) -> list[str]:
+    """What a schedule's fixed folders do: every run gets the same parameters, so a model or
+    output folder without ``{run}`` is written by each run over the one before, under the
+    versions registered earlier, and a fixed ``checkpoint_dir`` makes each run resume from the
+    run before.
+
+    Args:
+        values: The runs' parameter values (option groups as dicts).
+    """
+    training = values.get("training_options")
+    found = {
+        "model_dir": values.get("model_dir"),
+        "base_output_directory": values.get("base_output_directory"),
+        "training_options.checkpoint_dir": (
+            training.get("checkpoint_dir") if isinstance(training, Mapping) else None
+        ),
+    }
+    warnings = []
+    for name, value in found.items():
+        if not isinstance(value, str) or not value or run_identity.RUN_TOKEN in value:
+            continue
+        what = (
+            "each run resumes from the checkpoint the run before left"
+            if name.endswith("checkpoint_dir")
+            else "each run writes its model over the folder of the versions registered before"
+        )
+        warnings.append(
+            f"{name} = {value!r} has no {run_identity.RUN_TOKEN}, so {what}. Fix: "
+            f"{value.rstrip('/')}/{run_identity.RUN_TOKEN} gives every run its own folder."
+        )
+    return warnings
