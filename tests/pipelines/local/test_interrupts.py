@@ -107,3 +107,44 @@ def test_sigterm_to_run_local_cancels_the_job_runs_the_exit_task_and_leaves_no_p
         and (e.get("body") or {}).get("path", "").endswith("/job/1")
     ]  # fmt: skip
     assert cancels, "the step did not cancel its Slurm job"
+
+
+@pytest.mark.slow  # a pipeline run on the emulator: about 15 s
+def test_a_second_signal_stops_at_once_and_labels_the_cluster_to_expire(tmp_path):
+    # It stopped without the exit task and left the cluster with no expiry, which no reaper
+    # deletes; two SIGINTs also exited 143 instead of 130.
+    vsp = pathlib.Path(sys.executable).parent / "vsp"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("VERTEX_EMULATOR_HOST", None)
+    out = tmp_path / "out.txt"
+    with out.open("w") as sink:
+        run = subprocess.Popen(
+            [str(vsp), "run-local", "--in-process"], cwd=tmp_path, stdout=sink,
+            stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 240
+            while "train-on-cluster: job 1: RUNNING" not in out.read_text():
+                assert run.poll() is None, out.read_text()
+                assert time.monotonic() < deadline, out.read_text()
+                time.sleep(0.2)
+            os.kill(run.pid, signal.SIGINT)
+            while "Send it again to stop at once" not in out.read_text():
+                time.sleep(0.05)
+            os.kill(run.pid, signal.SIGINT)
+            assert run.wait(timeout=60) == 130, out.read_text()
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    text = out.read_text()
+    assert (
+        "run-local: stopped at once, without the exit task; cluster vsplocal is labelled to "
+        "expire now" in text
+    ), text[-2000:]
+    patches = [
+        json.loads(line)
+        for line in (tmp_path / ".vsp" / "emulator" / "journal.jsonl").read_text().splitlines()
+        if '"PATCH"' in line
+    ]
+    labels = patches[-1]["body"]["labels"]
+    assert labels["vsp-teardown"] == "teardown-failed" and labels["vsp-expires-at"]

@@ -34,9 +34,10 @@ class VspGroup(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as exc:
             click.echo("error: interrupted", err=True)
-            sys.exit(errors.EXIT_CANCELLED)
+            # 128 + the signal that stopped a local run (130 for SIGINT), else a cancel's code.
+            sys.exit(getattr(exc.__context__, "exit_code", errors.EXIT_CANCELLED))
         except click.ClickException as exc:
             ctx = getattr(exc, "ctx", None)
             usage = ctx.command_path if ctx is not None else "vsp"

@@ -14,7 +14,8 @@ While a run is under way ``forwarded`` catches SIGTERM and SIGINT:
   the step's cancel, as on a cluster);
 * from then on, the steps that would create or train (``STARTS``) are not started; teardown and
   exit tasks run, as on Vertex;
-* a second signal stops at once (``KeyboardInterrupt``).
+* a second signal stops at once (``stopped_at_once.StoppedAtOnce``, a ``KeyboardInterrupt``;
+  the run's cluster is labelled to expire, as the exit task does not run).
 
 Linux only (``/proc``), like the emulator's jobs; elsewhere, or off the main thread, the run is
 left to the signals' default behaviour. The step processes are read from ``/proc`` by hand:
@@ -33,6 +34,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
+from vsp.pipelines.local import stopped_at_once
 from vsp.pipelines.vertex import caching
 
 # The vsp steps that create something or train: not started once the run is cancelled.
@@ -100,7 +102,7 @@ def forwarded() -> Iterator[Interruption]:
 
     def on_signal(signum, _frame):
         if state.signum:
-            raise KeyboardInterrupt
+            raise stopped_at_once.StoppedAtOnce(128 + signum)
         state.signum = signum
         steps = step_processes()
         with contextlib.suppress(RuntimeError):  # stderr busy in the interrupted frame

@@ -46,6 +46,7 @@ from vsp.pipelines.local import (
     results,
     step_console,
     step_envs,
+    stopped_at_once,
 )
 from vsp.pipelines.vertex import caching
 
@@ -290,7 +291,8 @@ class _LocalRun:
             error = ""
             shown = step_console.capture(console) if console else contextlib.nullcontext()
             steps = contextlib.nullcontext() if in_process else step_envs.patched()
-            with interrupts.forwarded() as interruption:
+            on_stop = stopped_at_once.labelled_on_stop(arguments)
+            with on_stop, interrupts.forwarded() as interruption:
                 try:
                     with shown, steps, parameter_values.kept_as_given():
                         self.launch(arguments)
