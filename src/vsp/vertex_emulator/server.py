@@ -33,7 +33,17 @@ log = logging.getLogger(__name__)
 
 
 class StateDirInUse(RuntimeError):
-    """Another running emulator holds the state directory (one emulator per folder)."""
+    """Another running emulator holds the state directory (one emulator per folder).
+
+    Attributes:
+        holder: What ``emulator.json`` says of the one holding it (``address``, ``pid``,
+            ``owner``: ``vsp run-local`` for a run's own emulator, which stops with its run);
+            empty when it is not written yet.
+    """
+
+    def __init__(self, message: str, holder: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.holder = dict(holder or {})
 
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
@@ -96,6 +106,7 @@ class EmulatorServer:
         settings: config.EmulatorSettings | None = None,
         *,
         extensions: Any = None,
+        owner: str = "vsp emulator start",
     ):
         """Opens the state directory (locked until ``stop``); ``start`` binds the port.
 
@@ -105,13 +116,15 @@ class EmulatorServer:
             port: TCP port; 0 picks a free one.
             settings: Settings to use and save; None = the saved ones, else defaults.
             extensions: ``register(app)`` functions replacing the discovered resource modules.
+            owner: Who runs it, as ``emulator.json`` tells another process that finds the
+                folder in use.
 
         Raises:
             StateDirInUse: Another emulator holds the state directory.
         """
         self.state_dir = pathlib.Path(os.path.abspath(state_dir))
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._host, self._port = host, port
+        self._host, self._port, self._owner = host, port, owner
         self._httpd: _HTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
@@ -167,7 +180,12 @@ class EmulatorServer:
         ]
         for thread in self._threads:
             thread.start()
-        runtime = {"address": self.address, "baseUrl": self.base_url, "pid": os.getpid()}
+        runtime = {
+            "address": self.address,
+            "baseUrl": self.base_url,
+            "pid": os.getpid(),
+            "owner": self._owner,
+        }
         store.write_json_atomic(self.state_dir / RUNTIME_FILENAME, runtime)
         return self
 
@@ -230,8 +248,14 @@ class EmulatorServer:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             handle.close()
+            holder = store.read_json(self.state_dir / RUNTIME_FILENAME, {}) or {}
+            who = ""
+            if holder.get("pid"):
+                who = f" ({holder.get('owner') or 'an emulator'}, pid {holder['pid']}"
+                who += f", at {holder['address']})" if holder.get("address") else ")"
             raise StateDirInUse(
-                f"state directory {self.state_dir} is in use by another running emulator"
+                f"state directory {self.state_dir} is in use by another running emulator{who}",
+                holder,
             ) from exc
         self._lock_file = handle
 

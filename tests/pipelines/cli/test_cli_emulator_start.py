@@ -70,3 +70,18 @@ def test_the_server_names_its_state_dir_absolutely(tmp_path, monkeypatch):
         assert server.app.state_dir == tmp_path / "relative" / "state"
     finally:
         server.stop()
+
+
+def test_a_held_state_folder_or_a_taken_port_is_a_user_error_not_a_traceback(tmp_path):
+    state = tmp_path / "held"
+    with vertex_emulator.EmulatorServer(str(state)) as server:
+        held = CliRunner().invoke(main.main, ["emulator", "start", "--state-dir", str(state)])
+        port = server.address.rsplit(":", 1)[1]
+        taken = CliRunner().invoke(
+            main.main, ["emulator", "start", "--state-dir", str(tmp_path / "free"), "--port", port]
+        )
+    assert held.exit_code == 2, held.output
+    assert f"error: state directory {state} is in use by another running emulator" in held.output
+    assert held.output.rstrip().endswith("Fix: stop it, or pass another --state-dir.")
+    assert taken.exit_code == 2, taken.output
+    assert f"error: port {port} on 127.0.0.1 is in use. Fix: pass another --port" in taken.output

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import click
 
+from vsp.components.runtime.core import errors
 from vsp.pipelines.cli import common
+from vsp.vertex_emulator import server as emulator_server
 from vsp.vertex_emulator.slurm import real as real_slurm_api
 
 
@@ -77,4 +80,14 @@ def emulator_start(
         raise click.UsageError(
             f"{exc}. Fix: correct the option, or pass --reset-settings."
         ) from exc
-    vertex_emulator.serve(state, host, port, settings)
+    try:
+        vertex_emulator.serve(state, host, port, settings)
+    except emulator_server.StateDirInUse as exc:
+        raise errors.UserError(f"{exc}. Fix: stop it, or pass another --state-dir.") from None
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise errors.UserError(
+            f"port {port} on {host} is in use. Fix: pass another --port, or --port 0 for a free "
+            "one (printed as VERTEX_EMULATOR_HOST)."
+        ) from None

@@ -36,6 +36,9 @@ def external_state_dir() -> str:
         ) from exc
 
 
+OWNER = "vsp run-local"  # the emulator a local run starts for itself, in emulator.json
+
+
 @contextlib.contextmanager
 def emulator_for_run(
     state_dir: str | None,
@@ -66,13 +69,18 @@ def emulator_for_run(
     state = pathlib.Path(state_dir or ".vsp/emulator").resolve()
     state.mkdir(parents=True, exist_ok=True)
     try:
-        server = vertex_emulator.EmulatorServer(str(state), settings=settings)
+        server = vertex_emulator.EmulatorServer(str(state), settings=settings, owner=OWNER)
         server.start()
     except emulator_server.StateDirInUse as exc:
-        raise errors.UserError(
-            f"{exc}. Fix: let this run use it (set {rest.EMULATOR_ENV} to its address, as "
-            "`vsp emulator start` printed), stop it, or pass another --state-dir."
-        ) from None
+        if exc.holder.get("owner") == OWNER:  # it stops when that run ends: no address to share
+            fix = "wait for that run to end, or pass another --state-dir"
+        else:
+            address = exc.holder.get("address") or "the address `vsp emulator start` printed"
+            fix = (
+                f"let this run use it ({rest.EMULATOR_ENV}={address}), stop it, or pass another "
+                "--state-dir"
+            )
+        raise errors.UserError(f"{exc}. Fix: {fix}.") from None
     if cluster_id:
         # Not created yet: a plan an earlier run left waiting for it is dropped. The id matching
         # clusters of several projects (NOT_FOUND): left alone.
