@@ -115,7 +115,9 @@ def test_submit_generates_the_job_id(emulator, template):
         + ["--param", "project=test-project"]
     )
     assert result.exit_code == 0, result.output
-    job_id = re.search(r"pipelineJobs/(cluster-lifecycle-\d{14})$", result.output.splitlines()[0])
+    job_id = re.search(
+        r"pipelineJobs/(cluster-lifecycle-\d{14}-[0-9a-f]{4})$", result.output.splitlines()[0]
+    )
     assert job_id, result.output
     assert f"{CONSOLE}/{job_id.group(1)}?project=test-project" in result.output
     assert emulator.journal()[0]["query"] == {"pipelineJobId": job_id.group(1)}

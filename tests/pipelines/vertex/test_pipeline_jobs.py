@@ -55,10 +55,10 @@ def test_file_template_body_is_exact(template):
 
 def test_generated_job_id_and_display_name(template, cron_template):
     request = _job(template, job_id=None)
-    assert re.fullmatch(r"cluster-lifecycle-\d{14}", request.job_id)
+    assert re.fullmatch(r"cluster-lifecycle-\d{14}-[0-9a-f]{4}", request.job_id)
     assert request.display_name == "cluster-lifecycle"
     nightly = _job(cron_template, job_id=None)
-    assert re.fullmatch(r"nightly-train-\d{14}", nightly.job_id)
+    assert re.fullmatch(r"nightly-train-\d{14}-[0-9a-f]{4}", nightly.job_id)
     assert len(jobs.generate_job_id("x" * 300)) == 127
     assert _job(template, display_name="mine").body()["displayName"] == "mine"
 

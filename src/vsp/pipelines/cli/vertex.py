@@ -254,7 +254,9 @@ def _dry_run(method: str, path: str, body: dict[str, Any]) -> None:
 
 @click.command("submit")
 @_job_options
-@click.option("--job-id", default=None, help="pipelineJobId; default: <pipeline>-<UTC time>.")
+@click.option(
+    "--job-id", default=None, help="pipelineJobId; default: <pipeline>-<UTC time>-<4 random hex>."
+)
 @click.option(
     "--code",
     "code_dir",

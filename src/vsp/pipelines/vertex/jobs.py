@@ -27,6 +27,7 @@ import datetime
 import json
 import logging
 import re
+import secrets
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -48,9 +49,12 @@ CREATE_BACKOFF = polling.Backoff(initial=1.0, maximum=16.0, multiplier=2.0)
 
 
 def generate_job_id(pipeline_name: str, now: datetime.datetime | None = None) -> str:
-    """``<pipeline-name>-<UTC YYYYmmddHHMMSS>``, the name cut so the id stays < 128 chars."""
+    """``<pipeline-name>-<UTC YYYYmmddHHMMSS>-<4 hex digits>``, the name cut so the id stays
+    < 128 chars. The random part keeps apart two submits in one second (the second was refused
+    as a taken id, with a fix that told it to do what it had done: omit --job-id)."""
     moment = now or datetime.datetime.now(datetime.timezone.utc)
     stamp = moment.astimezone(datetime.timezone.utc).strftime("%Y%m%d%H%M%S")
+    stamp += f"-{secrets.token_hex(2)}"
     base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", pipeline_name.lower())).strip("-")
     base = (base or "pipeline")[: 127 - len(stamp) - 1].rstrip("-")
     return f"{base}-{stamp}"
@@ -97,7 +101,7 @@ class PipelineJobRequest:
         service_account: Service account email the run uses; None = the project default.
         labels: Labels of the run.
         display_name: Display name; default: the pipeline's name (or the package name).
-        job_id: ``pipelineJobId``; default: ``<pipeline-name>-<UTC timestamp>``.
+        job_id: ``pipelineJobId``; default: ``<pipeline-name>-<UTC timestamp>-<4 hex>``.
         enable_caching: True or False sets execution caching of every task (as the Vertex AI
             SDK's ``enable_caching`` does); None keeps the template's own per-task settings.
             Only a local template can be rewritten.
