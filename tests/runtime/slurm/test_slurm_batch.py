@@ -6,6 +6,7 @@ string) on a tiny Python payload, with the environment Slurm would give it from 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -83,10 +84,33 @@ def test_script_text_runs_verbatim(tmp_path):
     assert out.read_text() == "vsp-payload|it's $(not run)"
 
 
-@pytest.mark.parametrize("code", [0, 3, 143])
+@pytest.mark.parametrize("code", [0, 3, 130])
 def test_script_exits_with_the_payload_exit_code(tmp_path, code):
     desc = make(command=[PY, "-c", f"import sys; sys.exit({code})"])
     assert run_script(desc, tmp_path).wait(timeout=30) == code
+
+
+def test_143_without_a_notice_ends_a_one_node_job_as_a_failure(tmp_path):
+    # 143 is "saved on a notice": a trainer exiting 143 by itself was requeued as preempted
+    # again and again (11 times, then moved to on-demand nodes, then out of budget).
+    desc = make(command=[PY, "-c", "import sys; sys.exit(143)"])
+    process = run_script(desc, tmp_path, stderr=subprocess.PIPE)
+    assert process.wait(timeout=30) == 1
+    assert "vsp: the payload exited 143, the exit code of a save on a notice, but no notice " in (
+        process.stderr.read().decode()
+    )
+
+
+def test_143_without_a_notice_is_kept_where_the_shell_may_not_hear_the_notice(tmp_path):
+    exits = make(command=[PY, "-c", "import sys; sys.exit(143)"])
+    # Several nodes: another node's own shutdown may signal only its tasks.
+    many = dataclasses.replace(exits, environment={**exits.environment, "SLURM_JOB_NUM_NODES": "2"})
+    assert run_script(many, tmp_path).wait(timeout=30) == 143
+    # slurmrestd before v0.0.39: the time-limit warning reaches only the steps.
+    script = tmp_path / "legacy.sh"
+    script.write_text(exits.batch_script(warning_reaches_batch=False))
+    env = dict(item.split("=", 1) for item in exits.environment_list())
+    assert subprocess.run(["/bin/bash", str(script)], env=env, cwd=tmp_path).returncode == 143
 
 
 def test_payload_killed_by_a_signal_gives_128_plus_signal(tmp_path):

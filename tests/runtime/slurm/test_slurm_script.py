@@ -108,7 +108,7 @@ def test_user_path_and_run_key_variables_are_kept():
 def test_legacy_v0038_request_shape():
     desc = make(time_limit_minutes=5, warning_signal="B:USR1@30", environment={"FOO": "bar"})
     request = desc.to_request("v0.0.38")
-    assert request["script"] == desc.batch_script()
+    assert request["script"] == desc.batch_script(warning_reaches_batch=False)
     job = request["job"]
     assert job["environment"] == {"FOO": "bar", "PATH": DEFAULT_PATH, "VSP_RUN_KEY": "run-1"}
     assert job["time_limit"] == 5

@@ -89,3 +89,14 @@ def test_an_empty_model_dir_fails_the_training_step_too(cluster, tmp_path):
     makes = "import os; os.makedirs(os.environ['VSP_MODEL_DIR'])"
     with pytest.raises(errors.UserError, match=r"model_dir \S+ is empty: it wrote no model"):
         train(training(tmp_path, [sys.executable, "-c", makes]))
+
+
+def test_a_trainer_exiting_143_without_a_notice_is_a_failure_not_a_preemption(cluster, tmp_path):
+    # It was requeued as preempted until the budget ran out (moved to on-demand on the way).
+    exits = [sys.executable, "-c", "import sys; print('giving up'); sys.exit(143)"]
+    with pytest.raises(errors.UserError) as caught:
+        train(training(tmp_path, exits), max_preemptions=5)
+    text = str(caught.value)
+    assert "exit code 1" in text and "giving up" in text, text
+    assert "but no notice (SIGTERM or SIGUSR1) reached this job" in text
+    assert len(slurm_calls(cluster, SUBMIT)) == 1

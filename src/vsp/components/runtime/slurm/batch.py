@@ -268,13 +268,23 @@ if [ "$_vsp_interrupted" = 1 ] && [ -n "$_vsp_sent" ]; then
     -1|127|255) _vsp_rc=$((128 + $(kill -l "$_vsp_sent"))) ;;
   esac
 fi
-{after}if [ -n "$_vsp_hbpid" ]; then
+{unnoticed}{after}if [ -n "$_vsp_hbpid" ]; then
   kill "$_vsp_hbpid" 2>/dev/null || true
   wait "$_vsp_hbpid" 2>/dev/null || true
 fi
 _vsp_beacon exiting "$_vsp_rc"
 rm -f -- "$_vsp_bstate" 2>/dev/null || true
 exit "$_vsp_rc"
+"""
+
+
+# A one-node job's payload that exits 143 with no notice received: a failure, said in the log.
+_UNNOTICED_143 = """\
+if [ "$_vsp_rc" = 143 ] && [ "$_vsp_noticed" = 0 ] && [ "${SLURM_JOB_NUM_NODES:-1}" = 1 ]; then
+  echo "vsp: the payload exited 143, the exit code of a save on a notice, but no notice" \
+    "(SIGTERM or SIGUSR1) reached this job: it ends as a failure (exit 1), not a preemption" >&2
+  _vsp_rc=1
+fi
 """
 
 
@@ -297,6 +307,7 @@ def render(
     tasks_per_node: int = 1,
     nccl_env_file: str = "",
     srun_step: bool = False,
+    exit_143_needs_notice: bool = True,
 ) -> str:
     """The batch script text for an argv ``command`` or a bash ``script`` (exactly one).
 
@@ -317,6 +328,12 @@ def render(
             ('' = none).
         srun_step: The payload runs as an ``srun`` step (a launcher other than ``none``, or a
             container run): srun is then not sent ``launcher.STEP_SIGNALS``.
+        exit_143_needs_notice: A one-node job whose payload exits 143 (``EXIT_PREEMPTED``, "saved
+            on a notice") though no notice reached the batch shell ends with exit 1, a
+            failure: a trainer that exits 143 by itself was otherwise requeued as preempted
+            until the preemption budget ran out, moved to on-demand nodes on the way. False
+            where the warning signal reaches only the steps (slurmrestd before v0.0.39);
+            several nodes are left alone (a node's own shutdown may signal its tasks alone).
 
     Returns:
         The script, starting with ``#!/bin/bash``.
@@ -355,5 +372,6 @@ def render(
         prelude=prelude if not prelude or prelude.endswith("\n") else prelude + "\n",
         launch=launchers.preamble(launcher, tasks_per_node, nccl_env_file),
         after=launchers.AFTER if launcher != "none" else "",
+        unnoticed=_UNNOTICED_143 if exit_143_needs_notice else "",
         payload=launchers.command_text(launcher, argv, tasks_per_node),
     )

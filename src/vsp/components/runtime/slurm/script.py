@@ -174,8 +174,9 @@ class JobDescription:
         """Whether the payload runs as an ``srun`` step (a launcher, or a container run)."""
         return self.launcher != "none" or bool(self.container_image)
 
-    def batch_script(self) -> str:
-        """The generated bash batch script (see ``slurm_batch``)."""
+    def batch_script(self, warning_reaches_batch: bool = True) -> str:
+        """The generated bash batch script (see ``slurm_batch``); ``warning_reaches_batch``:
+        the warning signal is sent to the batch shell (v0.0.39 on: ``kill_warning_flags``)."""
         forward = list(batch.FORWARDED_SIGNALS)
         if self.warning_signal and self.warning_signal not in forward:
             forward.append(self.warning_signal)
@@ -200,6 +201,7 @@ class JobDescription:
             tasks_per_node=self.tasks_per_node,
             nccl_env_file=self.nccl_env_file,
             srun_step=self.srun_step,
+            exit_143_needs_notice=warning_reaches_batch,
         )
 
     def to_request(self, version: str = DEFAULT_VERSION) -> dict[str, Any]:
@@ -246,7 +248,7 @@ class JobDescription:
             job["kill_warning_flags"] = ["BATCH_JOB"]
         job.update(self.extra_fields)
         if legacy:
-            request = {"script": self.batch_script(), "job": job}
+            request = {"script": self.batch_script(warning_reaches_batch=False), "job": job}
         else:
             request = {"job": {**job, "script": self.batch_script()}}
         self._check_size(request, version)
