@@ -279,7 +279,7 @@ def supervise(
     notes = [(heading, html.escape(text)) for heading, text in report_notes]
     if "goodput" not in metrics and result.events:
         note = unknown_goodput_note(checkpoint_dir, visible)
-        log.warning("%s", note)
+        log.warning("goodput %s", note)  # "goodput unknown: ..."
         notes.append(("Goodput", html.escape(note)))
     elif "goodput" not in metrics:  # nothing ran: the failure says why
         notes.append(("Goodput", "unknown: no job of this run started."))
