@@ -201,6 +201,8 @@ def test_every_problem_of_every_group_is_listed_at_once():
         ("register_model", {"labels": {f"k{i}": "v" for i in range(58)}}),
         ("register_model", {"model_dir": "gs://b/run/../../other/model"}),
         ("decide_teardown", {"interval_hours": 1e15}),
+        ("train_custom_job", {"accelerator_count": -2}),  # dropped without a word
+        ("train_custom_job", {"replica_count": 0}),
     ],
 )
 def test_each_component_applies_the_same_rule_at_its_start(component, params):

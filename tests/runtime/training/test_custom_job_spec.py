@@ -123,6 +123,7 @@ def test_the_contract_variables_win_over_the_users_env():
         ({"base_output_directory": "/local/path"}, "base_output_directory"),
         ({"machine_type": ""}, "machine_type"),
         ({"accelerator_count": 0}, "accelerator_count"),
+        ({"accelerator_type": "", "accelerator_count": -2}, "accelerator_count"),  # was dropped
         ({"container_image": ""}, "container_image"),
         ({"python_module": "m"}, "container_image"),
         ({"env": {"BAD-NAME": "1"}}, "env.BAD-NAME"),

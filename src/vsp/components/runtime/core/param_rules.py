@@ -232,6 +232,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "args": string_list,
         "package_uris": string_list,
         "display_name": display_name,
+        "accelerator_count": whole_number(0, 64, "accelerators per replica"),
+        "replica_count": whole_number(1, MAX_NODE_COUNT, "replicas"),
     },
     "register_model": {
         "model_dir": STORAGE,

@@ -89,7 +89,14 @@ class CustomJobTraining:
             )
         if not self.machine_type:
             bad("machine_type", None, "is required.", "set e.g. a3-highgpu-8g or n1-standard-8.")
-        if bool(self.accelerator_type) != (self.accelerator_count > 0):
+        if self.accelerator_count < 0:
+            bad(
+                "accelerator_count",
+                self.accelerator_count,
+                "is negative.",
+                "give the accelerators per replica (0 with no accelerator_type).",
+            )
+        elif bool(self.accelerator_type) != (self.accelerator_count > 0):
             bad(
                 "accelerator_count",
                 self.accelerator_count,
