@@ -148,3 +148,29 @@ def test_a_second_signal_stops_at_once_and_labels_the_cluster_to_expire(tmp_path
     ]
     labels = patches[-1]["body"]["labels"]
     assert labels["vsp-teardown"] == "teardown-failed" and labels["vsp-expires-at"]
+
+
+STEP = """
+import time
+from vsp.components.runtime.core import step
+def body():
+    with step.cancel_on_sigterm():
+        time.sleep(60)
+step.run_step("probe", body)
+"""
+
+
+def test_a_step_whose_local_run_is_killed_outright_stops_as_a_cancelled_step(tmp_path):
+    # After a SIGKILL of vsp run-local its training step polled the dead emulator for 28 min.
+    parent = subprocess.Popen(["sleep", "1"])  # not reaped while the probe runs: a zombie
+    env = {**os.environ, "VSP_LOCAL_RUN_PID": str(parent.pid)}
+    started = time.monotonic()
+    probe = subprocess.run(
+        [sys.executable, "-c", STEP], env=env, capture_output=True, text=True, timeout=30
+    )
+    parent.wait()
+    assert probe.returncode == 143, probe.stderr
+    assert time.monotonic() - started < 10
+    assert f"the local run that started this step (pid {parent.pid}) is gone: stopping" in (
+        probe.stderr
+    )

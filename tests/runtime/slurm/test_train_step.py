@@ -209,6 +209,28 @@ def test_cancel_sends_delete_and_the_job_ends_cancelled(cluster, tmp_path):
         time.sleep(0.1)
 
 
+def test_a_cancel_against_a_service_gone_silent_ends_within_its_bound(cluster, tmp_path):
+    # Its requests were retried for minutes while the step ignored further signals (the local
+    # run that started it, and the emulator with it, had been killed).
+    bounded = STEP.replace(
+        "step.configure_logging()",
+        "step.configure_logging()\n"
+        "from vsp.components.runtime.training import supervisor\n"
+        "supervisor.CANCEL_SECONDS = 3.0",
+    )
+    step_process = subprocess.Popen(
+        [sys.executable, "-c", bounded, str(tmp_path / "shared"), ""],
+        env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    _wait_running(cluster)
+    cluster.stop()  # no answer from here on: connections refused
+    started = time.monotonic()
+    step_process.send_signal(signal.SIGTERM)
+    output, _ = step_process.communicate(timeout=60)
+    assert step_process.returncode == 143, output
+    assert time.monotonic() - started < 15, output
+
+
 def test_cancel_interrupts_a_held_pull_and_the_subscription_is_deleted(
     cluster, tmp_path, monkeypatch
 ):

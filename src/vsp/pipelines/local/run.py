@@ -28,6 +28,7 @@ import os
 import pathlib
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf import json_format
@@ -37,7 +38,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from vsp import vertex_emulator
 from vsp.components import catalog, packaging
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, step
 from vsp.pipelines.definitions import catalog as pipeline_catalog
 from vsp.pipelines.local import (
     emulator_session,
@@ -292,7 +293,9 @@ class _LocalRun:
             shown = step_console.capture(console) if console else contextlib.nullcontext()
             steps = contextlib.nullcontext() if in_process else step_envs.patched()
             on_stop = stopped_at_once.labelled_on_stop(arguments)
-            with on_stop, interrupts.forwarded() as interruption:
+            # The steps stop if this process is killed outright (core.step.watch_local_run).
+            watched = _environment({step.LOCAL_RUN_PID_ENV: str(os.getpid())})
+            with on_stop, watched, interrupts.forwarded() as interruption:
                 try:
                     with shown, steps, parameter_values.kept_as_given():
                         self.launch(arguments)
@@ -318,6 +321,21 @@ class _LocalRun:
             self.mode,
             interruption.exit_code,
         )
+
+
+@contextlib.contextmanager
+def _environment(changes: dict[str, str]) -> Iterator[None]:
+    """``changes`` in ``os.environ`` (which the step processes inherit) for the block."""
+    previous = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def coerce_arguments(pipeline_func: Any, arguments: dict[str, Any]) -> dict[str, Any]:

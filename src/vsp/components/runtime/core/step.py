@@ -16,6 +16,8 @@ import math
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -129,6 +131,45 @@ def configure_logging() -> None:
     root.propagate = False
 
 
+# Set by ``vsp run-local`` for the steps it starts: its pid. A step whose local run is gone
+# (killed with SIGKILL) stops as a cancelled step does, instead of polling an emulator that
+# went with it (once for 28 minutes, its trainer and Slurm job orphaned).
+LOCAL_RUN_PID_ENV = "VSP_LOCAL_RUN_PID"
+LOCAL_RUN_LOOK_SECONDS = 2.0
+_watching = False  # one watch per process, however many run_step calls
+
+
+def watch_local_run() -> None:
+    """With ``VSP_LOCAL_RUN_PID`` set, sends this process SIGTERM once that process is gone
+    (a daemon thread looking every ``LOCAL_RUN_LOOK_SECONDS``); otherwise does nothing."""
+    global _watching
+    text = os.environ.get(LOCAL_RUN_PID_ENV, "")
+    if _watching or not text.isdigit() or int(text) == os.getpid():
+        return
+    _watching, pid = True, int(text)
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, another user's
+        try:  # a killed process its parent has not reaped yet is a zombie: gone too
+            with open(f"/proc/{pid}/stat") as handle:
+                return handle.read().rpartition(")")[2].split()[:1] == ["Z"]
+        except OSError:
+            return False
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(LOCAL_RUN_LOOK_SECONDS)
+        log.warning("the local run that started this step (pid %d) is gone: stopping", pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="vsp-local-run-watch", daemon=True).start()
+
+
 def run_step(name: str, func: Callable[[], T]) -> T:
     """Runs a step body; exits with the taxonomy's code on failure.
 
@@ -137,6 +178,7 @@ def run_step(name: str, func: Callable[[], T]) -> T:
         func: The body, without arguments.
     """
     configure_logging()
+    watch_local_run()
     try:
         return func()
     except errors.StepCancelled as exc:

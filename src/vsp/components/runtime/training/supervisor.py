@@ -39,6 +39,9 @@ DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=60.0)
 # The line before the job's log tail in a failed run's error (the local console quotes the
 # lines after it whole: a trainer's traceback is the point of the message there).
 LOG_TAIL_HEADING = "last lines of the job's log:"
+# How long a cancelled step may spend cancelling its jobs, requests and retries included, s:
+# under Kubernetes' default 30 s between a pod's SIGTERM and its SIGKILL.
+CANCEL_SECONDS = 20.0
 
 
 class TrainingSupervisor:
@@ -345,11 +348,14 @@ class TrainingSupervisor:
                 raise
 
     def _cancel_everything(self) -> None:
-        """Cancels every unfinished job of the run, including one whose submit was in flight."""
+        """Cancels every unfinished job of the run, including one whose submit was in flight,
+        within ``CANCEL_SECONDS`` (a service that does not answer made a cancelled step retry
+        for minutes, deaf to signals)."""
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         for sig in previous:  # finish the cleanup first (a second Ctrl-C included)
             with contextlib.suppress(ValueError):
                 signal.signal(sig, signal.SIG_IGN)
+        self.backend.limit_requests(CANCEL_SECONDS)
         try:
             known = {a.job_id: a for a in self.attempts}
             try:
@@ -362,7 +368,15 @@ class TrainingSupervisor:
                     self.backend.refresh(attempt)
                 if not attempt.outcome.terminal:
                     log.warning("step cancelled: cancelling job %s", attempt.job_id)
-                    self.backend.cancel(attempt)
+                    try:
+                        self.backend.cancel(attempt)
+                    except errors.VspError as exc:  # the step still ends as cancelled
+                        log.error(
+                            "could not cancel job %s (%s): it may still run; cancel it at %s",
+                            attempt.job_id,
+                            exc,
+                            self.backend.uri(attempt),
+                        )
         finally:
             for sig, handler in previous.items():
                 with contextlib.suppress(ValueError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import urllib.parse
 from typing import Any
 
@@ -130,6 +131,9 @@ class CustomJobBackend(TrainingBackend):
 
     def uri(self, attempt: Attempt) -> str:
         return self.client.url(self._path(attempt.job_id))
+
+    def limit_requests(self, seconds: float) -> None:
+        self.client.deadline_at = time.monotonic() + seconds
 
     def log_tail(self, attempt: Attempt) -> str:
         project = self.parent.split("/")[1]

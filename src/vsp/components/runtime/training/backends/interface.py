@@ -45,6 +45,11 @@ class TrainingBackend(abc.ABC):
         """The last lines of the attempt's log, for error messages ('' when unknown)."""
         return ""
 
+    def limit_requests(self, seconds: float) -> None:
+        """Bounds every later request, retries included, to ``seconds`` from now (a cancel's
+        cleanup must end, even when the service does not answer)."""
+        return None  # a backend without requests has nothing to bound
+
     def new_log_lines(self, attempt: Attempt) -> list[str]:
         """Log lines of the attempt written since the last call, shown while polling."""
         return []

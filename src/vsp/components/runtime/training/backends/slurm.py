@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 
 from vsp.components.runtime.core import errors, gcp_labels, gcs_paths, polling, rest
@@ -310,6 +311,9 @@ class SlurmBackend(TrainingBackend):
 
     def cancel(self, attempt: Attempt) -> None:
         self.client.cancel(int(attempt.job_id))
+
+    def limit_requests(self, seconds: float) -> None:
+        self.client.rest.deadline_at = time.monotonic() + seconds
 
     def uri(self, attempt: Attempt) -> str:
         return self.client.rest.url(f"{self.client.cluster_ref.path}/slurmJobs/{attempt.job_id}")
