@@ -146,6 +146,21 @@ def test_two_model_directories_of_one_run_are_two_versions_and_each_retry_finds_
     ]
 
 
+def test_registering_over_another_runs_model_directory_is_warned_about(emulator, gcs_root, caplog):
+    # A schedule's fixed model_dir: run 2 wrote over the folder version 1 serves, silently.
+    register(client(), run_label="night-1", aliases=())
+    with caplog.at_level("WARNING", logger=model_registry.__name__):
+        second = register(client(), run_label="night-2", aliases=())
+        register(client(), run_label="night-2", aliases=())  # its retry: nothing new to say
+    assert second.version_id == "2"
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"gs://bucket/model is also the model directory of version(s) 1 of {NAME}, registered "
+        "by other runs: this run wrote its model over theirs, so they now serve this run's "
+        "files. Fix: give model_dir a {run} (a folder per run)"
+    ]
+
+
 def test_versions_are_read_page_by_page(emulator, gcs_root, monkeypatch):
     for run in ("run-0", "run-1", "run-2"):
         register(client(), run_label=run, aliases=())

@@ -209,6 +209,17 @@ def register_model(
             run_value, name, found["versionId"], artifact_uri,
         )  # fmt: skip
         return done(found["versionId"], True)
+    if exists:
+        overwritten = model_versions.other_runs_in_directory(client, name, run_value, artifact_uri)
+        if overwritten:
+            log.warning(
+                "%s is also the model directory of version(s) %s of %s, registered by other "
+                "runs: this run wrote its model over theirs, so they now serve this run's "
+                "files. Fix: give model_dir a {run} (a folder per run)",
+                artifact_uri,
+                ", ".join(v["versionId"] for v in overwritten),
+                name,
+            )
     model = {
         "displayName": display_name,
         "description": description,

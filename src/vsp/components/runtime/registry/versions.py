@@ -54,6 +54,24 @@ def run_versions(
     return True, sorted(mine, key=lambda v: int(v["versionId"]))
 
 
+def other_runs_in_directory(
+    client: rest.VertexRestClient, model_name: str, run_value: str, artifact_uri: str
+) -> list[dict[str, Any]]:
+    """The versions of other runs registered from ``artifact_uri``: a run that wrote its model
+    there wrote over theirs, which now serve this run's files."""
+    path = f"{API_VERSION}/{model_name}:listVersions"
+    try:
+        listed = list(client.list_all(path, "models", {"pageSize": PAGE_SIZE}))
+    except errors.NotFoundError:
+        return []
+    return [
+        v
+        for v in listed
+        if same_directory(v.get("artifactUri", ""), artifact_uri)
+        and (v.get("labels") or {}).get(gcp_labels.PIPELINE_RUN) != run_value
+    ]
+
+
 def same_directory(first: str, second: str) -> bool:
     """Whether two ``artifactUri`` values name one directory (a trailing ``/`` aside)."""
     return first.rstrip("/") == second.rstrip("/")
