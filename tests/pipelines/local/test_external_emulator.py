@@ -89,37 +89,31 @@ def test_a_bad_preemption_setting_is_refused_before_anything_starts(
     assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request
 
 
-def test_a_state_folder_another_emulator_holds_is_a_user_error_naming_the_fixes(tmp_path):
+@pytest.mark.parametrize(
+    ("owner", "fix"),
+    [
+        (
+            "vsp emulator start",
+            "let this run use it (VERTEX_EMULATOR_HOST={address}), stop it, or pass another "
+            "--state-dir.",
+        ),
+        # Not its address: a run that used it hung once that run ended, its emulator with it.
+        (emulator_session.OWNER, "wait for that run to end, or pass another --state-dir."),
+    ],
+)
+def test_a_state_folder_another_emulator_holds_is_a_user_error_naming_the_fixes(
+    tmp_path, owner, fix
+):
     from vsp import vertex_emulator
     from vsp.components.runtime.core import errors
 
     state = tmp_path / "state"
-    with vertex_emulator.EmulatorServer(str(state)) as server:
+    with vertex_emulator.EmulatorServer(str(state), owner=owner) as server:
         address = server.address
         with pytest.raises(errors.UserError) as caught:
             with emulator_session.emulator_for_run(str(state), None):
                 pass
     assert str(caught.value) == (
-        f"state directory {state} is in use by another running emulator (vsp emulator start, "
-        f"pid {os.getpid()}, at {address}). Fix: let this run use it "
-        f"(VERTEX_EMULATOR_HOST={address}), stop it, or pass another --state-dir."
-    )
-
-
-def test_a_state_folder_another_local_run_holds_says_to_wait_for_it(tmp_path):
-    # The fix named its address: a run that used it hung once that run ended and took its
-    # emulator with it.
-    from vsp import vertex_emulator
-    from vsp.components.runtime.core import errors
-
-    state = tmp_path / "state"
-    with vertex_emulator.EmulatorServer(str(state), owner=emulator_session.OWNER) as server:
-        address = server.address
-        with pytest.raises(errors.UserError) as caught:
-            with emulator_session.emulator_for_run(str(state), None):
-                pass
-    assert str(caught.value) == (
-        f"state directory {state} is in use by another running emulator (vsp run-local, pid "
-        f"{os.getpid()}, at {address}). Fix: wait for that run to end, or pass another "
-        "--state-dir."
+        f"state directory {state} is in use by another running emulator ({owner}, pid "
+        f"{os.getpid()}, at {address}). Fix: {fix.format(address=address)}"
     )

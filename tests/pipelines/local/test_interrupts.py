@@ -66,31 +66,40 @@ def test_once_cancelled_steps_that_create_or_train_are_not_started():
     assert "delete_cluster" not in interrupts.STARTS
 
 
-@pytest.mark.slow  # a pipeline run on the emulator: about 20 s
-def test_sigterm_to_run_local_cancels_the_job_runs_the_exit_task_and_leaves_no_process(tmp_path):
+def _run_local_in_its_group(tmp_path, out):
+    """``vsp run-local --in-process`` from ``tmp_path`` in its own process group (as a shell's
+    background job), its output in ``out``; returns once its training job runs."""
     vsp = pathlib.Path(sys.executable).parent / "vsp"  # the entry point pip installed
-    command = [str(vsp), "run-local", "--in-process"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("VERTEX_EMULATOR_HOST", None)
+    run = subprocess.Popen(
+        [str(vsp), "run-local", "--in-process"], cwd=tmp_path, stdout=out.open("w"),
+        stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )  # fmt: skip
+    _wait_for_output(run, out, "train-on-cluster: job 1: RUNNING", 240)
+    return run
+
+
+def _wait_for_output(run, out, text: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in out.read_text():
+        assert run.poll() is None, out.read_text()
+        assert time.monotonic() < deadline, out.read_text()
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # a pipeline run on the emulator: about 20 s
+def test_sigterm_to_run_local_cancels_the_job_runs_the_exit_task_and_leaves_no_process(tmp_path):
     out = tmp_path / "out.txt"
-    with out.open("w") as sink:
-        run = subprocess.Popen(
-            command, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True,  # its own group, as a shell's background job
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 240
-            while "train-on-cluster: job 1: RUNNING" not in out.read_text():
-                assert run.poll() is None, out.read_text()
-                assert time.monotonic() < deadline, out.read_text()
-                time.sleep(0.2)
-            os.kill(run.pid, signal.SIGTERM)  # the pid only, as `kill PID` or a CI cancel
-            assert run.wait(timeout=120) == 143, out.read_text()
-        finally:
-            with_group = subprocess.run(["pgrep", "-g", str(run.pid)], capture_output=True)
-            left = with_group.stdout.split()
-            if run.poll() is None or left:
-                os.killpg(run.pid, signal.SIGKILL)
+    run = _run_local_in_its_group(tmp_path, out)
+    try:
+        os.kill(run.pid, signal.SIGTERM)  # the pid only, as `kill PID` or a CI cancel
+        assert run.wait(timeout=120) == 143, out.read_text()
+    finally:
+        with_group = subprocess.run(["pgrep", "-g", str(run.pid)], capture_output=True)
+        left = with_group.stdout.split()
+        if run.poll() is None or left:
+            os.killpg(run.pid, signal.SIGKILL)
     text = out.read_text()
     assert left == [], text  # no step, no trainer left running
     assert "train-on-cluster: warning: step cancelled: cancelling job 1" in text
@@ -113,29 +122,16 @@ def test_sigterm_to_run_local_cancels_the_job_runs_the_exit_task_and_leaves_no_p
 def test_a_second_signal_stops_at_once_and_labels_the_cluster_to_expire(tmp_path):
     # It stopped without the exit task and left the cluster with no expiry, which no reaper
     # deletes; two SIGINTs also exited 143 instead of 130.
-    vsp = pathlib.Path(sys.executable).parent / "vsp"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("VERTEX_EMULATOR_HOST", None)
     out = tmp_path / "out.txt"
-    with out.open("w") as sink:
-        run = subprocess.Popen(
-            [str(vsp), "run-local", "--in-process"], cwd=tmp_path, stdout=sink,
-            stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 240
-            while "train-on-cluster: job 1: RUNNING" not in out.read_text():
-                assert run.poll() is None, out.read_text()
-                assert time.monotonic() < deadline, out.read_text()
-                time.sleep(0.2)
-            os.kill(run.pid, signal.SIGINT)
-            while "Send it again to stop at once" not in out.read_text():
-                time.sleep(0.05)
-            os.kill(run.pid, signal.SIGINT)
-            assert run.wait(timeout=60) == 130, out.read_text()
-        finally:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
+    run = _run_local_in_its_group(tmp_path, out)
+    try:
+        os.kill(run.pid, signal.SIGINT)
+        _wait_for_output(run, out, "Send it again to stop at once", 30)
+        os.kill(run.pid, signal.SIGINT)
+        assert run.wait(timeout=60) == 130, out.read_text()
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
     text = out.read_text()
     assert (
         "run-local: stopped at once, without the exit task; cluster vsplocal is labelled to "

@@ -15,15 +15,22 @@ from vsp.pipelines.definitions import catalog
 from vsp.pipelines.local import run, summary
 
 
-@pytest.mark.slow
-def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
-    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+def _arguments(tmp_path, steps: int) -> dict:
+    """The local CustomJob run's arguments: the example trainer for ``steps`` steps of 0.05 s,
+    polled every 0.2 s."""
     arguments = catalog.local_arguments("spot-custom-job-training", str(tmp_path / "shared"))
     arguments["command"] = [
         *arguments["command"][:3],
-        *["--steps", "200", "--seed", "7", "--step-seconds", "0.05"],
+        *["--steps", str(steps), "--seed", "7", "--step-seconds", "0.05"],
     ]
     arguments["poll_seconds"] = 0.2
+    return arguments
+
+
+@pytest.mark.slow
+def test_eight_preemptions_then_one_registered_version(tmp_path, monkeypatch):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    arguments = _arguments(tmp_path, steps=200)
     result = run.run_local(
         "spot-custom-job-training",
         arguments,
@@ -69,12 +76,7 @@ def test_a_second_run_on_the_same_state_folder_gets_its_preemptions_too(tmp_path
     # The plan's count of fired preemptions was kept in the state folder: the second run saw
     # none of its --preemptions and "survived" 0.
     monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
-    arguments = catalog.local_arguments("spot-custom-job-training", str(tmp_path / "shared"))
-    arguments["command"] = [
-        *arguments["command"][:3],
-        *["--steps", "100", "--seed", "7", "--step-seconds", "0.05"],
-    ]
-    arguments["poll_seconds"] = 0.2
+    arguments = _arguments(tmp_path, steps=100)
     # {run}: a folder per run (with one folder, the second run resumed the first's final
     # checkpoint and trained nothing).
     arguments["base_output_directory"] += "/{run}"
