@@ -215,8 +215,8 @@ def test_a_cancel_against_a_service_gone_silent_ends_within_its_bound(cluster, t
     bounded = STEP.replace(
         "step.configure_logging()",
         "step.configure_logging()\n"
-        "from vsp.components.runtime.training import supervisor\n"
-        "supervisor.CANCEL_SECONDS = 3.0",
+        "from vsp.components.runtime.training import cancel_run\n"
+        "cancel_run.CANCEL_SECONDS = 3.0",
     )
     step_process = subprocess.Popen(
         [sys.executable, "-c", bounded, str(tmp_path / "shared"), ""],

@@ -17,16 +17,14 @@ Attempt state machine (drawn in docs/recovery.md)::
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable
 
 from vsp.components.runtime.core import errors, gcp_resources, polling, step
 from vsp.components.runtime.core.errors import StepCancelled
 from vsp.components.runtime.core.outcome import Outcome
-from vsp.components.runtime.training import hang, poll_looks, poll_plan
+from vsp.components.runtime.training import cancel_run, hang, poll_looks, poll_plan
 from vsp.components.runtime.training.backends.interface import RunResult, TrainingBackend
 from vsp.components.runtime.training.beacon import Beacon
 from vsp.components.runtime.training.poll_window import PollWindow
@@ -39,9 +37,6 @@ DEFAULT_BACKOFF = polling.Backoff(initial=5.0, maximum=60.0)
 # The line before the job's log tail in a failed run's error (the local console quotes the
 # lines after it whole: a trainer's traceback is the point of the message there).
 LOG_TAIL_HEADING = "last lines of the job's log:"
-# How long a cancelled step may spend cancelling its jobs, requests and retries included, s:
-# under Kubernetes' default 30 s between a pod's SIGTERM and its SIGKILL.
-CANCEL_SECONDS = 20.0
 
 
 class TrainingSupervisor:
@@ -344,43 +339,8 @@ class TrainingSupervisor:
             try:
                 return self._drive(start, deadline, reattached)
             except (StepCancelled, KeyboardInterrupt):
-                self._cancel_everything()
+                cancel_run.cancel_run_jobs(self.backend, self.attempts, self.run_key)
                 raise
-
-    def _cancel_everything(self) -> None:
-        """Cancels every unfinished job of the run, including one whose submit was in flight,
-        within ``CANCEL_SECONDS`` (a service that does not answer made a cancelled step retry
-        for minutes, deaf to signals)."""
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        for sig in previous:  # finish the cleanup first (a second Ctrl-C included)
-            with contextlib.suppress(ValueError):
-                signal.signal(sig, signal.SIG_IGN)
-        self.backend.limit_requests(CANCEL_SECONDS)
-        try:
-            known = {a.job_id: a for a in self.attempts}
-            try:
-                for attempt in self.backend.find(self.run_key):
-                    known.setdefault(attempt.job_id, attempt)
-            except errors.VspError as exc:
-                log.warning("could not list the run's jobs while cancelling: %s", exc)
-            for attempt in known.values():
-                with contextlib.suppress(errors.VspError):
-                    self.backend.refresh(attempt)
-                if not attempt.outcome.terminal:
-                    log.warning("step cancelled: cancelling job %s", attempt.job_id)
-                    try:
-                        self.backend.cancel(attempt)
-                    except errors.VspError as exc:  # the step still ends as cancelled
-                        log.error(
-                            "could not cancel job %s (%s): it may still run; cancel it at %s",
-                            attempt.job_id,
-                            exc,
-                            self.backend.uri(attempt),
-                        )
-        finally:
-            for sig, handler in previous.items():
-                with contextlib.suppress(ValueError):
-                    signal.signal(sig, handler)
 
     def _drive(self, start: float, deadline: float | None, reattached: bool) -> RunResult:
         if not self.attempts:
