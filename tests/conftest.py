@@ -188,6 +188,10 @@ def emulator_factory(tmp_path, monkeypatch):
     yield make
     for emulator in reversed(started):
         emulator.stop()
+        # The job processes it started (own sessions) would outlive it: a test's CustomJob
+        # `sleep 60` was left running after the suite.
+        emulator.app.slurm.shutdown()
+        emulator.app.custom_jobs.shutdown()
 
 
 @pytest.fixture

@@ -116,6 +116,23 @@ def test_two_creates_racing_under_one_name_keep_the_earlier(template, ours_first
     assert deletes == ([] if ours_first else ["5"])  # the later one deletes itself
 
 
+def test_a_race_lost_to_another_cron_is_an_error_not_a_success(template):
+    # The loser printed "created:" with the winner's schedule, whose cron it had not asked for.
+    ours = {"name": f"{PARENT}/schedules/5", "createTime": "2026-12-06T02:00:00.3Z"}
+    theirs = {"name": f"{PARENT}/schedules/4", "createTime": "2026-12-06T02:00:00.2Z"}
+    for schedule, cron in ((ours, "0 3 * * *"), (theirs, "0 2 * * *")):
+        schedule.update(displayName="nightly", state="ACTIVE", cron=cron)
+    fake = FakeRest(
+        get=[{}, {"schedules": [theirs, ours]}],
+        post=[ours],
+        delete=[{"name": f"{PARENT}/operations/9", "done": True}],
+    )
+    client = schedules.SchedulesClient(fake, clock=polling.FakeClock())
+    with pytest.raises(errors.UserError, match="rerun with --replace to put this one in its"):
+        client.create(_schedule(template))
+    assert [c[1].rsplit("/", 1)[-1] for c in fake.calls if c[0] == "DELETE"] == ["5"]
+
+
 def test_schedule_filter_escapes_quotes():
     assert schedules.filter_for('a "b" \\c') == 'display_name="a \\"b\\" \\\\c"'
 

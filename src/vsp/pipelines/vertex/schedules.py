@@ -272,14 +272,24 @@ class SchedulesClient:
         for schedule in existing:
             log.info("deleting schedule %s (replaced by %s)", schedule["name"], created["name"])
             self.delete(schedule["name"])
-        return self._one_per_name(parent, request.display_name, created, replaced)
+        return self._one_per_name(parent, request, created, replaced)
 
     def _one_per_name(
-        self, parent: str, display_name: str, created: dict[str, Any], replaced: set[str]
+        self,
+        parent: str,
+        request: ScheduleRequest,
+        created: dict[str, Any],
+        replaced: set[str],
     ) -> dict[str, Any]:
-        """The one live schedule of ``display_name`` after a create: when another create of
+        """The one live schedule of the request's name after a create: when another create of
         the name raced this one, every racer keeps the same one (the earliest created, then
-        the lowest name) and deletes its own if it is not that one."""
+        the lowest name) and deletes its own if it is not that one.
+
+        Raises:
+            errors.UserError: This one was deleted for another with a different cron (what
+                was asked for is not what runs).
+        """
+        display_name = request.display_name
         live = [s for s in self.live(parent, display_name) if s["name"] not in replaced]
         if not any(s["name"] == created["name"] for s in live):
             live.append(created)
@@ -296,6 +306,13 @@ class SchedulesClient:
             created["name"],
         )
         self.delete(created["name"])
+        if kept.get("cron", request.cron) != request.cron:
+            raise errors.UserError(
+                f"display_name = {display_name!r}: schedule {kept['name']} (cron "
+                f"{kept.get('cron')!r}) was created at the same time under this name, so this "
+                f"one (cron {request.cron!r}) was deleted: one schedule per name. Fix: rerun "
+                "with --replace to put this one in its place."
+            )
         return kept
 
 
