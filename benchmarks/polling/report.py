@@ -112,7 +112,13 @@ def markdown(results: dict[str, Any]) -> str:
         "looks an hour, a change at a memoryless time waits more than d with probability at least "
         "1 - 60 d / 3600, so when a share q of the changes are preemptions the p95 is at least "
         "60 s x (1 - 0.05 / q) whatever the schedule, even with every other change seen at "
-        "once (`pull_p95_floor`).",
+        "once (`pull_p95_floor`). An unannounced preemption is such a change on the push "
+        "channel too, and every Pub/Sub call spent waiting for messages is a look fewer: with "
+        "the looks left beside the channel's Pub/Sub calls the same bound (its goals row) is "
+        "above 30 s on this run's change mix, so no schedule within the budget meets the goal "
+        "there. Ours finds them when the next run's start is "
+        "pushed, after the requeue (about 2 minutes): Slurm requeues the job by itself, so the "
+        "step has nothing to do sooner.",
         "",
         "## Simulated (full scale, fake clock; no goal is judged on these)",
         "",

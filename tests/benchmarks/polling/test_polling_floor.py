@@ -56,3 +56,26 @@ def test_the_goodput_goal_under_the_plan_needs_every_run_within_two_percent():
     # A run without a goodput figure (no checkpoint history seen) does not pass silently.
     [short] = [g for g in run.goals([_row([0.01, 0.0])], simulated) if "goodput" in g["id"]]
     assert short["met"] is False
+
+
+def _push_row(unannounced):
+    row = _row([0.0, 0.0, 0.0])
+    row.update(
+        channel="push, 25% unannounced",
+        unannounced_share=0.25,
+        pubsub_calls_per_job_hour=40.0,
+        changes=26,
+        runs=[{"unannounced": n} for n in unannounced],
+    )
+    return row
+
+
+def test_a_push_channels_floor_counts_only_unannounced_preemptions_and_the_looks_left():
+    simulated = {"rows": [], "seeds": 0}
+    [floor] = [g for g in run.goals([_push_row([1, 0, 1])], simulated) if "floor" in g["id"]]
+    # 60 - 40 Pub/Sub calls leave 20 looks an hour: 180 s x (1 - 0.05 / (2 / 26)) = 63 s.
+    assert floor["measured"] == pytest.approx(63.0)
+    assert floor["met"] is None
+    assert "2 of 26 changes are unannounced preemptions" in floor["where"]
+    # Every preemption announced: no floor row at all.
+    assert not [g for g in run.goals([_push_row([0, 0, 0])], simulated) if "floor" in g["id"]]

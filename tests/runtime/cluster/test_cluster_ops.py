@@ -139,7 +139,12 @@ def test_error_cluster_is_deleted_then_created_again(emulator, tmp_path):
 
 def test_immutable_difference_fails_naming_the_field(emulator, tmp_path):
     manager(tmp_path).ensure(spec(), LABELS)
-    changed = spec(**{"nodePools.1.machineSpec.machineType": "a4-highgpu-8g"})
+    changed = spec(
+        **{
+            "nodePools.1.machineSpec.machineType": "a4-highgpu-8g",
+            "nodePools.1.machineSpec.acceleratorType": "NVIDIA_B200",
+        }
+    )
     with pytest.raises(errors.UserError, match=r"machine_type.*a3-highgpu-8g.*a4-highgpu-8g"):
         manager(tmp_path).ensure(changed, LABELS)
     assert calls(emulator, "PATCH") == []

@@ -130,6 +130,10 @@ def test_the_contract_variables_win_over_the_users_env():
         ({"timeout_seconds": 8 * 86400}, "timeout_seconds"),
         ({"labels": {"vsp-run-key": "x"}}, "labels"),
         ({"replica_count": 0}, "replica_count"),
+        ({"accelerator_type": "NVIDIA_L4"}, "accelerator_type"),
+        ({"accelerator_count": 4}, "accelerator_count"),
+        ({"machine_type": "n2-standard-8"}, "accelerator_type"),
+        ({"accelerator_type": "", "accelerator_count": 0}, "accelerator_type"),
     ],
 )
 def test_invalid_specs_are_rejected_naming_the_field(changes, field):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from vsp.components.runtime.cluster import rules_base
+from vsp.components.runtime.cluster import gpu_machines, rules_base
 from vsp.components.runtime.cluster import spec as cluster_spec
 
 PROVISIONING_MODELS = ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START")
@@ -172,6 +172,12 @@ def _check_machine(problems: rules_base.Problems, field: str, pool: cluster_spec
             f"{field}.accelerator_type", kind, "Not a Vertex AI accelerator enum name.",
             "Use an upper-case enum name such as NVIDIA_H100_80GB or NVIDIA_B200.",
         )  # fmt: skip
+    elif machine.machine_type and (bool(kind) == (count is not None and count >= 1)):
+        wrong = gpu_machines.mismatch(machine.machine_type, kind or "", count or 0)
+        if wrong is not None:
+            value = kind if wrong.field == "accelerator_type" else count
+            fix = wrong.fix[0].upper() + wrong.fix[1:]
+            problems.add(f"{field}.{wrong.field}", value, wrong.problem, fix)
 
 
 def _check_provisioning(

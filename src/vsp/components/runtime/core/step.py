@@ -225,7 +225,7 @@ def publish_metrics(artifact: Any, values: Mapping[str, Any]) -> dict[str, float
         else:
             left_out.append(f"{name} ({number})")
     if left_out:
-        log.info("metrics left out (not finite numbers): %s", ", ".join(left_out))
+        log.warning("metrics left out (not finite numbers): %s", ", ".join(left_out))
     for name, number in published.items():
         artifact.log_metric(name, number)
     write_file(artifact.path, json.dumps(published, indent=2, sort_keys=True))

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vsp.components.runtime.cluster import gpu_machines
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.trainer import contract
 
@@ -103,6 +104,13 @@ class CustomJobTraining:
                 "must be positive exactly when accelerator_type is set.",
                 "set both (e.g. NVIDIA_H100_80GB and 8) or neither.",
             )
+        elif self.machine_type:
+            wrong = gpu_machines.mismatch(
+                self.machine_type, self.accelerator_type, self.accelerator_count
+            )
+            if wrong is not None:
+                value = getattr(self, wrong.field)
+                bad(wrong.field, value or None, wrong.problem, wrong.fix)
         if self.replica_count < 1:
             bad("replica_count", self.replica_count, "must be at least 1.", "use 1 or more.")
         if bool(self.container_image) == bool(self.python_module):

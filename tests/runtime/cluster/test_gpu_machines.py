@@ -1,0 +1,92 @@
+"""Machine types against the GPUs they come with or accept, before any request is sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from vsp.components.runtime.cluster import builder, gpu_machines
+from vsp.components.runtime.core import errors
+
+
+@pytest.mark.parametrize(
+    ("machine", "gpus"),
+    [
+        ("a2-highgpu-1g", ("NVIDIA_TESLA_A100", 1)),
+        ("a2-megagpu-16g", ("NVIDIA_TESLA_A100", 16)),
+        ("a2-ultragpu-8g", ("NVIDIA_A100_80GB", 8)),
+        ("a3-highgpu-8g", ("NVIDIA_H100_80GB", 8)),
+        ("a3-highgpu-4g", ("NVIDIA_H100_80GB", 4)),
+        ("a3-megagpu-8g", ("NVIDIA_H100_MEGA_80GB", 8)),
+        ("a3-ultragpu-8g", ("NVIDIA_H200_141GB", 8)),
+        ("a4-highgpu-8g", ("NVIDIA_B200", 8)),
+        ("a4x-highgpu-4g", ("NVIDIA_GB200", 4)),
+        ("g2-standard-8", ("NVIDIA_L4", 1)),
+        ("g2-standard-24", ("NVIDIA_L4", 2)),
+        ("g2-standard-96", ("NVIDIA_L4", 8)),
+        ("g4-standard-192", ("NVIDIA_RTX_PRO_6000", 4)),
+        ("n1-standard-8", None),
+        ("n2-standard-8", None),
+        ("a9-hypergpu-8g", None),
+        ("g2-standard-7", None),  # no such size: not judged
+    ],
+)
+def test_fixed_gpu_machines_name_their_model_and_count(machine, gpus):
+    assert gpu_machines.built_in(machine) == gpus
+
+
+@pytest.mark.parametrize(
+    ("machine", "kind", "count"),
+    [
+        ("a3-highgpu-8g", "NVIDIA_H100_80GB", 8),
+        ("g2-standard-24", "NVIDIA_L4", 2),
+        ("n1-standard-8", "NVIDIA_TESLA_T4", 2),
+        ("n1-standard-8", "", 0),
+        ("n2-standard-8", "", 0),
+        ("a9-hypergpu-8g", "NVIDIA_X", 8),  # a family this version does not know
+        ("z9-standard-8", "NVIDIA_L4", 1),
+    ],
+)
+def test_matching_or_unknown_combinations_pass(machine, kind, count):
+    assert gpu_machines.mismatch(machine, kind, count) is None
+
+
+@pytest.mark.parametrize(
+    ("machine", "kind", "count", "field", "problem"),
+    [
+        ("a3-highgpu-8g", "NVIDIA_B200", 8, "accelerator_type", "comes with NVIDIA_H100_80GB, not"),
+        ("a3-highgpu-8g", "NVIDIA_H100_80GB", 4, "accelerator_count", "comes with 8 GPUs, not 4"),
+        ("a3-highgpu-8g", "", 0, "accelerator_type", "names no accelerator"),
+        ("g2-standard-48", "NVIDIA_L4", 1, "accelerator_count", "comes with 4 GPUs"),
+        ("n1-standard-8", "NVIDIA_H100_80GB", 1, "accelerator_type", "N1 machines take"),
+        ("n2-standard-8", "NVIDIA_TESLA_T4", 1, "accelerator_type", "takes no GPUs"),
+    ],
+)
+def test_mismatches_name_the_field_and_the_machine_type_that_fits(
+    machine, kind, count, field, problem
+):
+    found = gpu_machines.mismatch(machine, kind, count)
+    assert found is not None
+    assert found.field == field
+    assert problem in found.problem
+    if gpu_machines.built_in(machine):
+        model, gpus = gpu_machines.built_in(machine)
+        assert f"accelerator_type {model} and accelerator_count {gpus}" in found.fix
+
+
+def test_a_cluster_pool_with_the_wrong_gpu_is_refused_before_any_request():
+    with pytest.raises(errors.SpecValidationError) as info:
+        builder.build_cluster_spec(
+            project="p",
+            cluster_id="llmtrain",
+            zone="us-central1-b",
+            network="default",
+            home_directory_storage="projects/p/locations/us-central1-b/instances/home",
+            machine_type="a3-highgpu-8g",
+            accelerator_type="NVIDIA_B200",
+            accelerator_count=8,
+            spot_max_nodes=2,
+            ondemand_max_nodes=1,
+        )
+    assert "node_pools[1].machine_spec.accelerator_type" in info.value.fields
+    assert "a3-highgpu-8g comes with NVIDIA_H100_80GB, not NVIDIA_B200" in str(info.value)
+    assert "Set accelerator_type NVIDIA_H100_80GB and accelerator_count 8" in str(info.value)
