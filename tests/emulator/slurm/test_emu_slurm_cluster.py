@@ -45,12 +45,18 @@ def test_prolog_and_epilog_run_in_order_around_every_start(
     slurm["prolog_bash_scripts"] = [hook(log, "prolog1"), hook(log, "prolog2")]
     slurm["epilog_bash_scripts"] = [hook(log, "epilog1"), hook(log, "epilog2")]
     server, client = start(slurm_emulator_factory, cluster_body, slurm_requeue_delay_seconds=0)
-    server.app.slurm.set_preemption_plan("c1", mode="fixed", after_seconds=0.3, max_count=1)
     script = (
         f'#!/bin/bash\necho "job ${{SLURM_RESTART_COUNT:-0}}" >> {log}\n'
         'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 30; fi\n'
     )
     job_id = client.submit(script, name="hooked")
+    # Preempted once the first run's script has begun, not in its prologs however slow the
+    # machine is.
+    deadline = time.monotonic() + 30
+    while "job 0" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the first run's script never started"
+        time.sleep(0.05)
+    server.app.slurm.preempt_now("c1", job_id)
     done = client.wait_state(job_id, "COMPLETED")
     assert done["restart_cnt"] == 1
     expected_hook = f"{job_id} vsp a4 noname"

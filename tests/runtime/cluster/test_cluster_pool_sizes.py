@@ -177,3 +177,11 @@ def test_an_accelerator_type_outside_the_enum_is_warned_about_on_each_pool(caplo
         "node_pools[2].machine_spec.accelerator_type = 'NVIDIA_H100' (pool 'ondemand')",
     ]
     assert "NVIDIA_H100_80GB" in caplog.messages[0].split("(close: ")[1].split(")")[0]
+
+
+def test_a_pool_whose_machine_comes_with_other_gpus_is_refused_before_any_request():
+    with pytest.raises(errors.SpecValidationError) as info:
+        builder.build_cluster_spec(**{**FLAT, "accelerator_type": "NVIDIA_B200"})
+    assert "node_pools[1].machine_spec.accelerator_type" in info.value.fields
+    assert "a3-highgpu-8g comes with NVIDIA_H100_80GB, not NVIDIA_B200" in str(info.value)
+    assert "Set accelerator_type NVIDIA_H100_80GB and accelerator_count 8" in str(info.value)

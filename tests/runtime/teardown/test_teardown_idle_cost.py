@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from vsp.components.runtime.cluster import builder
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, gpu_machines
 from vsp.components.runtime.teardown import cost as teardown_cost
 from vsp.components.runtime.teardown import price_book
 from vsp.components.runtime.teardown import prices as price_table
@@ -29,6 +29,9 @@ def local_cluster_body(**overrides) -> dict:
     defaults = inspect.signature(catalog.declarations()["create_cluster"]).parameters
     kwargs = {name: p.default for name, p in defaults.items() if name in accepted}
     kwargs.update({k: v for k, v in pipeline_catalog.LOCAL_CLUSTER.items() if k in accepted})
+    fixed = gpu_machines.built_in(overrides.get("machine_type", ""))
+    if fixed and "accelerator_type" not in overrides:  # the GPUs that machine comes with
+        kwargs["accelerator_type"], kwargs["accelerator_count"] = fixed
     kwargs.update(overrides)
     return builder.build_cluster_spec(**kwargs).to_request_body()
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import difflib
 import re
 
-from vsp.components.runtime.cluster import gpu_machines, rules_base
+from vsp.components.runtime.cluster import rules_base
 from vsp.components.runtime.cluster import spec as cluster_spec
+from vsp.components.runtime.core import gpu_machines
 
 PROVISIONING_MODELS = ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START")
 # The AcceleratorType enum of Vertex AI (google-cloud-aiplatform 1.165.1, aiplatform_v1beta1,

@@ -13,8 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vsp.components.runtime.cluster import gpu_machines
-from vsp.components.runtime.core import errors
+from vsp.components.runtime.core import errors, gpu_machines
 from vsp.components.runtime.trainer import contract
 
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
