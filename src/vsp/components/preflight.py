@@ -39,6 +39,7 @@ def check_run_parameters(
     environment: dict = {},  # noqa: B006
     nodes: int = 1,
     gpus_per_node: int = 0,
+    accelerator_type: str = "",
     accelerator_count: int = -1,
     time_limit_minutes: int = 0,
     max_preemptions: int = 10,
@@ -98,6 +99,9 @@ def check_run_parameters(
         environment: Extra environment variables of the trainer (names checked).
         nodes: Nodes per training job (1-1024).
         gpus_per_node: GPUs per node requested from Slurm (0-16).
+        accelerator_type: Accelerator of the training pools built from the flat parameters
+            ('' = not checked); a machine type that does not come with it (or take it) is
+            refused unless cluster_spec gives the cluster.
         accelerator_count: Accelerators per node of the training pools built from the flat
             parameters (-1 = unknown); gpus_per_node above it is refused unless cluster_spec
             gives the cluster.

@@ -167,3 +167,35 @@ def test_staged_code_options_are_checked_by_the_first_step(options, refusal):
         return
     with pytest.raises(errors.UserError, match=refusal):
         check_run_parameters.check_component_params(params)
+
+
+@pytest.mark.parametrize(
+    ("machine", "kind", "count", "spec", "field"),
+    [
+        ("a3-highgpu-8g", "NVIDIA_H100_80GB", 8, {}, None),
+        ("g2-standard-8", "NVIDIA_H100_80GB", 8, {}, "accelerator_type"),
+        ("a3-highgpu-8g", "NVIDIA_H100_80GB", 4, {}, "accelerator_count"),
+        ("n2-standard-8", "NVIDIA_TESLA_T4", 1, {}, "accelerator_type"),
+        ("g2-standard-8", "", 8, {}, None),  # the pipeline passes no accelerator: not checked
+        ("g2-standard-8", "NVIDIA_H100_80GB", 8, {"nodePools": []}, None),  # the spec rules
+    ],
+)
+def test_a_machine_without_the_accelerators_is_refused_before_the_cluster(
+    machine, kind, count, spec, field
+):
+    params = component_defaults() | {
+        "model_id": "m1",
+        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+        "model_dir": "gs://bucket/run/model",
+        "machine_type": machine,
+        "accelerator_type": kind,
+        "accelerator_count": count,
+        "cluster_spec": spec,
+    }
+    if field is None:
+        assert check_run_parameters.check_component_params(params) is True
+        return
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check_run_parameters.check_component_params(params)
+    assert caught.value.fields == [field]
+    assert machine in str(caught.value) and "Fix:" in str(caught.value)

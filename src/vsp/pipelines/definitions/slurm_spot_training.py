@@ -175,6 +175,7 @@ def build(components: dict):
                 working_directory=working_directory,
                 nodes=nodes,
                 gpus_per_node=gpus_per_node,
+                accelerator_type=accelerator_type,
                 accelerator_count=accelerator_count,
                 fallback_after_preemptions=FALLBACK_AFTER_PREEMPTIONS,
                 capacity_wait_seconds=CAPACITY_WAIT_SECONDS,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 from vsp.components.runtime.cluster import builder
-from vsp.components.runtime.core import errors, param_rules, step
+from vsp.components.runtime.core import errors, gpu_machines, param_rules, step
 from vsp.components.runtime.steps import run_checks
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import prewarm_intents
@@ -184,6 +184,10 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
     inputs = None
     if p["check_teardown"]:
         inputs = gather(lambda: _teardown_inputs(params, p), TEARDOWN_READS)
+    gather(
+        lambda: _check_machine_gpus(p),
+        ("machine_type", "accelerator_type", "accelerator_count", "cluster_spec"),
+    )
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
         cluster = gather(lambda: _cluster_body(p), CLUSTER_READS)
@@ -281,6 +285,20 @@ def _check_code(options: Any) -> None:
             str(options.get("code_sha256") or ""),
             str(options.get("code_cache_dir") or ""),
         )
+
+
+def _check_machine_gpus(p: Mapping[str, Any]) -> None:
+    """The flat parameters' machine type must come with (or take) their accelerators
+    (``gpu_machines.mismatch``), as ``create_cluster`` will check; skipped when
+    ``cluster_spec`` gives the cluster or the pipeline passes no ``accelerator_type``."""
+    kind, count = p["accelerator_type"], p["accelerator_count"]
+    if p["cluster_spec"] or not kind or not isinstance(count, int) or count < 0:
+        return
+    wrong = gpu_machines.mismatch(str(p["machine_type"]), str(kind), count)
+    if wrong is not None:
+        value = kind if wrong.field == "accelerator_type" else count
+        problem = errors.SpecProblem(wrong.field, value or None, wrong.problem, wrong.fix)
+        raise errors.SpecValidationError("the run's parameter set", [problem])
 
 
 def _check_gpus(p: Mapping[str, Any]) -> None:
