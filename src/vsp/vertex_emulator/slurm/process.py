@@ -4,7 +4,8 @@ Every prolog, batch script and epilog runs as its own process in a new session
 (``start_new_session``), so its process group id is its pid and signals reach everything it
 started. A group is only signalled while its leader is not yet reaped (so the id cannot have been
 reused); when a leader exits, the rest of its group is killed before it is reaped, as Slurm kills
-whatever a job leaves behind. Nothing is ever killed by name.
+whatever a job leaves behind. Nothing is ever killed by name. Should the emulator's process end
+without a shutdown (SIGKILL), ``orphan_guard`` kills the groups it leaves.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 from typing import Any
 
 from vsp.vertex_emulator.slurm import filesystem as cluster_filesystem
+from vsp.vertex_emulator.slurm import orphan_guard
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ class ProcessTable:
     def __init__(self) -> None:
         self._procs: dict[tuple[str, int], Proc] = {}
         self._orphans: list[subprocess.Popen[bytes]] = []
+        self._guard = orphan_guard.OrphanGuard()
 
     def get(self, key: tuple[str, int]) -> Proc | None:
         """The process of a job, if one is running (or exited but not yet collected)."""
@@ -159,6 +162,7 @@ class ProcessTable:
         finally:
             for handle in handles:
                 handle.close()
+        self._guard.record(popen.pid, script_path)
         proc = Proc(popen, kind, script_path)
         self._procs[key] = proc
         return proc
@@ -232,6 +236,7 @@ class ProcessTable:
             except subprocess.TimeoutExpired:
                 log.warning("slurm job process %d did not exit after SIGKILL", popen.pid)
         self._orphans = []
+        self._guard.close()
         return alive
 
 
