@@ -81,6 +81,7 @@ def emulator_for_run(
                 "--state-dir"
             )
         raise errors.UserError(f"{exc}. Fix: {fix}.") from None
+    _cancel_left_running(server)
     if cluster_id:
         # Not created yet: a plan an earlier run left waiting for it is dropped. The id matching
         # clusters of several projects (NOT_FOUND): left alone.
@@ -102,3 +103,25 @@ def emulator_for_run(
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _cancel_left_running(server: vertex_emulator.EmulatorServer) -> None:
+    """Cancels the jobs an earlier run left unfinished in this state folder, saying so.
+
+    The emulator was that run's own, so the run ended without stopping it (killed): nothing
+    supervises its jobs, whose processes died with it. Started again, the emulator would take
+    them for lost nodes and requeue them, to train beside this run's job on its cluster and take
+    its injected preemptions; on Vertex AI a cancelled pipeline run cancels them.
+    """
+    for cluster, job_id in server.app.slurm.cancel_unfinished():
+        log.warning(
+            "cancelled Slurm job %d on %s: an earlier run in this folder ended without stopping "
+            "it, and nothing supervises it now",
+            job_id,
+            cluster.rsplit("/", 1)[-1],
+        )
+    for name in server.app.custom_jobs.cancel_unfinished():
+        log.warning(
+            "cancelled CustomJob %s: an earlier run in this folder ended without stopping it",
+            name.rsplit("/", 1)[-1],
+        )

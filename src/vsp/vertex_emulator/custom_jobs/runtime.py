@@ -282,6 +282,14 @@ class CustomJobRuntime(preemption.PreemptionApi):
             self._set_state(doc, "JOB_STATE_CANCELLING", now)
             self._save(doc)
 
+    def cancel_unfinished(self) -> list[str]:
+        """Starts cancelling every CustomJob not yet ended (a run-local emulator's start: the
+        run that created them is gone); returns their names."""
+        active = self.app.store.select(COLLECTION, lambda d: d["job"]["state"] in ACTIVE)
+        for name, _doc in active:
+            self.cancel(name)
+        return [name for name, _doc in active]
+
     def info(self, job: str | int) -> dict[str, Any]:
         """Emulator-side facts: the resource, log and work paths, restarts, env, argv."""
         doc = self.find(job)

@@ -299,6 +299,20 @@ class SlurmRuntime:
         """
         return self._edit(cluster, lambda ctx: ctx.filesystem.host_path(path))
 
+    def cancel_unfinished(self) -> list[tuple[str, int]]:
+        """Cancels every job not yet ended, on every cluster (a run-local emulator's start:
+        the run that submitted them is gone); returns (cluster name, job id) of each."""
+        cancelled = []
+        for name in self.app.store.keys(slurm_context.STATE_COLLECTION):
+            if self.app.store.get(clusters.COLLECTION, name) is None:
+                continue
+
+            def change(ctx: Any) -> list[int]:
+                return [i for i in sorted(ctx.jobs) if slurm_lifecycle.cancel(ctx, ctx.jobs[i])]
+
+            cancelled += [(name, job_id) for job_id in self._edit(name, change)]
+        return cancelled
+
     def jobs(self, cluster: str) -> list[dict[str, Any]]:
         """The stored job records of a cluster (internal form), by job id."""
         return self._edit(cluster, lambda ctx: [ctx.jobs[k] for k in sorted(ctx.jobs)])
