@@ -88,11 +88,19 @@ def test_run_local_params_follow_the_template_types_and_are_checked_first(tmp_pa
     assert definitions["cluster_id"]["parameterType"] == "STRING"
     assert "max_preemptions" in groups["training_options"]
     result = CliRunner().invoke(
-        main.main, ["run-local", "--param", "nodes=abc", "--param", "bogus=1"]
+        main.main,
+        ["run-local", "--param", "nodes=abc", "--param", "bogus=1", "--param", "spot_max_nodess=3"],
     )
     assert result.exit_code == 2
-    assert "--param.nodes = 'abc': The pipeline declares it NUMBER_INTEGER." in result.output
-    assert "--param.bogus = 1: The pipeline has no such parameter." in result.output
+    assert "--param nodes = 'abc': The pipeline declares it NUMBER_INTEGER." in result.output
+    assert (
+        "--param bogus = 1: The pipeline has no such parameter. Fix: Use one of the pipeline's "
+        "parameters: "
+    ) in result.output
+    assert (
+        "--param spot_max_nodess = 3: The pipeline has no such parameter. Fix: Did you mean "
+        "spot_max_nodes? Use one of"
+    ) in result.output
     assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request
 
 
@@ -136,9 +144,9 @@ def test_a_null_inside_a_param_is_refused_naming_where(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     assert result.output.splitlines() == [
         "error: the parameter set of slurm-spot-training is invalid (2 problems):",
-        "  - --param.training_options.poll_seconds = {'poll_seconds': None}: Is null, which no "
+        "  - --param training_options.poll_seconds = {'poll_seconds': None}: Is null, which no "
         "parameter can carry. Fix: Leave it out to take its default, or give a value.",
-        "  - --param.command[2] = ['python', 'train.py', None]: Is null, which no parameter can "
+        "  - --param command[2] = ['python', 'train.py', None]: Is null, which no parameter can "
         "carry. Fix: Remove that item, or give it a value.",
     ]
     assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()  # no request

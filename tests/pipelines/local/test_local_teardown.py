@@ -195,8 +195,11 @@ def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it
     [labels] = _patch_labels(failed)
     assert labels["vsp-teardown"] == "retry"
     assert failed.parameters["finalize-cluster"]["action"] == "kept"
-    fate = dict(summary.facts(failed))["cluster after the run"]
+    facts = dict(summary.facts(failed))
+    fate = facts["cluster after the run"]
     assert fate.startswith("kept for a retry until ") and "idle at 159.67 USD/h" in fate
+    # Its emulator stopped with the run: how to reach the kept cluster from here.
+    assert f"`vsp emulator start --state-dir {failed.state_dir}`" in facts["locally"]
 
     time.sleep(1.5)  # past the 1.2 s retry window
     reaped = _run(tmp_path, monkeypatch, pipeline="reap-expired-clusters")

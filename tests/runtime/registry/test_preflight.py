@@ -69,7 +69,7 @@ def test_an_unknown_policy_is_reported():
     )
     with pytest.raises(errors.SpecValidationError) as caught:
         run_checks.check_run(GOOD_MODEL, inputs)
-    assert caught.value.fields == ["policy"]
+    assert caught.value.fields == ["teardown_policy"]  # as the run's parameters name it
 
 
 def test_the_default_checkpoint_dir_needs_a_folder_above_the_model():
@@ -199,3 +199,54 @@ def test_a_machine_without_the_accelerators_is_refused_before_the_cluster(
         check_run_parameters.check_component_params(params)
     assert caught.value.fields == [field]
     assert machine in str(caught.value) and "Fix:" in str(caught.value)
+
+
+def test_the_gpus_per_node_the_machine_cannot_give_are_named_with_the_accelerator():
+    params = component_defaults() | {
+        "model_id": "m1",
+        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+        "model_dir": "gs://bucket/run/model",
+        "machine_type": "g2-standard-8",
+        "accelerator_type": "NVIDIA_H100_80GB",
+        "accelerator_count": 8,
+        "gpus_per_node": 8,
+        "check_training": True,
+        "command": ["python", "-m", "trainer"],
+        "working_directory": "/home/run",
+    }
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check_run_parameters.check_component_params(params)
+    assert caught.value.fields == ["accelerator_type", "gpus_per_node"]
+    assert "set gpus_per_node to 1 or fewer" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "spot", "spec", "problem"),
+    [
+        (1, 2, {}, None),
+        (2, 2, {}, None),
+        (1, 0, {}, "no Spot pool"),
+        (3, 2, {}, "fewer than the training job's 3"),
+        (3, 0, {"nodePools": []}, None),  # the full spec gives the partitions: not compared
+    ],
+)
+def test_a_training_job_larger_than_the_spot_pool_is_refused_first(nodes, spot, spec, problem):
+    params = component_defaults() | {
+        "model_id": "m1",
+        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+        "model_dir": "gs://bucket/run/model",
+        "check_training": True,
+        "command": ["python", "-m", "trainer"],
+        "working_directory": "/home/run",
+        "nodes": nodes,
+        "spot_max_nodes": spot,
+        "cluster_spec": spec,
+    }
+    if problem is None:
+        assert check_run_parameters.check_component_params(params) is True
+        return
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check_run_parameters.check_component_params(params)
+    assert caught.value.fields == ["spot_max_nodes"]
+    assert problem in str(caught.value)
+    assert f"Fix: set spot_max_nodes to at least nodes ({nodes})" in str(caught.value)

@@ -117,7 +117,21 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
         and (finalize["action"] != "none" or not result.succeeded)
     ):
         rows.append(("cluster after the run", str(finalize.get("summary") or finalize["action"])))
+        if finalize["action"] == "kept" and result.state_dir:
+            rows.append(("locally", _local_kept_note(result.state_dir)))
     return rows
+
+
+def _local_kept_note(state_dir: str) -> str:
+    """How a cluster kept by a local run is reached: its emulator stopped with the run, so the
+    exit task's `vsp clusters delete` needs the emulator started again on the folder."""
+    return (
+        "the emulator stopped with this run and keeps the cluster in its folder: the next run "
+        "there reuses it, `vsp run-local reap-expired-clusters` deletes it once expired, and to "
+        f"delete it now start the emulator on the folder (`vsp emulator start --state-dir "
+        f"{state_dir}`), set VERTEX_EMULATOR_HOST to the address it prints, then run the "
+        "`vsp clusters delete` above"
+    )
 
 
 def _body(path: str | None) -> str:

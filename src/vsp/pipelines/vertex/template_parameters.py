@@ -8,6 +8,7 @@ in when it is one of a group's.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -126,28 +127,35 @@ def check_parameters(
         group = next((g for g, names in (groups or {}).items() if name in names), None)
         if definition is None and group is not None:
             problems.add(
-                f"{field}.{name}", value, f"Is not a parameter of the pipeline but of {group}.",
+                _path(field, name), value, f"Is not a parameter of the pipeline but of {group}.",
                 f"Put it in that group: --param '{group}={{\"{name}\": ...}}'.",
             )  # fmt: skip
             continue
         if definition is None:
+            close = difflib.get_close_matches(name, list(definitions), n=1, cutoff=0.75)
+            fix = f"Did you mean {close[0]}? " if close else ""
             problems.add(
-                f"{field}.{name}", value, "The pipeline has no such parameter.",
-                f"Use one of the pipeline's parameters: {known}.",
+                _path(field, name), value, "The pipeline has no such parameter.",
+                f"{fix}Use one of the pipeline's parameters: {known}.",
             )  # fmt: skip
             continue
         kind = definition.get("parameterType", "")
         check = PARAMETER_TYPES.get(kind)
         if check is not None and not check(value):
             problems.add(
-                f"{field}.{name}", value, f"The pipeline declares it {kind}.",
+                _path(field, name), value, f"The pipeline declares it {kind}.",
                 f"Give a {kind} value, e.g. --param {name}={_EXAMPLES.get(kind, 'VALUE')}.",
             )  # fmt: skip
             continue
         check_nulls(problems, {name: value}, field)
     for name, definition in sorted(definitions.items()):
         if is_required(definition) and name not in values:
-            problems.missing(f"{field}.{name}", f"Set it: --param {name}=VALUE.")
+            problems.missing(_path(field, name), f"Set it: --param {name}=VALUE.")
+
+
+def _path(field: str, name: str) -> str:
+    """A parameter as the user gave it: ``--param nodes``, ``parameter_values.nodes``."""
+    return f"{field} {name}" if field.startswith("--") else f"{field}.{name}"
 
 
 def check_nulls(problems: Problems, values: Mapping[str, Any], field: str) -> None:
@@ -162,7 +170,7 @@ def check_nulls(problems: Problems, values: Mapping[str, Any], field: str) -> No
             else "Leave it out to take its default, or give a value."
         )
         problems.add(
-            f"{field}.{name}{where}", value if where else "null",
+            _path(field, name) + where, value if where else "null",
             "Is null, which no parameter can carry.", fix,
         )  # fmt: skip
 

@@ -186,7 +186,7 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         inputs = gather(lambda: _teardown_inputs(params, p), TEARDOWN_READS)
     gather(
         lambda: _check_machine_gpus(p),
-        ("machine_type", "accelerator_type", "accelerator_count", "cluster_spec"),
+        ("machine_type", "accelerator_type", "accelerator_count", "gpus_per_node", "cluster_spec"),
     )
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
@@ -203,6 +203,7 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
             (*TRAINING_NAMES, *grouped),
         )
         gather(lambda: _check_gpus(p), ("gpus_per_node", "accelerator_count", "cluster_spec"))
+        gather(lambda: _check_spot_nodes(p), ("nodes", "spot_max_nodes", "cluster_spec"))
         gather(lambda: _check_code(grouped), ("code_uri", "code_sha256", "code_cache_dir"))
     extra: dict[str, Any] = {}
     if p["check_checkpoint_dir"]:
@@ -294,11 +295,51 @@ def _check_machine_gpus(p: Mapping[str, Any]) -> None:
     kind, count = p["accelerator_type"], p["accelerator_count"]
     if p["cluster_spec"] or not kind or not isinstance(count, int) or count < 0:
         return
-    wrong = gpu_machines.mismatch(str(p["machine_type"]), str(kind), count)
-    if wrong is not None:
-        value = kind if wrong.field == "accelerator_type" else count
-        problem = errors.SpecProblem(wrong.field, value or None, wrong.problem, wrong.fix)
-        raise errors.SpecValidationError("the run's parameter set", [problem])
+    machine = str(p["machine_type"])
+    wrong = gpu_machines.mismatch(machine, str(kind), count)
+    if wrong is None:
+        return
+    value = kind if wrong.field == "accelerator_type" else count
+    problems = [errors.SpecProblem(wrong.field, value or None, wrong.problem, wrong.fix)]
+    fixed, gpus = gpu_machines.built_in(machine), p["gpus_per_node"]
+    if fixed is not None and isinstance(gpus, int) and gpus > fixed[1]:
+        # Said now, so that the accelerator's fix is not followed by this refusal next run.
+        problems.append(
+            errors.SpecProblem(
+                "gpus_per_node",
+                gpus,
+                f"{machine} has {fixed[1]} GPU(s) per node; the job would ask Slurm for more.",
+                f"set gpus_per_node to {fixed[1]} or fewer.",
+            )
+        )
+    raise errors.SpecValidationError("the run's parameter set", problems)
+
+
+def _check_spot_nodes(p: Mapping[str, Any]) -> None:
+    """A job of more nodes than the flat parameters' Spot pool has would never start (with
+    ``spot_max_nodes`` 0 the cluster has no ``spot`` partition at all); refused before the
+    cluster is created, unless ``cluster_spec`` gives the cluster."""
+    nodes, spot = p["nodes"], p["spot_max_nodes"]
+    if p["cluster_spec"] or not isinstance(nodes, int) or not isinstance(spot, int):
+        return
+    if nodes <= spot:
+        return
+    if spot == 0:
+        problem = (
+            f"the cluster would have no Spot pool, so no spot partition for the training job "
+            f"of {nodes} node(s) to start on."
+        )
+    else:
+        problem = (
+            f"the Spot pool would have {spot} node(s), fewer than the training job's {nodes}: "
+            "the job would never start."
+        )
+    fix = f"set spot_max_nodes to at least nodes ({nodes})" + (
+        f", or nodes to at most {spot}." if spot else "."
+    )
+    raise errors.SpecValidationError(
+        "the run's parameter set", [errors.SpecProblem("spot_max_nodes", spot, problem, fix)]
+    )
 
 
 def _check_gpus(p: Mapping[str, Any]) -> None:

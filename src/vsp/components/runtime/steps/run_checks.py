@@ -8,6 +8,7 @@ checkpoint folder, the teardown decision's inputs and the cluster's prices.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -106,12 +107,16 @@ def checkpoint_problems(checkpoint_dir: str, model_dir: str) -> list[errors.Spec
 def teardown_problems(
     inputs: teardown_inputs.TeardownInputs, failure_keep_minutes: float
 ) -> list[errors.SpecProblem]:
-    """What ``decide_teardown`` and ``finalize_cluster`` would refuse, found now."""
+    """What ``decide_teardown`` and ``finalize_cluster`` would refuse, found now (the
+    decision's ``policy`` named ``teardown_policy``, as the run's parameters name it)."""
     problems = []
     try:
         inputs.validate()
     except errors.SpecValidationError as exc:
-        problems += exc.problems
+        problems += [
+            dataclasses.replace(q, field="teardown_policy") if q.field == "policy" else q
+            for q in exc.problems
+        ]
     try:
         teardown_inputs.check_failure_keep_minutes(failure_keep_minutes)
     except errors.UserError:
