@@ -33,7 +33,7 @@ next check in 2 s, gives up in 2 h 00 min)
     2026-12-03 21:22:42,028 INFO vsp.progress: job 1: RUNNING (0 s; next check in 1 s)
     2026-12-03 21:22:43,452 INFO vsp.components.runtime.training.supervisor: [job 1] step 10/100
     2026-12-03 21:22:45,981 WARNING vsp.components.runtime.training.supervisor: job 1 was \
-preempted and requeued (1 requeue(s) so far)
+preempted and requeued (1 time(s) so far)
     2026-12-03 21:22:46,000 ERROR vsp.step: train_on_cluster failed (exit 2): spec is invalid:
       - steps = -1: must be positive. Fix: pass steps >= 1.
       - seed = 'x': not a whole number. Fix: pass a number.
@@ -74,7 +74,7 @@ def test_only_state_changes_progress_and_problems_reach_the_terminal():
         "create-cluster: succeeded in 1 s",
         "train-on-cluster: started",
         "  train-on-cluster: job 1: RUNNING (0 s; next check in 1 s)",
-        "  train-on-cluster: warning: job 1 was preempted and requeued (1 requeue(s) so far)",
+        "  train-on-cluster: warning: job 1 was preempted and requeued (1 time(s) so far)",
         "  train-on-cluster: error: train_on_cluster failed (exit 2): spec is invalid:",
         "train-on-cluster: FAILED after 1 s",
         "train-on-cluster: retrying (attempt 1 of 2 failed)",

@@ -64,6 +64,14 @@ def test_visibility_and_the_notes(tmp_path):
         none_saved = driver.unknown_goodput_note(absent)
         assert f"{absent} does not exist: the trainer saved no checkpoint" in none_saved
         assert "cluster's own storage" not in none_saved
+        # Cancelled before the first save: no fix for the trainer is named.
+        early = driver.unknown_goodput_note(absent, cancelled=True)
+        assert "cancelled before the trainer saved its first checkpoint" in early
+        assert "Fix" not in early
+    # Cancelled after saves that lack the history: the trainer's fix still stands.
+    assert "checkpoint.resume()" in driver.unknown_goodput_note(
+        "/gcs/b/ckpt", visible=True, cancelled=True
+    )
 
 
 def test_pruned_checkpoints_still_count_through_the_history(tmp_path):

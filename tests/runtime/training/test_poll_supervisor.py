@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from vsp.components.runtime.core import polling
 from vsp.components.runtime.core.outcome import Outcome
 from vsp.components.runtime.training import driver, poll_plan
@@ -218,3 +222,19 @@ def test_a_notice_in_the_comment_brings_the_next_call_to_the_expect_interval():
     assert not plan.look(214, notice, read=False)
     assert plan.look(215, notice, read=False)
     assert plan.reason == "the job's comment says notice, Vertex said RUNNING"
+
+
+@pytest.mark.parametrize(
+    ("then", "line"),
+    [
+        ("requeued", "job 9 was preempted and requeued (1 time(s) so far)"),
+        ("restarted in place", "job 9 was preempted and restarted in place (1 time(s) so far)"),
+    ],
+)
+def test_a_preemption_is_told_in_the_backends_words(then, line, caplog, monkeypatch):
+    clock = polling.FakeClock()
+    backend = CommentBackend(clock)
+    monkeypatch.setattr(backend, "preempted_then", then)
+    caplog.set_level(logging.WARNING, logger="vsp.components.runtime.training.supervisor")
+    supervisor(backend, clock).run()
+    assert [m for m in caplog.messages if "preempted" in m] == [line]

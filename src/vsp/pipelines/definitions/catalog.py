@@ -12,6 +12,7 @@ from typing import Any
 from vsp import vertex_emulator
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.slurm import script as slurm_script
+from vsp.components.runtime.teardown import prices
 from vsp.pipelines.definitions import (
     cluster_lifecycle,
     reap_expired_clusters,
@@ -39,6 +40,9 @@ LOCAL_CLUSTER = {
     "spot_max_nodes": 2,
     "ondemand_max_nodes": 1,
 }
+# The node-hour prices of the local training cost, from the price table the teardown prices the
+# same cluster with (the pipeline's default machine, a3-highgpu-8g), so one report has one price.
+LOCAL_NODE_PRICES = prices.HOURLY_USD["a3-highgpu-8g"]
 
 # The example trainer's settings for local runs: about 10 s of training when uninterrupted.
 LOCAL_TRAINER_ARGS = ["--steps", "100", "--seed", "7", "--step-seconds", "0.1"]
@@ -191,8 +195,9 @@ def local_arguments(
                 # Job logs on Cloud Storage too: the step streams the trainer's lines from there.
                 "log_directory": os.path.join(run_gcs, "logs"),
                 "poll_seconds": 0.5,
-                "spot_price_per_node_hour": 0.9,
-                "ondemand_price_per_node_hour": 3.0,
+                # The price table's, as the teardown prices the same nodes (one report).
+                "spot_price_per_node_hour": LOCAL_NODE_PRICES["SPOT"],
+                "ondemand_price_per_node_hour": LOCAL_NODE_PRICES["ON_DEMAND"],
             },
             # The emulated nodes have the machine type's GPUs, so the default request (all of
             # a node's GPUs) is what runs there; a real Slurm here has none.

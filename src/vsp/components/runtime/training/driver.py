@@ -135,8 +135,22 @@ def own_records(
     return mine
 
 
-def unknown_goodput_note(checkpoint_dir: str, visible: bool = False) -> str:
-    """Why goodput and its overheads are missing, and how to get them."""
+def unknown_goodput_note(
+    checkpoint_dir: str, visible: bool = False, cancelled: bool = False
+) -> str:
+    """Why goodput and its overheads are missing, and how to get them.
+
+    Args:
+        checkpoint_dir: The run's checkpoint directory.
+        visible: Whether this step sees that directory (and it exists).
+        cancelled: The run was cancelled: with no checkpoint saved yet, nothing is wrong
+            with the trainer, and no fix is named.
+    """
+    if cancelled and not visible:
+        return (
+            "unknown: the run was cancelled before the trainer saved its first checkpoint, "
+            "so there is no checkpoint history to read."
+        )
     if visible:
         return (
             f"unknown: {checkpoint_dir} has no {history.HISTORY_FILE} with the "
@@ -278,7 +292,8 @@ def supervise(
         metrics["final_loss"] = losses[-1]
     notes = [(heading, html.escape(text)) for heading, text in report_notes]
     if "goodput" not in metrics and result.events:
-        note = unknown_goodput_note(checkpoint_dir, visible)
+        cancelled = isinstance(failure, errors.StepCancelled)
+        note = unknown_goodput_note(checkpoint_dir, visible, cancelled=cancelled)
         log.warning("goodput %s", note)  # "goodput unknown: ..."
         notes.append(("Goodput", html.escape(note)))
     elif "goodput" not in metrics:  # nothing ran: the failure says why

@@ -228,8 +228,9 @@ class TrainingSupervisor:
                     log.info("[job %s] %s", attempt.job_id, line)
             if attempt.requeues > seen_requeues:
                 log.warning(
-                    "job %s was preempted and requeued (%d requeue(s) so far)",
+                    "job %s was preempted and %s (%d time(s) so far)",
                     attempt.job_id,
+                    self.backend.preempted_then,
                     attempt.requeues,
                 )
                 seen_requeues = attempt.requeues

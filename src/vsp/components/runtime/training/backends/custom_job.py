@@ -65,6 +65,7 @@ class CustomJobBackend(TrainingBackend):
     """
 
     resource_type = "CustomJob"
+    preempted_then = "restarted in place"
 
     def __init__(
         self,

@@ -19,6 +19,9 @@ class TrainingBackend(abc.ABC):
     """Where attempts run. Implementations: Slurm jobs on a cluster, Vertex CustomJobs."""
 
     resource_type: str = ""
+    # What the service does with a preempted job, for the step's log: Slurm requeues it,
+    # Vertex AI restarts a CustomJob's replica in place.
+    preempted_then: str = "requeued"
     time_resolution: float = 0.0  # seconds of precision of run_started_at / ended_at
 
     @abc.abstractmethod
