@@ -64,6 +64,8 @@ INTENTIONAL = {
     ("gpus_per_node", "train-on-cluster.gpus_per_node"),
     ("gpus_per_node", "check-run-parameters.gpus_per_node"),
     ("accelerator_count", "check-run-parameters.accelerator_count"),
+    # Likewise the machine and its accelerators: compared only when the pipeline names them.
+    ("accelerator_type", "check-run-parameters.accelerator_type"),
     # The CustomJob pipeline counts Vertex's in-place restarts and polls a slower API.
     ("max_preemptions", "check-run-parameters.max_preemptions"),
     ("poll_seconds", "check-run-parameters.poll_seconds"),
