@@ -102,6 +102,22 @@ def component_defaults() -> dict:
     }
 
 
+def run_params(training: bool = True, **changes) -> dict:
+    """The check's parameters for a run with a valid model (and training, unless asked not)."""
+    params = component_defaults() | {
+        "model_id": "m1",
+        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
+        "model_dir": "gs://bucket/run/model",
+    }
+    if training:
+        params |= {
+            "check_training": True,
+            "command": ["python", "-m", "trainer"],
+            "working_directory": "/home/run",
+        }
+    return params | changes
+
+
 @pytest.mark.parametrize(
     ("gpus", "count", "spec", "refused"),
     [
@@ -115,17 +131,7 @@ def component_defaults() -> dict:
     ],
 )
 def test_a_gpu_request_beyond_the_nodes_is_refused_first(gpus, count, spec, refused):
-    params = component_defaults() | {
-        "model_id": "m1",
-        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
-        "model_dir": "gs://bucket/run/model",
-        "check_training": True,
-        "command": ["python", "-m", "trainer"],
-        "working_directory": "/home/run",
-        "gpus_per_node": gpus,
-        "accelerator_count": count,
-        "cluster_spec": spec,
-    }
+    params = run_params(gpus_per_node=gpus, accelerator_count=count, cluster_spec=spec)
     if not refused:
         assert check_run_parameters.check_component_params(params) is True
         return
@@ -183,15 +189,13 @@ def test_staged_code_options_are_checked_by_the_first_step(options, refusal):
 def test_a_machine_without_the_accelerators_is_refused_before_the_cluster(
     machine, kind, count, spec, field
 ):
-    params = component_defaults() | {
-        "model_id": "m1",
-        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
-        "model_dir": "gs://bucket/run/model",
-        "machine_type": machine,
-        "accelerator_type": kind,
-        "accelerator_count": count,
-        "cluster_spec": spec,
-    }
+    params = run_params(
+        training=False,
+        machine_type=machine,
+        accelerator_type=kind,
+        accelerator_count=count,
+        cluster_spec=spec,
+    )
     if field is None:
         assert check_run_parameters.check_component_params(params) is True
         return
@@ -202,18 +206,12 @@ def test_a_machine_without_the_accelerators_is_refused_before_the_cluster(
 
 
 def test_the_gpus_per_node_the_machine_cannot_give_are_named_with_the_accelerator():
-    params = component_defaults() | {
-        "model_id": "m1",
-        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
-        "model_dir": "gs://bucket/run/model",
-        "machine_type": "g2-standard-8",
-        "accelerator_type": "NVIDIA_H100_80GB",
-        "accelerator_count": 8,
-        "gpus_per_node": 8,
-        "check_training": True,
-        "command": ["python", "-m", "trainer"],
-        "working_directory": "/home/run",
-    }
+    params = run_params(
+        machine_type="g2-standard-8",
+        accelerator_type="NVIDIA_H100_80GB",
+        accelerator_count=8,
+        gpus_per_node=8,
+    )
     with pytest.raises(errors.SpecValidationError) as caught:
         check_run_parameters.check_component_params(params)
     assert caught.value.fields == ["accelerator_type", "gpus_per_node"]
@@ -231,17 +229,7 @@ def test_the_gpus_per_node_the_machine_cannot_give_are_named_with_the_accelerato
     ],
 )
 def test_a_training_job_larger_than_the_spot_pool_is_refused_first(nodes, spot, spec, problem):
-    params = component_defaults() | {
-        "model_id": "m1",
-        "serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest",
-        "model_dir": "gs://bucket/run/model",
-        "check_training": True,
-        "command": ["python", "-m", "trainer"],
-        "working_directory": "/home/run",
-        "nodes": nodes,
-        "spot_max_nodes": spot,
-        "cluster_spec": spec,
-    }
+    params = run_params(nodes=nodes, spot_max_nodes=spot, cluster_spec=spec)
     if problem is None:
         assert check_run_parameters.check_component_params(params) is True
         return
