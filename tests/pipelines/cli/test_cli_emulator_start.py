@@ -85,3 +85,17 @@ def test_a_held_state_folder_or_a_taken_port_is_a_user_error_not_a_traceback(tmp
     assert held.output.rstrip().endswith("Fix: stop it, or pass another --state-dir.")
     assert taken.exit_code == 2, taken.output
     assert f"error: port {port} on 127.0.0.1 is in use. Fix: pass another --port" in taken.output
+
+
+def test_a_port_out_of_range_and_a_file_as_compile_folder_are_usage_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    port = CliRunner().invoke(
+        main.main, ["emulator", "start", "--state-dir", "st", "--port", "99999"]
+    )
+    assert port.exit_code == 2
+    assert "Invalid value for '--port': 99999 is not in the range 0<=x<=65535." in port.output
+    assert not (tmp_path / "st").exists()  # refused before anything was made
+    (tmp_path / "afile").write_text("")
+    out = CliRunner().invoke(main.main, ["compile", "--out", "afile"])
+    assert out.exit_code == 2
+    assert "Invalid value for '--out': Directory 'afile' is a file." in out.output

@@ -238,3 +238,29 @@ def test_a_training_job_larger_than_the_spot_pool_is_refused_first(nodes, spot, 
     assert caught.value.fields == ["spot_max_nodes"]
     assert problem in str(caught.value)
     assert f"Fix: set spot_max_nodes to at least nodes ({nodes})" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"launcher": "mpirun"}, "training_options.launcher"),
+        ({"tasks_per_node": 0}, "training_options.tasks_per_node"),
+        ({"nccl_env_file": "relative/x.sh"}, "training_options.nccl_env_file"),
+        ({"launcher": "torchrun", "tasks_per_node": 8}, None),
+    ],
+)
+def test_launch_options_are_checked_before_the_cluster(options, field):
+    params = run_params(training_options=options)
+    if field is None:
+        assert check_run_parameters.check_component_params(params) is True
+        return
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check_run_parameters.check_component_params(params)
+    assert caught.value.fields == [field]
+
+
+def test_the_launchers_checked_first_are_the_ones_the_training_step_knows():
+    from vsp.components.runtime.core import param_rules  # noqa: PLC0415
+    from vsp.components.runtime.slurm import launcher  # noqa: PLC0415
+
+    assert param_rules.LAUNCHERS == launcher.LAUNCHERS

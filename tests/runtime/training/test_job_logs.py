@@ -86,3 +86,19 @@ def test_the_supervisor_shows_trainer_lines_while_it_polls(slurm_cluster, tmp_pa
     shown = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[job ")]
     written = (work / "slurm-1-logs-1.out").read_text().splitlines()
     assert written and [line.split("] ", 1)[1] for line in shown] == written
+
+
+def test_slurms_missing_working_directory_line_says_it_is_expected(tmp_path):
+    chdir = (
+        "slurmstepd: error: couldn't chdir to `/home/run': No such file or directory: going "
+        "to /tmp instead"
+    )
+    path = tmp_path / "slurm-1.out"
+    path.write_text(f"{chdir}\nTraceback (most recent call last):\nslurmstepd: other error\n")
+    expected = [
+        chdir + job_logs.CHDIR_NOTE,
+        "Traceback (most recent call last):",
+        "slurmstepd: other error",  # any other line as it is
+    ]
+    assert job_logs.LogFollower().new_lines(str(path)) == expected
+    assert job_logs.tail(str(path)) == "\n".join(expected) + f"\n(the whole log: {path})"

@@ -21,7 +21,7 @@ def emulator() -> None:
 @emulator.command("start")
 @click.option("--state-dir", required=True, help="Folder holding the emulator's state.")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8618, show_default=True, type=int)
+@click.option("--port", default=8618, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
     "--provisioning-seconds",
     type=float,

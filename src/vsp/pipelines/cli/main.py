@@ -29,7 +29,14 @@ def main(verbose: bool) -> None:
 
 
 @main.command("compile")
-@click.option("--out", "out_dir", default="compiled", show_default=True, help="Output folder.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="compiled",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Output folder.",
+)
 @click.option(
     "--base-image",
     default=None,

@@ -53,7 +53,9 @@ def with_schedule_cron(
         out[SCHEDULE_CRON] = cron
     elif SCHEDULE_CRON in out and out[SCHEDULE_CRON] != cron:
         log.warning(
-            "parameter schedule_cron=%r differs from the schedule's cron %r",
+            "parameter schedule_cron=%r differs from the schedule's cron %r: the teardown "
+            "expects runs at the parameter's times. Fix: drop --param schedule_cron (the "
+            "schedule passes its own cron) unless another cadence is meant",
             out[SCHEDULE_CRON],
             cron,
         )

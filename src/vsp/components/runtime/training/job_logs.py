@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 # appended to the file of the night before in a log folder both use.
 FILE_PATTERN = "slurm-%j-%x.out"
 
+# Slurm 24.11's line for a job whose working directory does not exist yet: the batch script
+# creates that folder and enters it before the trainer starts (``slurm.batch``), so the line,
+# shown beside a failure's real cause, would mislead; it is shown with that said.
+_CHDIR_LINE = re.compile(r"^slurmstepd: error: couldn't chdir to `[^']*'.*going to /tmp instead$")
+CHDIR_NOTE = " (vsp: expected; the batch script creates that folder and runs the trainer in it)"
+
 MAX_LINES_PER_POLL = 50
 MAX_BYTES_PER_POLL = 256 * 1024
 NOTE_AFTER_POLLS = 3
@@ -68,11 +74,16 @@ class LogFollower:
             self._partial[path] = rest
         if not complete and not text.endswith(b"\n"):
             return []
-        lines = complete.decode("utf-8", errors="replace").split("\n")
+        lines = [annotated(line) for line in complete.decode("utf-8", errors="replace").split("\n")]
         if len(lines) > self.max_lines:
             skipped = len(lines) - self.max_lines
             lines = [f"... ({skipped} lines not shown)", *lines[-self.max_lines :]]
         return lines
+
+
+def annotated(line: str) -> str:
+    """A log line, with Slurm's missing-working-directory line explained (``CHDIR_NOTE``)."""
+    return line + CHDIR_NOTE if _CHDIR_LINE.match(line) else line
 
 
 def tail(path: str, lines: int = 20) -> str:
@@ -80,7 +91,9 @@ def tail(path: str, lines: int = 20) -> str:
     is when not visible from here."""
     try:
         with open(gcs_paths.to_local_path(path), errors="replace") as handle:
-            last = "".join(collections.deque(handle, maxlen=lines)).rstrip()
+            last = "\n".join(
+                annotated(line.rstrip("\n")) for line in collections.deque(handle, maxlen=lines)
+            ).rstrip()
     except OSError:
         return f"(log not readable from this step: {path} on the cluster)"
     return f"{last}\n(the whole log: {path})"
