@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from benchmarks.polling import goals as polling_goals
 from benchmarks.polling import run, sim
 from vsp.components.runtime.training import poll_plan
 from vsp.components.runtime.training.beacon import Beacon
@@ -95,6 +96,6 @@ def test_simulated_rows_count_the_beacon_reads_and_stay_labelled():
     ]  # fmt: skip
     spot = simulated["rows"][0]
     assert spot["calls_per_job_hour_mean"] > spot["vertex_calls_per_job_hour_mean"] + 30
-    goals = run.goals([], simulated)
+    goals = polling_goals.goals([], simulated)
     assert [g["id"] for g in goals] == ["simulated-beacon", "simulated-comment"]
     assert {g["met"] for g in goals} == {None}

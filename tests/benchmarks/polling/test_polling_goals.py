@@ -7,14 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.polling import run
+from benchmarks.polling import goals as polling_goals
 
 
 def test_the_floor_of_the_benchmarks_change_mix():
     # 9 preemptions of 30 changes, 60 looks an hour: 60 s x (1 - 0.05 / 0.3) = 50 s.
-    assert run.pull_p95_floor(9, 30) == pytest.approx(50.0)
-    assert run.pull_p95_floor(1, 30) == 0.0  # preemptions under 5% of the changes: no floor
-    assert run.pull_p95_floor(0, 0) == 0.0
+    assert polling_goals.pull_p95_floor(9, 30) == pytest.approx(50.0)
+    assert (
+        polling_goals.pull_p95_floor(1, 30) == 0.0
+    )  # preemptions under 5% of the changes: no floor
+    assert polling_goals.pull_p95_floor(0, 0) == 0.0
 
 
 @settings(max_examples=200, deadline=None)
@@ -24,7 +26,7 @@ def test_no_schedule_of_60_looks_beats_the_floor(weights):
     # the floor, times the preemptions' share, is above 5%, so the p95 is above that time.
     gaps = [w / sum(weights) * 3600.0 for w in weights]
     share = 9 / 30
-    below = run.pull_p95_floor(9, 30) - 0.5
+    below = polling_goals.pull_p95_floor(9, 30) - 0.5
     waiting = sum(max(0.0, g - below) for g in gaps) / 3600.0
     assert share * waiting > 0.05
 
@@ -47,14 +49,22 @@ def _row(errors, runs=3):
 
 def test_the_goodput_goal_under_the_plan_needs_every_run_within_two_percent():
     simulated = {"rows": [], "seeds": 0}
-    [met] = [g for g in run.goals([_row([0.01, -0.019, 0.0])], simulated) if "goodput" in g["id"]]
+    [met] = [
+        g
+        for g in polling_goals.goals([_row([0.01, -0.019, 0.0])], simulated)
+        if "goodput" in g["id"]
+    ]
     assert met["met"] is True and met["measured"] == "worst -1.90% over 3 runs"
     [missed] = [
-        g for g in run.goals([_row([0.01, -0.021, 0.0])], simulated) if "goodput" in g["id"]
+        g
+        for g in polling_goals.goals([_row([0.01, -0.021, 0.0])], simulated)
+        if "goodput" in g["id"]
     ]
     assert missed["met"] is False and missed["measured"] == "worst -2.10% over 3 runs"
     # A run without a goodput figure (no checkpoint history seen) does not pass silently.
-    [short] = [g for g in run.goals([_row([0.01, 0.0])], simulated) if "goodput" in g["id"]]
+    [short] = [
+        g for g in polling_goals.goals([_row([0.01, 0.0])], simulated) if "goodput" in g["id"]
+    ]
     assert short["met"] is False
 
 
@@ -72,10 +82,14 @@ def _push_row(unannounced):
 
 def test_a_push_channels_floor_counts_only_unannounced_preemptions_and_the_looks_left():
     simulated = {"rows": [], "seeds": 0}
-    [floor] = [g for g in run.goals([_push_row([1, 0, 1])], simulated) if "floor" in g["id"]]
+    [floor] = [
+        g for g in polling_goals.goals([_push_row([1, 0, 1])], simulated) if "floor" in g["id"]
+    ]
     # 60 - 40 Pub/Sub calls leave 20 looks an hour: 180 s x (1 - 0.05 / (2 / 26)) = 63 s.
     assert floor["measured"] == pytest.approx(63.0)
     assert floor["met"] is None
     assert "2 of 26 changes are unannounced preemptions" in floor["where"]
     # Every preemption announced: no floor row at all.
-    assert not [g for g in run.goals([_push_row([0, 0, 0])], simulated) if "floor" in g["id"]]
+    assert not [
+        g for g in polling_goals.goals([_push_row([0, 0, 0])], simulated) if "floor" in g["id"]
+    ]
