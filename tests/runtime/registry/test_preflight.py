@@ -257,10 +257,3 @@ def test_launch_options_are_checked_before_the_cluster(options, field):
     with pytest.raises(errors.SpecValidationError) as caught:
         check_run_parameters.check_component_params(params)
     assert caught.value.fields == [field]
-
-
-def test_the_launchers_checked_first_are_the_ones_the_training_step_knows():
-    from vsp.components.runtime.core import param_rules  # noqa: PLC0415
-    from vsp.components.runtime.slurm import launcher  # noqa: PLC0415
-
-    assert param_rules.LAUNCHERS == launcher.LAUNCHERS

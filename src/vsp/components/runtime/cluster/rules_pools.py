@@ -176,9 +176,8 @@ def _check_machine(problems: rules_base.Problems, field: str, pool: cluster_spec
     elif machine.machine_type and (bool(kind) == (count is not None and count >= 1)):
         wrong = gpu_machines.mismatch(machine.machine_type, kind or "", count or 0)
         if wrong is not None:
-            value = kind if wrong.field == "accelerator_type" else count
             fix = wrong.fix[0].upper() + wrong.fix[1:]
-            problems.add(f"{field}.{wrong.field}", value, wrong.problem, fix)
+            problems.add(f"{field}.{wrong.field}", wrong.value, wrong.problem, fix)
 
 
 def _check_provisioning(

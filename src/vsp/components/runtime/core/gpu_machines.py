@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 # Family prefix (machine type up to the last "-") -> the accelerator enum name it comes with.
 _FIXED_MODEL = {
@@ -49,6 +50,7 @@ class GpuMismatch:
     """What is wrong with a machine's accelerator and how to fix it."""
 
     field: str  # "accelerator_type" or "accelerator_count"
+    value: Any  # the field's value (None for a missing accelerator type)
     problem: str
     fix: str
 
@@ -92,18 +94,21 @@ def mismatch(
         if not accelerator_type:
             return GpuMismatch(
                 "accelerator_type",
+                None,
                 f"{machine_type} comes with {count} x {model}; the request names no accelerator.",
                 fix,
             )
         if accelerator_type != model:
             return GpuMismatch(
                 "accelerator_type",
+                accelerator_type,
                 f"{machine_type} comes with {model}, not {accelerator_type}.",
                 fix,
             )
         if accelerator_count != count:
             return GpuMismatch(
                 "accelerator_count",
+                accelerator_count,
                 f"{machine_type} comes with {count} GPUs, not {accelerator_count}.",
                 fix,
             )
@@ -114,6 +119,7 @@ def mismatch(
     if family == "n1" and accelerator_type not in N1_GPUS:
         return GpuMismatch(
             "accelerator_type",
+            accelerator_type,
             f"N1 machines take {', '.join(sorted(N1_GPUS))}; {accelerator_type} needs its own "
             "machine family.",
             "use the machine type that comes with it (e.g. a3-highgpu-8g for NVIDIA_H100_80GB, "
@@ -122,6 +128,7 @@ def mismatch(
     if family in _NO_GPU_FAMILIES:
         return GpuMismatch(
             "accelerator_type",
+            accelerator_type,
             f"{machine_type} takes no GPUs.",
             "use a GPU machine type (e.g. a3-highgpu-8g, g2-standard-8, or n1-standard-8 with "
             "NVIDIA_TESLA_T4), or drop the accelerator.",

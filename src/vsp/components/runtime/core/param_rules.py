@@ -204,19 +204,6 @@ def whole_number(low: int, high: int, unit: str) -> Rule:
     return rule
 
 
-def choice(allowed: tuple[str, ...], meaning: str) -> Rule:
-    """One of ``allowed`` (``meaning`` says what each does, for the fix)."""
-
-    def rule(value: Any) -> tuple[str, str] | None:
-        if value not in allowed:
-            return f"is not one of {', '.join(map(repr, allowed))}.", f"use {meaning}."
-        return None
-
-    return rule
-
-
-# train_on_cluster's launchers (``slurm.launcher.LAUNCHERS``, which a test keeps equal).
-LAUNCHERS = ("none", "srun", "torchrun")
 STORAGE = path_rule(gcs=True, optional=False)
 RULES: dict[str, dict[str, Rule]] = {
     "create_cluster": {
@@ -236,12 +223,6 @@ RULES: dict[str, dict[str, Rule]] = {
         "working_directory": path_rule(gcs=False, optional=False),
         "environment": environment,
         "progress_topic": pubsub_topic,
-        "launcher": choice(
-            LAUNCHERS,
-            "'none' (the trainer once, on the first node), 'srun' (tasks_per_node tasks on "
-            "every node) or 'torchrun' (one torchrun per node)",
-        ),
-        "nccl_env_file": path_rule(gcs=False, optional=True),
         "tasks_per_node": whole_number(1, 65535, "tasks per node"),
     },
     "train_custom_job": {

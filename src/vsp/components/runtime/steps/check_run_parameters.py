@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from vsp.components.runtime.cluster import builder
 from vsp.components.runtime.core import errors, gpu_machines, param_rules, step
+from vsp.components.runtime.slurm import job_checks
 from vsp.components.runtime.steps import run_checks
 from vsp.components.runtime.teardown import inputs as teardown_inputs
 from vsp.components.runtime.teardown import prewarm_intents
@@ -205,6 +206,7 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         gather(lambda: _check_gpus(p), ("gpus_per_node", "accelerator_count", "cluster_spec"))
         gather(lambda: _check_spot_nodes(p), ("nodes", "spot_max_nodes", "cluster_spec"))
         gather(lambda: _check_code(grouped), ("code_uri", "code_sha256", "code_cache_dir"))
+        gather(lambda: _check_launch(grouped), ("launcher", "nccl_env_file", "container_image"))
     extra: dict[str, Any] = {}
     if p["check_checkpoint_dir"]:
         extra["checkpoint_dir"] = p["checkpoint_dir"]
@@ -288,6 +290,23 @@ def _check_code(options: Any) -> None:
         )
 
 
+def _check_launch(options: Mapping[str, Any]) -> None:
+    """``training_options``' launcher, NCCL file and image, by the rules the training step
+    applies before it submits (``job_checks.launch_problems``; the step's defaults for the
+    names not given)."""
+    if not {"launcher", "nccl_env_file", "container_image"} & set(options):
+        return
+    found: list[errors.SpecProblem] = []
+    job_checks.launch_problems(
+        options.get("launcher", "none"),
+        options.get("nccl_env_file", ""),
+        lambda field, *rest: found.append(errors.SpecProblem(f"training_options.{field}", *rest)),
+        container_image=options.get("container_image", ""),
+    )
+    if found:
+        raise errors.SpecValidationError("the run's parameter set", found)
+
+
 def _check_machine_gpus(p: Mapping[str, Any]) -> None:
     """The flat parameters' machine type must come with (or take) their accelerators
     (``gpu_machines.mismatch``), as ``create_cluster`` will check; skipped when
@@ -299,8 +318,7 @@ def _check_machine_gpus(p: Mapping[str, Any]) -> None:
     wrong = gpu_machines.mismatch(machine, str(kind), count)
     if wrong is None:
         return
-    value = kind if wrong.field == "accelerator_type" else count
-    problems = [errors.SpecProblem(wrong.field, value or None, wrong.problem, wrong.fix)]
+    problems = [errors.SpecProblem(wrong.field, wrong.value, wrong.problem, wrong.fix)]
     fixed, gpus = gpu_machines.built_in(machine), p["gpus_per_node"]
     if fixed is not None and isinstance(gpus, int) and gpus > fixed[1]:
         # Said now, so that the accelerator's fix is not followed by this refusal next run.

@@ -108,8 +108,7 @@ class CustomJobTraining:
                 self.machine_type, self.accelerator_type, self.accelerator_count
             )
             if wrong is not None:
-                value = getattr(self, wrong.field)
-                bad(wrong.field, value or None, wrong.problem, wrong.fix)
+                bad(wrong.field, wrong.value, wrong.problem, wrong.fix)
         if self.replica_count < 1:
             bad("replica_count", self.replica_count, "must be at least 1.", "use 1 or more.")
         if bool(self.container_image) == bool(self.python_module):
