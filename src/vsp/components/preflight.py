@@ -110,7 +110,8 @@ def check_run_parameters(
         max_user_failures: Restarts after the trainer itself failed (0-1000).
         fallback_after_preemptions: Move to the fallback after this many preemptions (0 = never).
         capacity_wait_seconds: Longest wait for Spot capacity, seconds (0 = no limit).
-        poll_seconds: Longest interval between job state polls, seconds (0.1-3600).
+        poll_seconds: The training step's poll_seconds, checked here, seconds (0.1-3600):
+            its Vertex poll interval, and a fifth of its beacon read interval.
         spot_price_per_node_hour: Spot price per node-hour, USD/hour (>= 0).
         ondemand_price_per_node_hour: On-demand price per node-hour, USD/hour (>= 0).
         cluster_options: The pipeline's group of create_cluster parameters (name -> value):

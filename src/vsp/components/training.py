@@ -80,7 +80,8 @@ def train_on_cluster(
         location: Vertex AI region of the cluster.
         command: Trainer argv, e.g. ``["python", "train.py", "--epochs", "3"]`` (each item is
             passed as one argument; nothing is interpreted by a shell).
-        working_directory: Absolute directory of the job on the cluster's shared storage.
+        working_directory: Absolute directory of the job on the cluster's shared storage;
+            ``{run}`` in it becomes the pipeline run's id (a folder per run).
         model_dir: Where the trainer writes the final model (``VSP_MODEL_DIR``), on Cloud
             Storage as the cluster sees it (``/gcs/BUCKET/PATH`` or ``gs://BUCKET/PATH``).
             ``{run}`` in it becomes the pipeline run's id, a folder per run (a schedule's runs
@@ -129,8 +130,9 @@ def train_on_cluster(
             cancelled (unless keep_job_on_timeout) and the step fails.
         poll_seconds: Interval of Vertex polls of the job's state, seconds, when the job's
             progress beacon is not visible; with the beacon (checkpoints on Cloud Storage) the
-            step reads it every poll_seconds / 4 and calls Vertex on its changes and at least
-            every 12 x poll_seconds.
+            step reads it every 5 x poll_seconds (at least the mount's cache time apart) and
+            calls Vertex on its changes and at least every 60 x poll_seconds, so a job's end
+            is seen up to 5 x poll_seconds late (docs/components.md, the poll plan).
         run_key: Identity of the run's jobs ('' = derived from the pipeline run).
         pipeline_run: The pipeline run's unique id (pass ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``);
             '' = a fresh identity, so the call never re-attaches to an earlier one.

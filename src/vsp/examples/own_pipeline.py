@@ -63,7 +63,8 @@ def my_spot_training(
         model_id: Model Registry id.
         serving_image: Serving container image of the registered model.
         spot_max_nodes: Nodes of the Spot pool.
-        poll_seconds: Longest interval between job state polls, seconds.
+        poll_seconds: The training step's Vertex poll interval, seconds; it reads the job's
+            progress beacon every 5 x poll_seconds (train_on_cluster).
     """
     cleanup = delete_cluster(
         project=project,

@@ -77,7 +77,8 @@ def build(components: dict):
             learning_rates: Adam learning rates, one training each (argv text, e.g. "0.01").
             steps: Training steps of each training (argv text, e.g. "40").
             spot_max_nodes: Nodes of the Spot pool.
-            poll_seconds: Longest interval between job state polls, seconds.
+            poll_seconds: The training step's Vertex poll interval, seconds; it reads the job's
+                progress beacon every 5 x poll_seconds (train_on_cluster).
         """
         cleanup = delete_cluster(
             project=project,

@@ -57,6 +57,15 @@ def test_unknown_pipeline_names_the_known_ones(monkeypatch, tmp_path):
     result = CliRunner().invoke(main.main, ["run-local", "nope"])
     assert result.exit_code == 2
     assert "unknown pipeline 'nope'" in result.output and "cluster-lifecycle" in result.output
+    assert "run_template" not in result.output
+
+
+def test_a_template_path_is_pointed_to_run_template(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main.main, ["run-local", "mine/my_pipeline.yaml"])
+    assert result.exit_code == 2
+    assert "unknown pipeline 'mine/my_pipeline.yaml'" in result.output
+    assert "vsp.pipelines.local.run.run_template(path, arguments)" in result.output
 
 
 def test_real_slurm_without_an_address_says_how_to_start_one(monkeypatch):
@@ -215,3 +224,28 @@ def test_cron_for_a_pipeline_without_a_schedule_is_refused_naming_the_one_that_h
         "error: --cron: cluster-lifecycle has no schedule_cron parameter"
     )
     assert not (tmp_path / ".vsp" / "emulator" / "journal.jsonl").exists()
+
+
+def test_cron_warns_of_a_given_model_dir_every_scheduled_run_would_share(monkeypatch, tmp_path):
+    from vsp.components.runtime.core import errors
+    from vsp.pipelines.local import run
+
+    monkeypatch.chdir(tmp_path)
+
+    def stop(*_args, **_kwargs):
+        raise errors.UserError("stopped before the run")
+
+    monkeypatch.setattr(run, "local_settings", stop)
+    result = CliRunner().invoke(
+        main.main,
+        [
+            "run-local", "slurm-spot-training", "--cron", "0 3 * * *",
+            "--param", "model_dir=gs://local-bucket/nightly/model",
+        ],
+    )  # fmt: skip
+    assert "stopped before the run" in result.output
+    assert (
+        "warning: model_dir = 'gs://local-bucket/nightly/model' has no {run}, so each run writes "
+        "its model over the folder of the versions registered before. Fix: "
+        "gs://local-bucket/nightly/model/{run} gives every run its own folder."
+    ) in " ".join(result.output.split())

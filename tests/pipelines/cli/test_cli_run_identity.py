@@ -15,6 +15,7 @@ import re
 import yaml
 from click.testing import CliRunner
 
+from tests.pipelines.cluster_place import PLACE_PARAM
 from vsp.components.runtime.core import gcp_labels
 from vsp.components.runtime.training import driver
 from vsp.pipelines.cli import main
@@ -55,7 +56,7 @@ def _dry_run(template, when, monkeypatch):
             "--param",
             "project=test-project",
         ]
-        + ["--param", "serving_image=us-docker.pkg.dev/p/r/i:1"],
+        + ["--param", "serving_image=us-docker.pkg.dev/p/r/i:1", "--param", PLACE_PARAM],
     )
     assert result.exit_code == 0, result.output
     job_id = re.search(r"pipelineJobId=(\S+) \(not sent\)", result.stderr).group(1)

@@ -13,6 +13,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from tests.pipelines.cluster_place import PLACE_PARAM
 from vsp.pipelines.cli import main
 
 TEMPLATE = "src/vsp/compiled/pipelines/slurm_spot_training.yaml"
@@ -20,6 +21,7 @@ REQUIRED = [
     *("--param", "command=[python3]", "--param", "working_directory=/home/w"),
     *("--param", "model_dir=/gcs/b/m", "--param", "model_id=m"),
     *("--param", "serving_image=us-docker.pkg.dev/p/r/i:1"),
+    *("--param", PLACE_PARAM),
 ]
 
 

@@ -13,6 +13,7 @@ import google.api_core.exceptions
 import pytest
 from click.testing import CliRunner
 
+from tests.pipelines.cluster_place import PLACE_PARAM
 from vsp.components.runtime.core import errors
 from vsp.pipelines.cli import code_pack, main
 
@@ -24,6 +25,7 @@ REQUIRED = [
     "model_dir=gs://bucket/root/model",
     "model_id=digits",
     "serving_image=us-docker.pkg.dev/p/r/serve:1",
+    PLACE_PARAM,
 ]
 
 

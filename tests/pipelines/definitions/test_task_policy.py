@@ -10,6 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from tests.components import compiled_steps
+from tests.pipelines.cluster_place import PLACE_PARAM
 from vsp.pipelines.cli import main
 from vsp.pipelines.local import run
 from vsp.pipelines.vertex import caching
@@ -102,6 +103,7 @@ def _submit(template: str, *extra: str):
     params = ['command=["python3"]', "working_directory=/home/r"]
     params += ['training_options={"checkpoint_dir": "/home/r/c"}']
     params += ["model_dir=gs://b/m", "model_id=m", "serving_image=i", "project=test-project"]
+    params.append(PLACE_PARAM)
     for param in params:
         args += ["--param", param]
     return CliRunner().invoke(main.main, [*args, "--dry-run", *extra])

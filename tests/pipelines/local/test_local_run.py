@@ -53,15 +53,16 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
     assert result.succeeded, result.error
     # The terminal view: each task's start and end, the waits' progress between them.
     shown = console.shown
-    assert [line for line in shown if not line.startswith("  ")] == [
-        "create-cluster: started",
-        shown[shown.index("create-cluster: started") + 3],
-        "delete-cluster: started",
-        shown[-1],
-    ]
-    assert re.fullmatch(r"create-cluster: succeeded in \d+(\.\d)? s", shown[3])
+    tasks = [line for line in shown if not line.startswith("  ")]
+    assert tasks == ["create-cluster: started", tasks[1], "delete-cluster: started", shown[-1]]
+    assert re.fullmatch(r"create-cluster: succeeded in \d+(\.\d)? s", tasks[1])
     assert re.fullmatch(
         r"  create-cluster: create of cluster vsplocal: .*next check in .*", shown[1]
+    )
+    # Then the run's claim on the cluster it created (a labels update), waited for too.
+    assert any(
+        line.startswith("  create-cluster: label update of cluster vsplocal: done")
+        for line in shown
     )
     assert "Got executor_input" in console.log.getvalue()
     assert not any("executor" in line for line in shown)
@@ -72,9 +73,11 @@ def test_cluster_lifecycle_creates_then_deletes_exactly_once(tmp_path, monkeypat
         for e in result.journal
         if e["method"] != "GET" and not e["path"].endswith(":wait")
     ]
-    # create; the in-use check reads the live Slurm queue right before the delete; delete
+    # create; the run's claim; the in-use check reads the live Slurm queue right before the
+    # delete; delete
     assert writes == [
         ("POST", 200, ""),
+        ("PATCH", 200, ""),
         ("POST", 200, "/slurm/v0.0.42/jobs"),
         ("DELETE", 200, ""),
     ]

@@ -54,6 +54,11 @@ def _writes(result):
     ]
 
 
+# A created cluster is claimed by its run at once; a training step claims it again as it ends.
+CREATED = [("POST", "modelDevelopmentClusters"), ("PATCH", "vsplocal")]
+TRAINED = [("PATCH", "vsplocal")]
+
+
 def _patch_labels(result):
     return [e["body"]["labels"] for e in result.journal if e["method"] == "PATCH"]
 
@@ -66,12 +71,8 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     cheap = {"idle_price_per_hour": 1.0, "provisioning_price_per_hour": 1.0}
     first = _run(tmp_path, monkeypatch, preemptions=1, schedule_cron="0 * * * *", **cheap)
     assert first.succeeded, first.error
-    assert _writes(first) == [
-        ("POST", "modelDevelopmentClusters"),
-        ("POST", "models:upload"),
-        ("PATCH", "vsplocal"),
-    ]
-    [kept] = _patch_labels(first)
+    assert _writes(first) == [*CREATED, *TRAINED, ("POST", "models:upload"), ("PATCH", "vsplocal")]
+    *_claims, kept = _patch_labels(first)
     assert kept["vsp-teardown"] == "keep" and kept["vsp-expires-at"]
     assert first.parameters["decide-teardown"]["action"] == "keep"
     assert first.parameters["register-model"]["model_resource_name"].endswith(
@@ -89,10 +90,11 @@ def test_hourly_cron_keeps_the_cluster_and_the_next_weekly_run_reuses_then_delet
     # No create: the warm cluster is reused, its expiry cleared, then deleted by the decision.
     assert _writes(second) == [
         ("PATCH", "vsplocal"),
+        *TRAINED,
         ("POST", "models:upload"),
         ("DELETE", "vsplocal"),
     ]
-    [claimed] = _patch_labels(second)
+    claimed, _renewed = _patch_labels(second)
     assert "vsp-expires-at" not in claimed and "vsp-teardown" not in claimed
     assert second.parameters["create-cluster"]["reused"] is True
     upload = next(e for e in second.journal if e["path"].endswith("models:upload"))
@@ -136,14 +138,17 @@ def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_b
     assert first.succeeded, first.error
     assert first.parameters["decide-teardown"]["action"] == "shrink"
     assert _writes(first) == [
-        ("POST", "modelDevelopmentClusters"),
+        *CREATED,
+        *TRAINED,
         ("POST", "models:upload"),
         ("PATCH", "vsplocal"),
         ("PATCH", "vsplocal"),
     ]
-    patches = [e for e in first.journal if e["method"] == "PATCH"]
+    patches = [e for e in first.journal if e["method"] == "PATCH"][2:]  # after the claims
     assert [p["query"]["updateMask"] for p in patches] == ["labels", "node_pools"]
     assert patches[0]["body"]["labels"]["vsp-teardown"] == "shrink"
+    # The shrink ends the run's claim in its labels update: no update of its own.
+    assert not any(k.startswith("vsp-lease-") for k in patches[0]["body"]["labels"])
     counts = {
         p["id"]: (p["scalingSpec"]["minNodeCount"], p["scalingSpec"]["maxNodeCount"])
         for p in patches[1]["body"]["nodePools"]
@@ -168,10 +173,11 @@ def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_b
     assert _writes(second) == [
         ("PATCH", "vsplocal"),
         ("PATCH", "vsplocal"),
+        *TRAINED,
         ("POST", "models:upload"),
         ("DELETE", "vsplocal"),
     ]
-    grow, claim = [e for e in second.journal if e["method"] == "PATCH"]
+    grow, claim, _renewed = [e for e in second.journal if e["method"] == "PATCH"]
     assert grow["query"] == {"updateMask": "node_pools", "updateMode": "USER_AND_SERVICE"}
     assert {p["id"]: p["scalingSpec"]["maxNodeCount"] for p in grow["body"]["nodePools"]} == {
         "login": 1,
@@ -191,8 +197,9 @@ def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it
     failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0.02)
     assert not failed.succeeded and "train-on-cluster" in failed.error
     # Nothing registered, no decision; the exit task labelled the cluster for a short retry.
-    assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("PATCH", "vsplocal")]
-    [labels] = _patch_labels(failed)
+    # No training step ended well, so no claim after the first.
+    assert _writes(failed) == [*CREATED, ("PATCH", "vsplocal")]
+    _claim, labels = _patch_labels(failed)
     assert labels["vsp-teardown"] == "retry"
     assert failed.parameters["finalize-cluster"]["action"] == "kept"
     facts = dict(summary.facts(failed))
@@ -215,7 +222,7 @@ def test_failed_training_with_no_retry_window_deletes_the_cluster(tmp_path, monk
     failing = [catalog.local_python(str(tmp_path / "shared")), "-c", "import sys; sys.exit(3)"]
     failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0)
     assert not failed.succeeded
-    assert _writes(failed) == [("POST", "modelDevelopmentClusters"), ("DELETE", "vsplocal")]
+    assert _writes(failed) == [*CREATED, ("DELETE", "vsplocal")]
     assert failed.parameters["finalize-cluster"]["action"] == "deleted"
     assert vertex_emulator.read_journal(failed.state_dir)[-1]["status"] == 404
 
@@ -234,7 +241,7 @@ def test_a_run_failing_its_check_leaves_the_cluster_another_run_kept_as_it_was(
 ):
     kept = _run(tmp_path, monkeypatch, teardown_policy="keep")
     assert kept.succeeded, kept.error
-    [labels] = _patch_labels(kept)
+    *_claims, labels = _patch_labels(kept)
     failed = _run(tmp_path, monkeypatch, teardown_policy="keep", model_id="Not A Model Id")
     assert not failed.succeeded and "check-run-parameters" in failed.error
     # The exit task read the cluster and changed nothing: it was never this run's.
@@ -283,7 +290,8 @@ def test_delete_with_a_machine_without_a_price_deletes_the_cluster(tmp_path, mon
     assert result.succeeded, result.error
     assert result.parameters["decide-teardown"]["action"] == "delete"
     assert _writes(result) == [
-        ("POST", "modelDevelopmentClusters"),
+        *CREATED,
+        *TRAINED,
         ("POST", "models:upload"),
         ("DELETE", "vsplocal"),
     ]
@@ -308,11 +316,7 @@ def test_a_pre_warm_deletes_then_the_reaper_re_creates_and_the_next_run_reuses(
     }
     first = _run(tmp_path, monkeypatch, schedule_cron=cron, **prices)
     assert first.succeeded, first.error
-    assert _writes(first) == [
-        ("POST", "modelDevelopmentClusters"),
-        ("POST", "models:upload"),
-        ("DELETE", "vsplocal"),
-    ]
+    assert _writes(first) == [*CREATED, *TRAINED, ("POST", "models:upload"), ("DELETE", "vsplocal")]
     decided = json.loads(pathlib.Path(first.outputs["decide-teardown/metrics"]).read_text())
     assert decided["teardown_prewarm"] == 1.0
     [request] = list(folder.glob("*.prewarm.json"))

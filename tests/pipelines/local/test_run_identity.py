@@ -220,6 +220,8 @@ def test_a_run_token_in_checkpoint_dir_and_log_directory_gives_folders_of_the_ru
     logs = options["log_directory"]
     ckpt = str(tmp_path / "shared" / "ckpt")
     options.update(checkpoint_dir=f"{ckpt}/{{run}}", log_directory=f"{logs}/{{run}}")
+    work = arguments["working_directory"]
+    arguments["working_directory"] = f"{work}/{{run}}"
     result = _run(tmp_path, monkeypatch, arguments)
     assert result.succeeded, result.error
     folder = result.parameters["train-on-cluster"]["checkpoint_dir"]
@@ -231,3 +233,5 @@ def test_a_run_token_in_checkpoint_dir_and_log_directory_gives_folders_of_the_ru
     text = job_log(f"{logs}/{run_value}", job_id).read_text()
     assert f"checkpoints: {folder}" in text
     assert not (tmp_path / "shared" / "ckpt" / "{run}").exists()
+    # The job ran in a working directory of the run too (Slurm's line names it).
+    assert f"couldn't chdir to `{work}/{run_value}'" in text and "{run}" not in text

@@ -64,7 +64,10 @@ def test_run_b_keeps_the_cluster_run_a_is_training_on(slurm_emulator_factory, tm
     deletes = [e for e in server.journal() if e["method"] == "DELETE"]
     assert deletes == []  # B kept the cluster: A's job was running
     b_log = (tmp_path / "b.log").read_text()
-    assert "not deleting cluster" in b_log and "in use by job" in b_log
+    said = " ".join(b_log.split())  # the console wraps long lines
+    # A's claim (from its create_cluster) and A's running job both hold the cluster.
+    assert f"not deleting cluster {CLUSTER}: in use by claim vsp-lease-" in said
+    assert "of another run until " in said and ", job 1 (RUNNING, user" in said
     assert run_a.wait(timeout=240) == 0, (tmp_path / "a.log").read_text()[-3000:]
     deletes = [e for e in server.journal() if e["method"] == "DELETE"]
     assert len(deletes) == 1 and deletes[0]["path"].endswith(f"/{CLUSTER}")

@@ -7,7 +7,9 @@ import json
 import yaml
 from click.testing import CliRunner
 
+from tests.pipelines.cluster_place import PLACE_PARAM
 from vsp.pipelines.cli import main
+from vsp.pipelines.definitions import slurm_spot_training
 from vsp.pipelines.local import run
 from vsp.pipelines.vertex import first_step_check
 
@@ -15,7 +17,7 @@ TEMPLATE = str(run.COMPILED_DIR / "pipelines" / "slurm_spot_training.yaml")
 LOC = ["--project", "test-project", "--location", "us-central1"]
 GOOD = [
     'command=["python3"]', "working_directory=/home/r", "model_dir=gs://b/m", "model_id=m",
-    "serving_image=i", "project=test-project",
+    "serving_image=i", "project=test-project", PLACE_PARAM,
 ]  # fmt: skip
 
 
@@ -47,7 +49,10 @@ def test_a_dry_run_refuses_what_the_first_step_would(monkeypatch):
 def test_an_unknown_name_in_a_group_is_refused_with_the_names_it_takes():
     result = submit('training_options={"max_preemption": 3, "checkpoint_dir": "/home/r/c"}')
     assert result.exit_code == 2, result.output
-    assert "training_options.max_preemption = 3: is not known. Fix: use one of " in result.output
+    assert (
+        "training_options.max_preemption = 3: is not known. Fix: did you mean 'max_preemptions'? "
+        "Else use one of " in result.output
+    )
     assert "max_preemptions" in result.output and "dry run" not in result.output
 
 
@@ -87,3 +92,18 @@ def test_a_dry_run_refuses_each_group_value_its_component_would():
     # The cron is checked after the values' shapes: alone, it is refused too.
     alone = submit("schedule_cron=0 0 30 2 *")
     assert alone.exit_code == 2 and "names a date that never comes" in alone.output
+
+
+def test_no_group_of_the_slurm_pipeline_may_set_a_pipeline_parameter_again():
+    spec = yaml.safe_load(open(TEMPLATE))
+    inputs = set(spec["root"]["inputDefinitions"]["parameters"])
+    groups = set(slurm_spot_training.OPTION_GROUPS)
+    assert slurm_spot_training.TOP_LEVEL == inputs - groups - {"teardown_policy"}
+    names = first_step_check.check_task_inputs(spec, {})["option_names"]
+    assert set(names) == groups
+    for group, allowed in names.items():
+        assert allowed and not set(allowed) & slurm_spot_training.BOUND, group
+    assert "timeout_seconds" in names["training_options"]
+    result = submit('training_options={"command": ["python3", "x.py"]}')
+    assert result.exit_code == 2, result.output
+    assert "Fix: set the pipeline parameter command." in " ".join(result.output.split())

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 
 from tests.runtime.cluster.test_cluster_pool_sizes import FAST, FLAT, LOCATION, PROJECT
-from vsp.components.runtime.core import gcp_labels
+from vsp.components.runtime.cluster import labels as cluster_labels
+from vsp.components.runtime.cluster import resource
+from vsp.components.runtime.core import gcp_labels, rest
 from vsp.components.runtime.steps import create_cluster
 
 CLUSTER = "shared"
+REF = resource.ClusterRef(PROJECT, LOCATION, CLUSTER)
 OPS_LOGGER = "vsp.components.runtime.cluster.ops"
 
 
@@ -28,6 +32,10 @@ def ensure(run: str, **changes):
         pipeline_run=run,
         options=copy.deepcopy(FAST),
     )
+
+
+def cluster_now() -> dict:
+    return resource.ClusterResource(rest.VertexRestClient(LOCATION), REF).get()
 
 
 def patches(emulator) -> list[dict]:
@@ -53,8 +61,24 @@ def test_a_pool_change_waits_while_another_run_holds_the_cluster(emulator, caplo
     assert "not updating it" in warning
 
 
+def test_the_creators_claim_keeps_another_run_from_changing_its_pools(emulator, caplog):
+    caplog.set_level(logging.WARNING, OPS_LOGGER)
+    assert ensure("run-a").action == "created"
+    labels = cluster_now()["labels"]
+    claim = gcp_labels.lease_key("run-a")
+    assert gcp_labels.parse_label_time(labels[claim]) > time.time() + 14 * 60
+    # run-a is between its steps (no job of it on the cluster): run-c leaves the pools alone.
+    assert ensure("run-c", spot_max_nodes=1).action == "reused" and patches(emulator) == []
+    [warning] = [r.getMessage() for r in caplog.records if r.name == OPS_LOGGER]
+    assert f"(claim {claim} of another run until " in warning
+
+
 def test_a_pool_change_is_applied_when_nobody_else_uses_the_cluster(emulator):
     assert ensure("run-a").action == "created"
     assert ensure("run-a", spot_max_nodes=1).action == "attached"  # its own cluster
+    # run-a's teardown ends its claim (keep_cluster, or the exit task keeping it).
+    client = rest.VertexRestClient(LOCATION)
+    cluster_labels.mark_kept(client, REF, {"vsp-teardown": "keep"}, pipeline_run="run-a")
+    assert gcp_labels.lease_key("run-a") not in cluster_now()["labels"]
     assert ensure("run-c", spot_max_nodes=2).action == "updated"
     assert len(patches(emulator)) == 2

@@ -34,7 +34,15 @@ RUN = {
     "accelerator_count": 8,
 }
 OPTION_NAMES = {
-    "cluster_options": ["boot_disk_size_gb", "labels", "ondemand_max_nodes", "slurm_config"],
+    "cluster_options": [
+        "boot_disk_size_gb",
+        "home_directory_storage",
+        "labels",
+        "network",
+        "ondemand_max_nodes",
+        "slurm_config",
+        "zone",
+    ],
     "training_options": [
         "checkpoint_dir",
         "environment",
@@ -47,8 +55,19 @@ OPTION_NAMES = {
 }
 
 
+# Where the cluster goes: every run that creates one gives these (the first step refuses it
+# otherwise); each check below adds its own cluster_options to them.
+PLACE = {
+    "network": "default",
+    "zone": "us-central1-a",
+    "home_directory_storage": "projects/p/locations/us-central1-a/instances/home",
+}
+
+
 def check(**changes):
     params = component_defaults() | RUN | {"option_names": OPTION_NAMES} | changes
+    if isinstance(params.get("cluster_options"), dict):
+        params["cluster_options"] = PLACE | params["cluster_options"]
     return check_run_parameters.check_component_params(params)
 
 
@@ -342,3 +361,23 @@ def test_problems_of_every_check_are_reported_at_once():
 def test_a_check_whose_value_was_reported_is_not_run_again():
     # interval_hours refused by its rule, then again by the teardown inputs as interval_seconds.
     assert refused(interval_hours=1e15, model_id="Bad Id").fields == ["interval_hours", "model_id"]
+
+
+def test_a_group_setting_a_pipeline_parameter_again_is_refused_with_that_parameter():
+    # Before, training_options' command won silently over the command parameter (with neither
+    # the pipeline's interpreter mapping nor a warning): the job failed with exit 127.
+    error = refused(
+        option_names=OPTION_NAMES,
+        training_options={"command": ["python", "x.py"], "timeout_secondss": 60},
+        teardown_options={"policy": "keep"},
+    )
+    shown = [str(problem) for problem in error.problems]
+    assert shown == [
+        "training_options.command = ['python', 'x.py']: is set by the pipeline, not by this "
+        "group. Fix: set the pipeline parameter command.",
+        "training_options.timeout_secondss = 60: is not known. Fix: did you mean "
+        "'timeout_seconds'? Else use one of checkpoint_dir, environment, log_directory, "
+        "timeout_seconds, warning_seconds.",
+        "teardown_options.policy = 'keep': is set by the pipeline, not by this group. Fix: set "
+        "the pipeline parameter teardown_policy.",
+    ]

@@ -257,3 +257,38 @@ def test_launch_options_are_checked_before_the_cluster(options, field):
     with pytest.raises(errors.SpecValidationError) as caught:
         check_run_parameters.check_component_params(params)
     assert caught.value.fields == [field]
+
+
+PLACE = {
+    "network": "default",
+    "zone": "us-central1-a",
+    "home_directory_storage": "projects/p/locations/us-central1-a/instances/home",
+}
+SLURM_GROUPS = {"cluster_options": ["network", "zone", "home_directory_storage", "cluster_id"]}
+
+
+@pytest.mark.parametrize(
+    ("options", "spec", "fields"),
+    [
+        (PLACE, {}, []),
+        ({}, {}, [f"cluster_options.{name}" for name in PLACE]),
+        ({**PLACE, "zone": " "}, {}, ["cluster_options.zone"]),
+        ({}, {"nodePools": []}, []),  # the full spec gives the cluster
+    ],
+)
+def test_a_cluster_without_its_network_zone_or_home_is_refused_first(options, spec, fields):
+    params = run_params(cluster_options=options, cluster_spec=spec, option_names=SLURM_GROUPS)
+    if not fields:
+        assert check_run_parameters.check_component_params(params) is True
+        return
+    with pytest.raises(errors.SpecValidationError) as caught:
+        check_run_parameters.check_component_params(params)
+    assert caught.value.fields == fields
+    assert str(caught.value.problems[0]).endswith(
+        "is needed to create the cluster: the VPC network the nodes join. Fix: give it, e.g. "
+        '"default" or projects/P/global/networks/N.'
+    ) or fields == ["cluster_options.zone"]
+
+
+def test_a_pipeline_without_cluster_options_is_not_asked_for_them():
+    assert check_run_parameters.check_component_params(run_params(cluster_options={})) is True

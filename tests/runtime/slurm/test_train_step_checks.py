@@ -47,8 +47,10 @@ def test_a_cluster_that_does_not_exist_is_a_user_error_before_any_submission(emu
         )  # fmt: skip
     assert str(caught.value).startswith(
         f"cluster projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters/nosuch does "
-        "not exist, so no job can be submitted to it. Fix: check cluster_id"
+        "not exist, so no job can be submitted to it. If an earlier step of this run created or "
+        "reused it, it was deleted since (another run's teardown, the reaper, or by hand"
     )
+    assert "Fix: check cluster_id (or cluster_name) and location" in str(caught.value)
     assert [e["method"] for e in emulator.journal()] == ["GET"]  # the one read, no submit
 
 

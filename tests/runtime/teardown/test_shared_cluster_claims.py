@@ -223,3 +223,58 @@ def test_a_failed_runs_exit_task_ends_its_claim_as_it_keeps_the_cluster_for_a_re
     assert gcp_labels.lease_key("run-b") not in labels
     assert labels["vsp-teardown"] == exit_task.RETRY_LABEL_VALUE
     _reuse_then_delete_as_c()
+
+
+def test_a_created_cluster_carries_its_creators_claim(emulator, caplog):
+    """B creates the cluster; A, which reused it meanwhile, deletes it before B's first job."""
+    created = _reuse_as_b()
+    assert created.action == "created"
+    lease = gcp_labels.lease_key("run-b")
+    expires = gcp_labels.parse_label_time(_cluster()["labels"][lease])
+    assert time.time() + 14 * 60 < expires <= time.time() + 15 * 60
+    with caplog.at_level(logging.WARNING):
+        deleted = delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-a"
+        )
+    assert deleted is False
+    assert f"in use by claim {lease} of another run until" in caplog.text
+    assert _cluster()["labels"]["vsp-teardown"] == "in-use"
+
+
+@pytest.mark.slow  # a job on the emulator: seconds
+def test_a_training_step_claims_the_cluster_again_for_the_runs_next_step(warm, tmp_path, caplog):
+    """Between B's two training steps no job of B protects the cluster: B's claim does.
+
+    Before, B's claim dated from its create_cluster, long expired after hours of training, and
+    A's exit task deleted the cluster under B's next step.
+    """
+    _reuse_as_b()
+    lease = gcp_labels.lease_key("run-b")
+    client = rest.VertexRestClient(LOCATION)
+    # Hours of training later: the claim from create_cluster has expired.
+    cluster_labels.update_managed_labels(client, REF, set_labels={lease: "20000101t000000z"})
+    work = tmp_path / "b"
+    train_on_cluster.train_on_cluster(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id=CLUSTER,
+        training=slurm.SlurmTraining(
+            command=TRAINER,
+            working_directory=str(work),
+            checkpoint_dir=str(work / "ckpt"),
+            model_dir=str(work / "model"),
+            account="ml",
+        ),  # fmt: skip
+        spot_partition="spot",
+        pipeline_run="run-b",
+        poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),
+        timeout_seconds=120,
+    )
+    expires = gcp_labels.parse_label_time(_cluster()["labels"][lease])
+    assert time.time() + 14 * 60 < expires <= time.time() + 15 * 60
+    with caplog.at_level(logging.WARNING):
+        deleted = delete_cluster.delete_cluster(
+            project=PROJECT, location=LOCATION, cluster_id=CLUSTER, pipeline_run="run-a"
+        )
+    assert deleted is False
+    assert f"in use by claim {lease} of another run until" in caplog.text

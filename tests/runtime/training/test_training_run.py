@@ -246,3 +246,23 @@ def test_timeline_records_each_state_change_and_requeue():
         ("100", "running"),
         ("100", "succeeded"),
     ]
+
+
+def test_requeues_past_the_preemption_budget_cancel_the_job_and_fail():
+    # Slurm requeues a preempted job in place: the job never ends PREEMPTED, so the budget is
+    # held against its requeues while it runs. Before, three requeues with a budget of 2 ran on.
+    backend = ScriptedBackend([[(R, 0), (R, 1), (R, 2), (R, 3), (R, 3), (OK, 3)]])
+    with pytest.raises(errors.TransientError) as info:
+        supervise(backend, max_preemptions=2, fallback=ONDEMAND, fallback_after=5).run()
+    assert backend.cancelled == ["100"] and backend.submitted == [("100", "spot")]
+    assert str(info.value).startswith(
+        "training did not finish: preemption budget exhausted: 3 preemptions (job 100 requeued "
+        "3 time(s)), budget 2: "
+        "cancelling it. Raise max_preemptions or set a fallback target."
+    )
+
+
+def test_requeues_within_the_budget_run_on():
+    backend = ScriptedBackend([[(R, 0), (R, 1), (R, 2), (OK, 2)]])
+    result = supervise(backend, max_preemptions=2).run()
+    assert backend.cancelled == [] and result.preemptions == 2

@@ -85,8 +85,8 @@ from vsp.vertex_emulator.slurm import real as real_slurm_api
 @click.option(
     "--templates",
     default=None,
-    help="Folder of compiled templates to run (default: the ones shipped in the package, "
-    "src/vsp/compiled).",
+    help="Folder holding the shipped pipelines' compiled templates, run by name (default: the "
+    "package's, src/vsp/compiled).",
 )
 @click.option(
     "--enable-caching/--no-enable-caching",
@@ -166,6 +166,7 @@ def run_local_command(
         summary,  # noqa: PLC0415
     )
 
+    run.check_pipeline_name(pipeline)
     if nodes != 1 and pipeline != "slurm-spot-training":
         raise errors.UserError(
             f"--nodes {nodes}: only slurm-spot-training trains on several nodes. Fix: drop "
@@ -205,6 +206,11 @@ def run_local_command(
         )
     if cron is not None:
         arguments["schedule_cron"] = cron
+        from vsp.pipelines.vertex import schedules  # noqa: PLC0415
+
+        # As `vsp schedule` says of the values given: a schedule's runs all get them.
+        for warning in schedules.shared_folder_warnings(typed):
+            click.echo(f"warning: {warning}", err=True)
     if preemptions is None:
         preemptions = {"slurm-spot-training": 3, "spot-custom-job-training": 8}.get(pipeline, 0)
     if preempt_after is None:

@@ -46,6 +46,22 @@ OPTION_GROUPS = {
 }
 
 
+# What no group may set again, as each component gets it from the pipeline: its own
+# parameters (a group value would win silently over the parameter, e.g. training_options'
+# command over command), the teardown policy (teardown_policy), the tasks' outputs wired into
+# the next task, and the run's placeholders.
+TOP_LEVEL = frozenset(
+    {
+        "project", "location", "cluster_id", "command", "working_directory", "model_dir",
+        "model_id", "serving_image", "machine_type", "accelerator_type", "accelerator_count",
+        "spot_max_nodes", "nodes", "gpus_per_node", "version_aliases", "schedule_cron",
+        "failure_keep_minutes", "notify_topic",
+    }
+)  # fmt: skip
+BOUND = TOP_LEVEL | {"policy", "cluster_name", "job_ids", "preemptions"}
+BOUND |= {"pipeline_run", "task_id"}
+
+
 def build(components: dict):
     """Builds the pipeline function from a component set (see ``components.catalog``)."""
     check_run_parameters = components["check_run_parameters"]
@@ -62,7 +78,8 @@ def build(components: dict):
     teardown = parameters.defaults(decide_teardown)
     exit_task = parameters.defaults(finalize_cluster)
     option_names = {
-        group: parameters.option_names(components[name]) for group, name in OPTION_GROUPS.items()
+        group: [n for n in parameters.option_names(components[name]) if n not in BOUND]
+        for group, name in OPTION_GROUPS.items()
     }
 
     @dsl.pipeline(

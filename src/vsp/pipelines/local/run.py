@@ -159,9 +159,7 @@ def run_local(
     Returns:
         The outcome, with the emulator journal of the run.
     """
-    if pipeline not in pipeline_catalog.PIPELINES:
-        known = ", ".join(sorted(pipeline_catalog.PIPELINES))
-        raise errors.UserError(f"unknown pipeline {pipeline!r}. Fix: use one of {known}.")
+    check_pipeline_name(pipeline)
     if not in_process:
         return run_template(
             compiled_template(pipeline, template_dir),
@@ -181,6 +179,24 @@ def run_local(
         spec["pipelineInfo"]["name"] = pipeline_name
     run = _LocalRun(pipeline_name or pipeline, _launcher(spec), "in-process")
     return run.execute(arguments, state_dir, pipeline_root, settings, console)
+
+
+def check_pipeline_name(pipeline: str) -> None:
+    """Refuses a name that is not a shipped pipeline's; a path is pointed to ``run_template``.
+
+    Raises:
+        errors.UserError: ``pipeline`` is not in ``pipeline_catalog.PIPELINES``.
+    """
+    if pipeline in pipeline_catalog.PIPELINES:
+        return
+    known = ", ".join(sorted(pipeline_catalog.PIPELINES))
+    own = ""
+    if str(pipeline).endswith((".yaml", ".yml")) or os.path.sep in str(pipeline):
+        own = (
+            " Shipped pipelines run by name; a template of your own runs locally with "
+            "vsp.pipelines.local.run.run_template(path, arguments) (docs/own-pipeline.md)."
+        )
+    raise errors.UserError(f"unknown pipeline {pipeline!r}. Fix: use one of {known}.{own}")
 
 
 def run_template(
@@ -342,7 +358,8 @@ def coerce_arguments(pipeline_func: Any, arguments: dict[str, Any]) -> dict[str,
     """Whole numbers given for ``float`` parameters become floats (``--param x=0`` reads 0).
 
     Raises:
-        errors.UserError: A parameter the pipeline does not have.
+        errors.UserError: A parameter the pipeline does not have, or one without a default that
+            is not given (kfp.local would fail on it with "Unknown value type").
     """
     inputs = pipeline_func.component_spec.inputs or {}
     unknown = sorted(set(arguments) - set(inputs))
@@ -350,6 +367,16 @@ def coerce_arguments(pipeline_func: Any, arguments: dict[str, Any]) -> dict[str,
         raise errors.UserError(
             f"unknown parameters {unknown}. Fix: use parameters of the pipeline: "
             f"{', '.join(sorted(inputs))}."
+        )
+    missing = sorted(
+        name
+        for name, spec in inputs.items()
+        if name not in arguments and spec.default is None and not spec.optional
+    )
+    if missing:
+        raise errors.UserError(
+            f"missing parameters {missing}: the pipeline has no default for them. Fix: give "
+            "each a value (`--param NAME=VALUE` with vsp run-local, or the arguments mapping)."
         )
     coerced = dict(arguments)
     for name, value in arguments.items():

@@ -256,3 +256,40 @@ def _drop_none(value: Any) -> Any:
     if isinstance(value, list):
         return [_drop_none(v) for v in value]
     return value
+
+
+# The flat create_cluster values without which no cluster can be built (no default exists):
+# what each is, and an example of it.
+PLACE_VALUES = {
+    "network": ("the VPC network the nodes join", '"default" or projects/P/global/networks/N'),
+    "zone": ("the zone of the nodes", '"us-central1-a"'),
+    "home_directory_storage": (
+        "the Filestore instance mounted as /home",
+        "projects/P/locations/ZONE/instances/NAME",
+    ),
+}
+
+
+def place_problems(values: Mapping[str, Any], prefix: str = "") -> list[errors.SpecProblem]:
+    """The ``PLACE_VALUES`` that ``values`` (flat create_cluster parameters) leave out or blank.
+
+    ``build_cluster_spec`` refuses those too, but only once ``create_cluster`` runs: a
+    pipeline's first step calls this to refuse them before anything is created.
+
+    Args:
+        values: create_cluster parameters by name (e.g. a pipeline's ``cluster_options``).
+        prefix: Put before each field name (e.g. ``"cluster_options."``).
+    """
+    found = []
+    for name, (what, example) in PLACE_VALUES.items():
+        value = values.get(name)
+        if not isinstance(value, str) or not value.strip():
+            found.append(
+                errors.SpecProblem(
+                    f"{prefix}{name}",
+                    value,
+                    f"is needed to create the cluster: {what}.",
+                    f"give it, e.g. {example}.",
+                )
+            )
+    return found

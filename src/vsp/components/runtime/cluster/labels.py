@@ -352,3 +352,49 @@ def claim_for_run(
     return update_managed_labels(
         client, ref, set_labels=usage_labels(run_label), remove=remove, options=options
     )
+
+
+def renew_claim(
+    client: rest.VertexRestClient,
+    ref: resource.ClusterRef,
+    pipeline_run: str,
+    *,
+    why: str,
+    options: resource.ClusterOptions | None = None,
+) -> None:
+    """Sets the run's claim (``vsp-lease-*``) to ``LEASE_MINUTES`` from now; never raises.
+
+    ``create_cluster`` calls it on a cluster it created, a training step when its job has
+    ended: the claim covers the gap to the run's next job or its teardown, in which no job of
+    the run protects the cluster from another run's delete or spec update. Best effort: a
+    cluster gone, labels refused or an API that does not answer is logged, since the run's
+    work so far is done and its next step finds out for itself.
+
+    Args:
+        client: REST client for the cluster's location.
+        ref: Which cluster.
+        pipeline_run: The claiming run ('' = none: nothing is sent).
+        why: What the claim covers, for the log (e.g. 'until its first job').
+        options: Waits, attempts, backoff and clock.
+    """
+    if not pipeline_run:
+        return
+    expires = gcp_labels.format_label_time(time.time() + LEASE_MINUTES * 60.0)
+    try:
+        found = update_managed_labels(
+            client,
+            ref,
+            set_labels={gcp_labels.lease_key(pipeline_run): expires},
+            options=options,
+        )
+    except errors.VspError as exc:
+        log.warning(
+            "cluster %s: this run's claim was not renewed (%s): %s", ref.cluster_id, why, exc
+        )
+        return
+    if found is None:
+        log.warning("cluster %s is gone: no claim to renew (%s)", ref.cluster_id, why)
+        return
+    log.info(
+        "cluster %s: claimed for this run for %.0f min (%s)", ref.cluster_id, LEASE_MINUTES, why
+    )

@@ -81,7 +81,7 @@ def apply_options(params: Mapping[str, Any], field: str = "options") -> dict[str
             f"{field}.{name}",
             options[name],
             "is not a parameter of this step.",
-            _did_you_mean(name, allowed) + f"use one of {', '.join(allowed)}.",
+            did_you_mean(name, allowed) + f"use one of {', '.join(allowed)}.",
         )
         for name in sorted(set(options) - set(allowed))
     ]
@@ -90,7 +90,8 @@ def apply_options(params: Mapping[str, Any], field: str = "options") -> dict[str
     return {**merged, **{name: like(value, merged[name]) for name, value in options.items()}}
 
 
-def _did_you_mean(name: str, allowed: list[str]) -> str:
+def did_you_mean(name: str, allowed: list[str]) -> str:
+    """``"did you mean 'x'? Else "`` for a close name of ``allowed``, else ''."""
     close = difflib.get_close_matches(str(name), allowed, n=1, cutoff=0.75)
     return f"did you mean {close[0]!r}? Else " if close else ""
 

@@ -47,6 +47,9 @@ RENAMED = {
     "model_options": {"labels": "model_labels"},
     "teardown_options": {"policy": "teardown_policy"},
 }
+# Pipeline parameters this step has no parameter of its own for (a group naming one is told
+# to set the pipeline parameter instead).
+TOP_LEVEL_ALSO = ("project", "location", "cluster_id", "policy")
 # This step's own parameters under the component and name whose rule they follow
 # (``param_rules.RULES``).
 FLAT_RULES = {
@@ -127,10 +130,13 @@ def _merged(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[errors.Spec
         allowed = allowed_by_group.get(group)
         for name in sorted(options):
             if allowed is not None and name not in allowed:
-                fix = f"use one of {', '.join(allowed)}."
-                problems.append(
-                    errors.SpecProblem(f"{group}.{name}", options[name], "is not known.", fix)
-                )
+                fix = step.did_you_mean(name, list(allowed)) + f"use one of {', '.join(allowed)}."
+                if name in merged or name in TOP_LEVEL_ALSO:  # the pipeline sets it itself
+                    fix = f"set the pipeline parameter {RENAMED.get(group, {}).get(name, name)}."
+                    problem = "is set by the pipeline, not by this group."
+                else:
+                    problem = "is not known."
+                problems.append(errors.SpecProblem(f"{group}.{name}", options[name], problem, fix))
                 continue
             broken = param_rules.problems(component, {name: options[name]}, f"{group}.")
             problems += broken
@@ -189,6 +195,7 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         lambda: _check_machine_gpus(p),
         ("machine_type", "accelerator_type", "accelerator_count", "gpus_per_node", "cluster_spec"),
     )
+    gather(lambda: _check_cluster_place(params, p), (*builder.PLACE_VALUES, "cluster_spec"))
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
         cluster = gather(lambda: _cluster_body(p), CLUSTER_READS)
@@ -269,6 +276,18 @@ def _cluster_body(p: Mapping[str, Any]) -> dict[str, Any]:
             validate=False,  # create_cluster validates the spec itself
         ).to_request_body()
     )
+
+
+def _check_cluster_place(params: Mapping[str, Any], p: Mapping[str, Any]) -> None:
+    """A pipeline with ``cluster_options`` and no ``cluster_spec`` must give the network, zone
+    and home storage there: ``create_cluster`` has no default for them."""
+    if p["cluster_spec"] or "cluster_options" not in (params.get("option_names") or {}):
+        return
+    options = params.get("cluster_options") or {}
+    if not isinstance(options, Mapping):  # reported by with_groups
+        return
+    if problems := builder.place_problems(options, "cluster_options."):
+        raise errors.SpecValidationError("cluster_options", problems)
 
 
 def _prewarm_option(params: Mapping[str, Any], name: str, default: Any) -> Any:

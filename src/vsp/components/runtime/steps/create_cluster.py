@@ -120,7 +120,9 @@ def create_cluster(
     """Creates the cluster or reuses a matching one; see ``cluster_ops``.
 
     The spec is validated before any request is sent. A reused cluster that an earlier run
-    kept warm is claimed: its expiry labels are removed, so a reaper leaves it alone.
+    kept warm is claimed: its expiry labels are removed, so a reaper leaves it alone. A created
+    one is claimed too (``cluster_labels.renew_claim``), so that another run reusing it cannot
+    delete it before this run's first job.
     """
     check_timeout(timeout_seconds)
     spec = resolve_spec(cluster_spec, spec_params)
@@ -141,6 +143,10 @@ def create_cluster(
         # A reaper deleted the kept cluster between the reuse and the claim.
         log.warning("cluster %s went away while being reused; creating it again", ref.name)
         result = manager.ensure(spec, managed_labels(pipeline_run))
+    if not result.reused:  # created (or this run's own, re-attached): claimed like a reuse
+        cluster_labels.renew_claim(
+            client, ref, pipeline_run, why="until its first job", options=options
+        )
     log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
     return result
 

@@ -7,9 +7,11 @@ shared supervisor (``driver.supervise``), which also writes the metrics and the 
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
+from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, gcs_paths, param_rules, rest, run_identity, step
@@ -28,6 +30,9 @@ from vsp.components.runtime.training import (
 from vsp.components.runtime.training.backends import slurm
 
 log = logging.getLogger(__name__)
+
+# How long the claim after training waits for a cluster another run is updating, seconds.
+_CLAIM_WAIT_SECONDS = 120.0
 
 
 @step.accepts_options
@@ -122,7 +127,7 @@ def main(
         output = f"{logs.rstrip('/')}/{job_logs.FILE_PATTERN}" if logs else None  # as FUSE path
         training = slurm.SlurmTraining(
             command=list(command),
-            working_directory=working_directory,
+            working_directory=run_identity.expand_run_token(working_directory, run),
             checkpoint_dir=chosen["checkpoint_dir"],
             model_dir=chosen["model_dir"],
             environment=dict(environment),
@@ -264,9 +269,12 @@ def train_on_cluster(
     cluster = resource.ClusterResource(vertex, ref).get()
     if cluster is None:
         raise errors.UserError(
-            f"cluster {ref.name} does not exist, so no job can be submitted to it. Fix: check "
-            "cluster_id (or cluster_name) and location, or create the cluster first "
-            "(create_cluster, whose cluster_name output makes this step wait for it)."
+            f"cluster {ref.name} does not exist, so no job can be submitted to it. If an earlier "
+            "step of this run created or reused it, it was deleted since (another run's "
+            "teardown, the reaper, or by hand: `vsp clusters list` shows the survivors; its "
+            "deletion is in the project's audit log). Fix: check cluster_id (or cluster_name) "
+            "and location, or create the cluster first (create_cluster, whose cluster_name "
+            "output makes this step wait for it)."
         )
     if training.container_image:
         code_check.check_container(training.container_image, cluster, cluster_id)
@@ -292,6 +300,15 @@ def train_on_cluster(
         cache_seconds=settings.cache_seconds if settings else 0.0,
         progress_env=feed.environment() if feed else None,
     )
+    # The run's jobs have ended, so none protects the cluster until its next step: claim it.
+    claim = functools.partial(
+        cluster_labels.renew_claim,
+        vertex,
+        ref,
+        pipeline_run,
+        why="until the run's next step or its teardown",
+        options=resource.ClusterOptions(timeout=_CLAIM_WAIT_SECONDS),
+    )
     return driver.supervise(
         backend,
         strategy,
@@ -300,5 +317,6 @@ def train_on_cluster(
         checkpoint_dir=training.checkpoint_dir,
         model_dir=training.model_dir,
         report_notes=notes,
+        on_success=claim,
         **supervise_options,
     )

@@ -234,6 +234,6 @@ def keep_or_delete(
             return DELETED if delete() else ABSENT
         resource = cluster_resource.ClusterResource(client, ref, options=options)
         return delete_unless_in_use(
-            client, ref, pipeline_run="", delete=resource.delete, options=options
+            client, ref, pipeline_run=pipeline_run, delete=resource.delete, options=options
         )
     return KEPT if kept is not None else ABSENT

@@ -129,7 +129,9 @@ def shrink_or_delete(
         labels or the scaling were refused); or ``in-use`` (refused, and in use).
     """
     resource = cluster_resource.ClusterResource(client, ref, options=options)
-    action = in_use.keep_or_delete(client, ref, labels_from_decision, options=options)
+    action = in_use.keep_or_delete(
+        client, ref, labels_from_decision, options=options, pipeline_run=pipeline_run
+    )
     if action != in_use.KEPT:
         return action
     cluster = resource.get()

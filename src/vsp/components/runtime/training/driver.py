@@ -213,6 +213,7 @@ def supervise(
     hang_rule: hang.HangRule | None = None,
     keep_job_on_timeout: bool = False,
     progress_feed: ProgressFeed | None = None,
+    on_success: Callable[[], None] | None = None,
 ) -> TrainOutcome:
     """Runs the supervisor on any backend, then writes metrics and the report (also on failure).
 
@@ -226,7 +227,8 @@ def supervise(
     attempt whose trainer stopped making step progress (``hang``); at ``timeout_seconds`` the
     running attempt is cancelled unless ``keep_job_on_timeout``. With ``progress_feed`` the
     run's subscription is opened before the first submit and deleted at the end, and polls wait
-    on its pulls (``progress_feed``); its calls are the ``pubsub_calls`` metric.
+    on its pulls (``progress_feed``); its calls are the ``pubsub_calls`` metric. ``on_success``
+    runs once the run has succeeded, before the metrics, so that its calls are counted too.
 
     Raises:
         errors.UserError: The trainer failed beyond its restart budget.
@@ -272,6 +274,9 @@ def supervise(
             failure = errors.UserError(problem)
         elif unregistrable := model_check.unregistrable_problem(model_dir):
             log.warning("%s", unregistrable)  # this step's work is done; the next one refuses
+        if on_success is not None and failure is None:
+            on_success()
+            result = dataclasses.replace(result, vertex_calls=loop.vertex_calls())
     finally:
         if progress_feed is not None:
             progress_feed.close()

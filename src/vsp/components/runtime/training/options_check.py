@@ -113,7 +113,9 @@ def _command_problems(command: Any) -> list[errors.SpecProblem]:
                 "command",
                 command,
                 "must be a non-empty list of strings.",
-                'give the trainer\'s argv, one item per argument, e.g. ["python", "train.py"].',
+                "give the trainer's argv, one item per argument, e.g. "
+                '["python", "/home/me/train.py"] (a relative path is read from the job\'s '
+                "working_directory).",
             )
         ]
     found = []

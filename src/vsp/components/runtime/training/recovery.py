@@ -176,7 +176,9 @@ class SpotRecovery(RecoveryStrategy):
                 return Decision(
                     None,
                     f"the trainer failed (exit code {last.exit_code}, {last.detail}); "
-                    f"{failures} failure(s), restart budget {self.max_user_failures}.",
+                    f"{failures} failure(s), restart budget {self.max_user_failures}. Fix: the "
+                    "trainer's error is in its log (its last lines below); to restart a trainer "
+                    "that fails now and then, raise max_user_failures.",
                 )
             return Decision(
                 last.target,
@@ -198,14 +200,22 @@ class SpotRecovery(RecoveryStrategy):
                 f"{last.target.name}",
             )
         if last.outcome is Outcome.CANCELLED and last.switched_because:
+            if preemptions > self.max_preemptions:  # requeued past the budget: no fallback
+                return Decision(None, last.switched_because)
             return Decision(self.fallback, last.switched_because)
         return Decision(None, f"attempt {last.job_id} ended {last.outcome.value}: {last.detail}")
 
     def switch_now(self, attempts: list[Attempt], pending_seconds: float) -> str:
         last = attempts[-1]
+        preemptions = self._preemptions(attempts)
+        if preemptions > self.max_preemptions:  # requeued in place: the job never ends
+            return (
+                f"preemption budget exhausted: {preemptions} preemptions (job {last.job_id} "
+                f"requeued {last.requeues} time(s)), budget {self.max_preemptions}: cancelling "
+                "it. Raise max_preemptions or set a fallback target."
+            )
         if self.fallback is not None and last.target == self.fallback:
             return ""
-        preemptions = self._preemptions(attempts)
         if self.fallback is not None and self.fallback_after and preemptions >= self.fallback_after:
             return (
                 f"{preemptions} preemptions reached fallback_after={self.fallback_after}: "
