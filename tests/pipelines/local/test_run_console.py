@@ -140,8 +140,8 @@ def test_a_failed_jobs_log_tail_is_kept_whole_with_the_trainers_traceback():
         "training failed: attempt 1 failed\nlast lines of the job's log:\n"
         "slurmstepd: error: couldn't chdir to `/w': No such file or directory\n"
         "Traceback (most recent call last):\n"
-        'File "/w/train.py", line 3, in <module>\n'
-        "import numpy\n"
+        '  File "/w/train.py", line 3, in <module>\n'  # indented as Python printed it
+        "    import numpy\n"
         "ModuleNotFoundError: No module named 'numpy'",
         2,
     )

@@ -11,7 +11,7 @@ from vsp.components.runtime.core import errors
 from vsp.pipelines.local import run
 
 
-@dsl.component
+@dsl.component(base_image="python:3.11")
 def _echo(zone: str, rate: float) -> str:
     return f"{zone} {rate}"
 

@@ -165,8 +165,9 @@ class StepConsole(io.TextIOBase):
         elif match := _RUNTIME.match(line):
             self._runtime(match["level"], match["logger"], match["message"])
         elif continues and quoting and line and not line.startswith("[KFP Executor"):
-            # A line of the job's log tail, quoted whole (a trainer's "Traceback" included).
-            self._errors[self._task] += "\n" + line
+            # A line of the job's log tail, quoted whole (a trainer's "Traceback" included),
+            # with its indentation.
+            self._errors[self._task] += "\n" + _ANSI.sub("", raw).rstrip()
             self._continues = self._quoting = self._tail_lines < _MAX_TAIL_LINES
             self._tail_lines += 1
         elif continues and line and not line.startswith(_NOT_A_MESSAGE):
