@@ -250,13 +250,16 @@ def test_a_training_job_larger_than_the_spot_pool_is_refused_first(nodes, spot, 
     ],
 )
 def test_launch_options_are_checked_before_the_cluster(options, field):
-    params = run_params(training_options=options)
-    if field is None:
+    assert refused_fields(run_params(training_options=options)) == ([field] if field else [])
+
+
+def refused_fields(params: dict) -> list[str]:
+    """The fields the check refuses in ``params`` ([] when it passes)."""
+    try:
         assert check_run_parameters.check_component_params(params) is True
-        return
-    with pytest.raises(errors.SpecValidationError) as caught:
-        check_run_parameters.check_component_params(params)
-    assert caught.value.fields == [field]
+    except errors.SpecValidationError as exc:
+        return exc.fields
+    return []
 
 
 PLACE = {
@@ -278,16 +281,17 @@ SLURM_GROUPS = {"cluster_options": ["network", "zone", "home_directory_storage",
 )
 def test_a_cluster_without_its_network_zone_or_home_is_refused_first(options, spec, fields):
     params = run_params(cluster_options=options, cluster_spec=spec, option_names=SLURM_GROUPS)
-    if not fields:
-        assert check_run_parameters.check_component_params(params) is True
-        return
+    assert refused_fields(params) == fields
+
+
+def test_a_missing_network_is_named_with_an_example():
+    params = run_params(cluster_options={}, option_names=SLURM_GROUPS)
     with pytest.raises(errors.SpecValidationError) as caught:
         check_run_parameters.check_component_params(params)
-    assert caught.value.fields == fields
-    assert str(caught.value.problems[0]).endswith(
-        "is needed to create the cluster: the VPC network the nodes join. Fix: give it, e.g. "
-        '"default" or projects/P/global/networks/N.'
-    ) or fields == ["cluster_options.zone"]
+    assert str(caught.value.problems[0]) == (
+        "cluster_options.network = <missing>: is needed to create the cluster: the VPC network "
+        'the nodes join. Fix: give it, e.g. "default" or projects/P/global/networks/N.'
+    )
 
 
 def test_a_pipeline_without_cluster_options_is_not_asked_for_them():

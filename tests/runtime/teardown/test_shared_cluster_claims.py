@@ -56,6 +56,25 @@ def _reuse_as_b():
     )
 
 
+def _train_as_b(work):
+    return train_on_cluster.train_on_cluster(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id=CLUSTER,
+        training=slurm.SlurmTraining(
+            command=TRAINER,
+            working_directory=str(work),
+            checkpoint_dir=str(work / "ckpt"),
+            model_dir=str(work / "model"),
+            account="ml",
+        ),  # fmt: skip
+        spot_partition="spot",
+        pipeline_run="run-b",
+        poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),
+        timeout_seconds=120,
+    )
+
+
 def _cluster():
     return resource.ClusterResource(rest.VertexRestClient(LOCATION), REF).get()
 
@@ -81,22 +100,7 @@ def test_a_deletes_after_b_reused_the_cluster_it_is_kept_and_b_trains(warm, tmp_
 
     # B trains on the cluster that survived.
     work = tmp_path / "b"
-    outcome = train_on_cluster.train_on_cluster(
-        project=PROJECT,
-        location=LOCATION,
-        cluster_id=CLUSTER,
-        training=slurm.SlurmTraining(
-            command=TRAINER,
-            working_directory=str(work),
-            checkpoint_dir=str(work / "ckpt"),
-            model_dir=str(work / "model"),
-            account="ml",
-        ),  # fmt: skip
-        spot_partition="spot",
-        pipeline_run="run-b",
-        poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),
-        timeout_seconds=120,
-    )
+    outcome = _train_as_b(work)
     assert len(outcome.result.job_ids) == 1
     assert (work / "model" / "model.npz").is_file()
 
@@ -253,23 +257,7 @@ def test_a_training_step_claims_the_cluster_again_for_the_runs_next_step(warm, t
     client = rest.VertexRestClient(LOCATION)
     # Hours of training later: the claim from create_cluster has expired.
     cluster_labels.update_managed_labels(client, REF, set_labels={lease: "20000101t000000z"})
-    work = tmp_path / "b"
-    train_on_cluster.train_on_cluster(
-        project=PROJECT,
-        location=LOCATION,
-        cluster_id=CLUSTER,
-        training=slurm.SlurmTraining(
-            command=TRAINER,
-            working_directory=str(work),
-            checkpoint_dir=str(work / "ckpt"),
-            model_dir=str(work / "model"),
-            account="ml",
-        ),  # fmt: skip
-        spot_partition="spot",
-        pipeline_run="run-b",
-        poll_backoff=polling.Backoff(initial=0.1, maximum=0.2, jitter=0),
-        timeout_seconds=120,
-    )
+    _train_as_b(tmp_path / "b")
     expires = gcp_labels.parse_label_time(_cluster()["labels"][lease])
     assert time.time() + 14 * 60 < expires <= time.time() + 15 * 60
     with caplog.at_level(logging.WARNING):
