@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 import requests
@@ -204,3 +205,24 @@ def test_schedule_warns_about_folders_every_run_would_share(emulator, tmp_path):
     )
     per_run = _run(_schedule_args(template, "--param", "model_dir=/gcs/b/model/{run}", "--dry-run"))
     assert per_run.exit_code == 0 and "has no {run}" not in per_run.stderr
+
+
+def test_a_template_keeping_its_cluster_without_schedule_cron_gets_the_reaper_note(
+    emulator, tmp_path
+):
+    # Before, only a schedule_cron parameter led to the note: an own pipeline ending in
+    # keep_cluster was scheduled with no word of the reaper, and its kept cluster never went.
+    path = pathlib.Path(write_cron_template(tmp_path, name="mine"))
+    spec = yaml.safe_load(path.read_text())
+    del spec["root"]["inputDefinitions"]["parameters"]["schedule_cron"]
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(spec))
+    quiet = _run(_schedule_args(str(plain)))
+    assert quiet.exit_code == 0, quiet.output
+    assert "no schedule of it exists" not in quiet.stderr  # nothing in it keeps a cluster
+    spec["pipelineInfo"]["name"] = "mine-keeping"
+    spec["components"] = {"comp-train": {}, "comp-keep-cluster-2": {}}
+    path.write_text(yaml.safe_dump(spec))
+    result = _run(_schedule_args(str(path)))
+    assert result.exit_code == 0, result.output
+    assert "no schedule of it exists in us-central1" in result.stderr

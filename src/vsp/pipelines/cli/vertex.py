@@ -344,7 +344,8 @@ def schedule(
     click.echo(f"cron: {created.get('cron', cron)}  next run: {created.get('nextRunTime', '?')}")
     console = "https://console.cloud.google.com/vertex-ai/pipelines/schedules"
     click.echo(f"console: {console}?project={job.project}")
-    if schedules.SCHEDULE_CRON in job.parameter_values:
+    # A teardown that weighs the schedule, or any step that may leave a cluster to its expiry.
+    if schedules.SCHEDULE_CRON in job.parameter_values or templates.keeps_clusters(job.template):
         _check_reaper(client, job)
 
 

@@ -257,3 +257,24 @@ def publish(path: str, host: str, tags: list[str], upload: Uploader) -> Publishe
         template_uri=f"{host}/{package}/{version}",
         tag_uris=[f"{host}/{package}/{tag}" for tag in tags],
     )
+
+
+# The shipped components after which a cluster may stay up with a vsp-expires-at label that
+# only the reaper acts on (a keep, a shrink, a retry window, another run's use found at delete).
+KEEPING_COMPONENTS = ("keep-cluster", "shrink-cluster", "finalize-cluster", "delete-cluster")
+
+
+def keeps_clusters(template: str) -> bool:
+    """Whether a local template runs a component of ``KEEPING_COMPONENTS`` (by its name in the
+    template's ``components``, e.g. ``comp-keep-cluster`` or ``comp-keep-cluster-2``); False for
+    a registry template or one that cannot be read (its problems are reported elsewhere)."""
+    if is_registry_uri(template):
+        return False
+    try:
+        spec = load_pipeline_spec(template)
+    except errors.UserError:
+        return False
+    names = (
+        re.sub(r"-\d+$", "", name.removeprefix("comp-")) for name in spec.get("components", {})
+    )
+    return any(name in KEEPING_COMPONENTS for name in names)
