@@ -53,6 +53,9 @@ def test_good_parameters_pass():
         ("command", [], "command", "non-empty list of strings"),
         ("command", "python train.py", "command", "non-empty list of strings"),
         ("command", ["python", "train.py", "--steps", 300], "command[3]", "is int, not a string"),
+        # As a pipeline's JSON brings it: the fix quotes what the user typed, not 30.0.
+        ("command", ["python", "t.py", "--steps", 30.0], "command[3]", 'quote it, e.g. "30".'),
+        ("command", ["python", "t.py", "--lr", 0.5], "command[3]", 'quote it, e.g. "0.5".'),
         ("command", ["python", "a\0b"], "command[1]", "NUL character"),
         ("working_directory", "run", "working_directory", "absolute path"),
         ("working_directory", 3, "working_directory", "absolute path"),

@@ -126,8 +126,9 @@ def _command_problems(command: Any) -> list[errors.SpecProblem]:
                     f"command[{index}]",
                     part,
                     f"is {type(part).__name__}, not a string: every argument is text.",
-                    f'quote it, e.g. "{part}".'
-                    if isinstance(part, (int, float))
+                    # A pipeline's JSON carries every number as a float: 30 arrives as 30.0.
+                    f'quote it, e.g. "{int(part) if float(part).is_integer() else part}".'
+                    if isinstance(part, (int, float)) and math.isfinite(part)
                     else "give each argument as a string.",
                 )
             )
