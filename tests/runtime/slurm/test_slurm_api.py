@@ -203,6 +203,15 @@ def test_warnings_are_logged_but_do_not_fail(fake, client, caplog):
     assert "Expected OpenAPI type=array" in caplog.text
 
 
+def test_the_empty_queues_note_is_not_logged_as_a_warning(fake, client, caplog):
+    # Slurm 24.11 answers GET /jobs on an empty queue with this warning: nothing is wrong.
+    answer = {"jobs": [], "warnings": [{"description": "Zero jobs to dump", "source": ""}]}
+    fake.on("GET", "/slurm/v0.0.42/jobs", answer)
+    with caplog.at_level(logging.WARNING):
+        assert client.list_jobs() == []
+    assert caplog.text == ""
+
+
 def test_list_and_find_jobs_newest_first(fake, client):
     jobs = [
         record(1, ["COMPLETED"], submit=100),

@@ -330,3 +330,47 @@ def test_a_change_is_placed_at_its_write_time_between_two_reads():
     other.observe("7", 0, [record(1, 5.0)], 0, wall=1000.0)
     assert other.observe("7", 0, [record(2, 9.0)], 90, wall=1090.0) is None
     assert other.observe("7", 0, [record(2, 9.0)], 190, wall=1190.0) is None
+
+
+def test_ranks_stalled_at_one_step_with_heartbeats_are_not_blamed_one_by_one():
+    # A rank stuck in Python inside step 30 holds the other in the step's all-reduce: both show
+    # step 30 and beat on. Before, the message named rank 0 (the lower rank) as the one that
+    # stopped, whichever it was.
+    watch = hang.HangWatch(hang.HangRule(floor_seconds=10, step_factor=1))
+    watch.observe(
+        "7", 0, [record(30, 0.0, rank=0, beat=0.0), record(30, 0.0, rank=1, beat=0.0)], now=0
+    )
+    beats = [record(30, 0.0, rank=0, beat=11.0), record(30, 0.0, rank=1, beat=11.0)]
+    stall = watch.observe("7", 0, beats, now=11)
+    assert (stall.step, stall.all_stalled, stall.silent, stall.tied) == (30, True, False, 2)
+    assert stall.describe() == (
+        "hung at step 30 for 11 s: no training step finished for longer than the bound of 10 s; "
+        "2 of 2 ranks stopped at that step, none ahead (one stuck inside the step holds the "
+        "others in its collective; which one, progress cannot tell: each rank's last log lines "
+        "can)"
+    )
+
+
+class LoggingHangBackend(HangingBackend):
+    """The hung job's log gets its last lines as it is cancelled."""
+
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.pending = {"100": ["saved step 10 (periodic)", "rank 1 stuck in step 12"]}
+
+    def new_log_lines(self, attempt):
+        # Written late (Slurm flushes a job's output as it ends it): there after the cancel.
+        if attempt.job_id not in self.cancelled:
+            return []
+        return self.pending.pop(attempt.job_id, [])
+
+
+def test_a_hung_jobs_last_log_lines_are_logged_after_its_cancel(caplog):
+    # Before, log reads between polls were throttled and none followed the cancel: the lines
+    # that told where the job hung stayed in its file only.
+    clock = polling.FakeClock()
+    backend = LoggingHangBackend(clock)
+    with caplog.at_level("INFO"), pytest.raises(errors.TransientError):
+        supervisor(backend, clock, timeout=200).run()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[job 100]")]
+    assert lines == ["[job 100] saved step 10 (periodic)", "[job 100] rank 1 stuck in step 12"]

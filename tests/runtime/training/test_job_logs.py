@@ -93,10 +93,15 @@ def test_slurms_missing_working_directory_line_says_it_is_expected(tmp_path):
         "slurmstepd: error: couldn't chdir to `/home/run': No such file or directory: going "
         "to /tmp instead"
     )
+    # Real Slurm 24.11 names the node in the prefix (slurmstepd-NODE:), once per node.
+    on_node = chdir.replace("slurmstepd:", "slurmstepd-vsp-node0:")
     path = tmp_path / "slurm-1.out"
-    path.write_text(f"{chdir}\nTraceback (most recent call last):\nslurmstepd: other error\n")
+    path.write_text(
+        f"{chdir}\n{on_node}\nTraceback (most recent call last):\nslurmstepd: other error\n"
+    )
     expected = [
         chdir + job_logs.CHDIR_NOTE,
+        on_node + job_logs.CHDIR_NOTE,
         "Traceback (most recent call last):",
         "slurmstepd: other error",  # any other line as it is
     ]

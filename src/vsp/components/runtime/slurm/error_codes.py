@@ -30,6 +30,8 @@ from typing import Any
 from vsp.components.runtime.core import errors
 
 log = logging.getLogger(__name__)
+# What Slurm 24.11 warns on GET /jobs when the queue is empty (a warning, not an error).
+_EMPTY_QUEUE = "Zero jobs to dump"
 
 ESLURM_INVALID_PARTITION_NAME = 2000
 ESLURM_ACCESS_DENIED = 2002
@@ -270,9 +272,12 @@ class SlurmResponse:
         return any(_error_number(e) in _FINISHED_NUMBERS for e in self.errors)
 
     def log_warnings(self) -> None:
-        """Logs Slurm's warnings (they never fail a call)."""
+        """Logs Slurm's warnings (they never fail a call), but the empty queue's own note."""
         for warning in self.warnings:
-            log.warning("slurm %s %s: warning: %s", self.method, self.path, _error_text(warning))
+            text = _error_text(warning)
+            if _EMPTY_QUEUE in text:  # GET /jobs on a queue with no job: nothing is wrong
+                continue
+            log.warning("slurm %s %s: warning: %s", self.method, self.path, text)
 
     def describe_errors(self) -> str:
         """Slurm's errors as one line (or the raw text), for messages."""

@@ -83,8 +83,21 @@ class Stall:
     saving: bool = False
     silent: bool = False
     finishing: bool = False
+    tied: int = 1
 
     def describe(self) -> str:
+        stuck = (
+            f"hung at step {self.step} for {self.seconds:.0f} s: no training step finished for "
+            f"longer than the bound of {self.bound:.0f} s; "
+        )
+        if self.ranks > 1 and self.all_stalled and not self.silent and self.tied > 1:
+            # A rank stuck inside a step holds the others in the step's collective: all show
+            # the same step and beat on, so progress alone cannot tell which one it is.
+            return stuck + (
+                f"{self.tied} of {self.ranks} ranks stopped at that step, none ahead (one stuck "
+                "inside the step holds the others in its collective; which one, progress "
+                "cannot tell: each rank's last log lines can)"
+            )
         where = f"rank {self.rank} on {self.host or 'an unknown host'}"
         if self.saving:
             where += " (in a blocking save)"
@@ -99,10 +112,7 @@ class Stall:
             where += f" (of {self.ranks} ranks, all stalled: the lowest step; the others wait)"
         elif self.ranks > 1:
             where += f" (of {self.ranks} ranks; the others went on)"
-        return (
-            f"hung at step {self.step} for {self.seconds:.0f} s: no training step finished for "
-            f"longer than the bound of {self.bound:.0f} s; {where} stopped"
-        )
+        return f"{stuck}{where} stopped"
 
 
 class HangWatch:
@@ -241,4 +251,5 @@ class HangWatch:
             saving=rank.record.phase == "saving",
             silent=named is silent,
             finishing=rank.record.phase == "finishing",
+            tied=sum(1 for item in named if item[0].record.step == rank.record.step),
         )

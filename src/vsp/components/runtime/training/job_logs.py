@@ -29,7 +29,10 @@ FILE_PATTERN = "slurm-%j-%x.out"
 # Slurm 24.11's line for a job whose working directory does not exist yet: the batch script
 # creates that folder and enters it before the trainer starts (``slurm.batch``), so the line,
 # shown beside a failure's real cause, would mislead; it is shown with that said.
-_CHDIR_LINE = re.compile(r"^slurmstepd: error: couldn't chdir to `[^']*'.*going to /tmp instead$")
+# Slurm 24.11 writes "slurmstepd-NODE: error: ..." on a node named in slurm.conf.
+_CHDIR_LINE = re.compile(
+    r"^slurmstepd(-\S+)?: error: couldn't chdir to `[^']*'.*going to /tmp instead$"
+)
 CHDIR_NOTE = " (vsp: expected; the batch script creates that folder and runs the trainer in it)"
 
 MAX_LINES_PER_POLL = 50

@@ -278,6 +278,7 @@ class TrainingSupervisor:
             raise self._timed_out(attempt, exc) from exc
         if stall is not None and not attempt.outcome.terminal:
             self._cancel_hung(attempt, stall, deadline)
+            self._log_rest(attempt)
         if switch and not attempt.outcome.terminal:
             log.warning("job %s: %s", attempt.job_id, switch)
             self.backend.cancel(attempt)
@@ -285,6 +286,12 @@ class TrainingSupervisor:
             attempt.switched_because = switch
             attempt.detail = f"switch: {switch}"
             self._event(attempt, "cancelled")
+            self._log_rest(attempt)
+
+    def _log_rest(self, attempt: Attempt) -> None:
+        """Logs what the job wrote since the last read: the lines before a cancel tell why."""
+        for line in self.backend.new_log_lines(attempt):
+            log.info("[job %s] %s", attempt.job_id, line)
 
     def _cancel_hung(self, attempt: Attempt, stall: hang.Stall, deadline: float | None) -> None:
         """Cancels a hung attempt; records why and the node time it would have held."""
