@@ -8,8 +8,8 @@ import re
 import pytest
 import requests
 
+from vsp.components.runtime.cluster import claims, resource
 from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import errors, gcp_labels, polling, rest
 
 PROJECT, LOCATION, CLUSTER = "test-project", "us-central1", "kept"
@@ -88,7 +88,7 @@ def test_claim_for_run_removes_the_expiry_records_the_user_and_keeps_the_run_lab
     emulator, emulator_api, cluster_body, client
 ):
     existing(emulator_api, cluster_body, {**BASE, "vsp-teardown": "keep", "vsp-expires-at": FUTURE})
-    cluster = cluster_labels.claim_for_run(client, REF, "run-2", options=options())
+    cluster = claims.claim_for_run(client, REF, "run-2", options=options())
     (patch,) = patches(emulator)
     assert patch["query"] == PARAMS
     used = patch["body"]["labels"].pop("vsp-last-used-at")
@@ -97,13 +97,13 @@ def test_claim_for_run_removes_the_expiry_records_the_user_and_keeps_the_run_lab
     lease = gcp_labels.lease_key("run-2")
     expires = patch["body"]["labels"].pop(lease)
     claimed = gcp_labels.parse_label_time(used)
-    assert gcp_labels.parse_label_time(expires) - claimed == cluster_labels.LEASE_MINUTES * 60
+    assert gcp_labels.parse_label_time(expires) - claimed == claims.LEASE_MINUTES * 60
     assert patch["body"] == {"labels": {**BASE, "vsp-last-run": "run-2"}}
     assert cluster["labels"] == {
         **BASE, "vsp-last-run": "run-2", "vsp-last-used-at": used, lease: expires,
     }  # fmt: skip
     assert cluster["labels"]["vsp-pipeline-run"] == "run-1"  # who created it stays
-    again = cluster_labels.claim_for_run(client, REF, "run-3", options=options())
+    again = claims.claim_for_run(client, REF, "run-3", options=options())
     assert again["labels"]["vsp-last-run"] == "run-3"
     # Both claims are live; an expired one is dropped by the next update of the labels.
     assert {lease, gcp_labels.lease_key("run-3")} <= set(again["labels"])

@@ -8,8 +8,8 @@ import time
 import pytest
 import requests
 
+from vsp.components.runtime.cluster import claims, resource
 from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import resource
 from vsp.components.runtime.core import gcp_labels, polling, rest
 from vsp.components.runtime.teardown import reaper
 
@@ -102,7 +102,7 @@ def test_cluster_claimed_between_listing_and_delete_is_kept(
     def list_then_claim(*args, **kwargs):
         listed = list(real_list(*args, **kwargs))  # the reaper sees the expired label
         if claim == "cleared":  # a new run starts on the cluster meanwhile
-            cluster_labels.claim_for_run(client, ref, "run-2", options=copy.deepcopy(FAST))
+            claims.claim_for_run(client, ref, "run-2", options=copy.deepcopy(FAST))
         else:  # a run ended meanwhile and kept the cluster for longer
             labels = {"vsp-teardown": "keep", gcp_labels.EXPIRES_AT: LATER}
             cluster_labels.mark_kept(client, ref, labels, options=copy.deepcopy(FAST))

@@ -6,8 +6,8 @@ labels with some ``vsp-`` keys set and others removed) and sends
 only when that map differs from the current one. ``USER_ONLY``: a label change must not let the
 service refresh the startup, prolog and epilog scripts of a warm cluster, as
 ``USER_AND_SERVICE`` does [R MANAGE]. ``mark_kept`` records a keep-or-delete decision of
-``teardown``; ``claim_for_run`` clears the expiry so that a reaper does not delete a cluster a
-new run uses.
+``teardown``; ``claims.claim_for_run`` clears the expiry so that a reaper does not delete a
+cluster a new run uses.
 
 ``labels`` is not in the manage-cluster doc's list of updatable fields (Terraform treats it as
 mutable) [I]. A PATCH refused with INVALID_ARGUMENT naming ``labels`` or the update mask raises
@@ -133,7 +133,7 @@ class _LabelUpdate:
         self.client, self.ref, self.options = cluster.client, cluster.ref, cluster.options
 
     def update_labels(
-        self, set_labels: Mapping[str, str], remove: list[str]
+        self, set_labels: Mapping[str, str], remove: list[str], settle: bool = True
     ) -> dict[str, Any] | None:
         for _attempt in range(self.options.max_attempts + 1):
             cluster = self._read_settled()
@@ -171,6 +171,8 @@ class _LabelUpdate:
                 log.info("cluster %s is busy (%s): waiting", self.ref.cluster_id, exc.message)
                 self._pause()
                 continue
+            if not settle:  # accepted: the cluster as read, with the labels sent
+                return {**cluster, "labels": wanted}
             if operation.get("name"):
                 try:
                     self.cluster.wait_operation(
@@ -237,6 +239,7 @@ def update_managed_labels(
     set_labels: Mapping[str, str] | None = None,
     remove: Iterable[str] = (),
     options: resource.ClusterOptions | None = None,
+    settle: bool = True,
 ) -> dict[str, Any] | None:
     """Sets and removes ``vsp-`` labels of a cluster; see the module docstring.
 
@@ -246,10 +249,11 @@ def update_managed_labels(
         set_labels: Labels to set (keys starting with ``vsp-``).
         remove: Label keys to remove (starting with ``vsp-``); absent keys are ignored.
         options: Waits, attempts, backoff and clock (``update_policy`` is not used).
+        settle: Wait for the update to finish (False: return once the PATCH is accepted).
 
     Returns:
-        The cluster as last read (after the update, when one was sent), or None when it does not
-        exist or is being deleted (nothing is sent then).
+        The cluster as last read (after the update, when one was sent and ``settle``), or None
+        when it does not exist or is being deleted (nothing is sent then).
 
     Raises:
         errors.UserError: A key is not a ``vsp-`` key, is both set and removed, or is invalid
@@ -261,7 +265,7 @@ def update_managed_labels(
     set_labels = dict(set_labels or {})
     removed = check_label_change(set_labels, remove)
     update = _LabelUpdate(resource.ClusterResource(client, ref, options=options))
-    return update.update_labels(set_labels, removed)
+    return update.update_labels(set_labels, removed, settle)
 
 
 def mark_kept(
@@ -301,100 +305,3 @@ def mark_kept(
     if pipeline_run:
         remove.append(gcp_labels.lease_key(pipeline_run))
     return update_managed_labels(client, ref, set_labels=labels, remove=remove, options=options)
-
-
-# How long a run's claim on a cluster it reuses lasts: enough to reach its first Slurm job,
-# which protects the cluster from then on (teardown.in_use). A run's teardown ends its claim
-# (keep, shrink, or another run's use found at delete); one that ends otherwise leaves it to
-# expire, and until then another run's delete only keeps the cluster for the reaper.
-LEASE_MINUTES = 15.0
-
-
-def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
-    """The labels a run that reuses a cluster records on it: who, when, and its claim.
-
-    The claim is ``vsp-lease-<hex of the run>`` = its expiry, ``LEASE_MINUTES`` ahead: no other
-    run's teardown deletes or shrinks the cluster before then (``teardown.in_use``).
-    """
-    moment = time.time() if now is None else now
-    labels = {gcp_labels.LAST_USED_AT: gcp_labels.format_label_time(moment)}
-    if pipeline_run:
-        labels[gcp_labels.LAST_RUN] = gcp_labels.run_value(pipeline_run)
-        expires = gcp_labels.format_label_time(moment + LEASE_MINUTES * 60.0)
-        labels[gcp_labels.lease_key(pipeline_run)] = expires
-    return labels
-
-
-def claim_for_run(
-    client: rest.VertexRestClient,
-    ref: resource.ClusterRef,
-    run_label: str,
-    *,
-    options: resource.ClusterOptions | None = None,
-) -> dict[str, Any] | None:
-    """Claims a kept cluster for a new run: removes ``vsp-expires-at`` and ``vsp-teardown`` and
-    records the run (``vsp-last-run``, ``vsp-last-used-at``) and its claim (``vsp-lease-*``).
-
-    A reaper deletes only clusters with a past ``vsp-expires-at``, so after this call it leaves
-    the cluster alone. ``vsp-pipeline-run`` (the run that created the cluster) is not changed.
-
-    Args:
-        client: REST client for the cluster's location.
-        ref: Which cluster.
-        run_label: The claiming run (its pipeline run name).
-        options: Waits, attempts, backoff and clock.
-
-    Returns:
-        As ``update_managed_labels``.
-    """
-    log.info("run %s claims cluster %s", run_label or "(unnamed)", ref.cluster_id)
-    remove = [gcp_labels.EXPIRES_AT, gcp_labels.TEARDOWN]
-    return update_managed_labels(
-        client, ref, set_labels=usage_labels(run_label), remove=remove, options=options
-    )
-
-
-def renew_claim(
-    client: rest.VertexRestClient,
-    ref: resource.ClusterRef,
-    pipeline_run: str,
-    *,
-    why: str,
-    options: resource.ClusterOptions | None = None,
-) -> None:
-    """Sets the run's claim (``vsp-lease-*``) to ``LEASE_MINUTES`` from now; never raises.
-
-    ``create_cluster`` calls it on a cluster it created, a training step when its job has
-    ended: the claim covers the gap to the run's next job or its teardown, in which no job of
-    the run protects the cluster from another run's delete or spec update. Best effort: a
-    cluster gone, labels refused or an API that does not answer is logged, since the run's
-    work so far is done and its next step finds out for itself.
-
-    Args:
-        client: REST client for the cluster's location.
-        ref: Which cluster.
-        pipeline_run: The claiming run ('' = none: nothing is sent).
-        why: What the claim covers, for the log (e.g. 'until its first job').
-        options: Waits, attempts, backoff and clock.
-    """
-    if not pipeline_run:
-        return
-    expires = gcp_labels.format_label_time(time.time() + LEASE_MINUTES * 60.0)
-    try:
-        found = update_managed_labels(
-            client,
-            ref,
-            set_labels={gcp_labels.lease_key(pipeline_run): expires},
-            options=options,
-        )
-    except errors.VspError as exc:
-        log.warning(
-            "cluster %s: this run's claim was not renewed (%s): %s", ref.cluster_id, why, exc
-        )
-        return
-    if found is None:
-        log.warning("cluster %s is gone: no claim to renew (%s)", ref.cluster_id, why)
-        return
-    log.info(
-        "cluster %s: claimed for this run for %.0f min (%s)", ref.cluster_id, LEASE_MINUTES, why
-    )

@@ -12,7 +12,7 @@ import logging
 import math
 from typing import Any
 
-from vsp.components.runtime.cluster import builder, ops, rules
+from vsp.components.runtime.cluster import builder, claims, ops, rules
 from vsp.components.runtime.cluster import labels as cluster_labels
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, rest, step
@@ -121,7 +121,7 @@ def create_cluster(
 
     The spec is validated before any request is sent. A reused cluster that an earlier run
     kept warm is claimed: its expiry labels are removed, so a reaper leaves it alone. A created
-    one is claimed too (``cluster_labels.renew_claim``), so that another run reusing it cannot
+    one is claimed too (``claims.renew_claim``), so that another run reusing it cannot
     delete it before this run's first job.
     """
     check_timeout(timeout_seconds)
@@ -144,9 +144,7 @@ def create_cluster(
         log.warning("cluster %s went away while being reused; creating it again", ref.name)
         result = manager.ensure(spec, managed_labels(pipeline_run))
     if not result.reused:  # created (or this run's own, re-attached): claimed like a reuse
-        cluster_labels.renew_claim(
-            client, ref, pipeline_run, why="until its first job", options=options
-        )
+        claims.renew_claim(client, ref, pipeline_run, why="until its first job", options=options)
     log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
     return result
 
@@ -171,14 +169,14 @@ def _claim(
     pipeline_run: str,
     options: cluster_resource.ClusterOptions,
 ) -> bool:
-    """``claim_for_run``; returns False when the cluster has gone meanwhile.
+    """``claims.claim_for_run``; returns False when the cluster has gone meanwhile.
 
     A refused labels update is logged, not fatal: when the service refuses label updates, no
     run could have put an expiry on the cluster (keeping deletes it instead), so there is no
     expiry a reaper could act on.
     """
     try:
-        return cluster_labels.claim_for_run(client, ref, pipeline_run, options=options) is not None
+        return claims.claim_for_run(client, ref, pipeline_run, options=options) is not None
     except cluster_labels.LabelsRefusedError as exc:
         log.warning("cluster %s is reused without recording this run: %s", ref.cluster_id, exc)
         return True

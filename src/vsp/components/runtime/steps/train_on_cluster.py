@@ -11,8 +11,7 @@ import functools
 import logging
 from typing import Any
 
-from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import names, resource
+from vsp.components.runtime.cluster import claims, names, resource
 from vsp.components.runtime.cluster import spec as cluster_spec
 from vsp.components.runtime.core import errors, gcs_paths, param_rules, rest, run_identity, step
 from vsp.components.runtime.slurm import api, job_checks
@@ -302,12 +301,13 @@ def train_on_cluster(
     )
     # The run's jobs have ended, so none protects the cluster until its next step: claim it.
     claim = functools.partial(
-        cluster_labels.renew_claim,
+        claims.renew_claim,
         vertex,
         ref,
         pipeline_run,
         why="until the run's next step or its teardown",
         options=resource.ClusterOptions(timeout=_CLAIM_WAIT_SECONDS),
+        settle=False,  # two calls: the step's per-job-hour count stays its polls'
     )
     return driver.supervise(
         backend,

@@ -7,7 +7,7 @@ that are not finished and were not submitted by the deleting run (each job's com
 its pipeline run as ``vsp-pipeline-run=``) mean the cluster is in use: it is kept, labelled
 ``vsp-teardown=in-use`` with ``vsp-expires-at`` a short while ahead, the users are logged, and
 the reaper looks at it again after that expiry. A run that reuses a cluster also records itself
-on it (``vsp-last-run``, ``vsp-last-used-at``, set by ``cluster_labels.claim_for_run``), which
+on it (``vsp-last-run``, ``vsp-last-used-at``, set by ``claims.claim_for_run``), which
 ``vsp clusters list`` shows.
 
 ``keep_or_delete`` is the keep path of a teardown decision: it labels the cluster with its

@@ -5,7 +5,7 @@ in time, ``reap_expired`` deletes it. Clusters without the label (or with an unr
 never touched, so the reaper deletes only what this tool marked.
 
 Every expired cluster is read again right before its DELETE: when a new run claimed it meanwhile
-(``cluster_labels.claim_for_run`` cleared the label, or a new decision moved it into the future)
+(``claims.claim_for_run`` cleared the label, or a new decision moved it into the future)
 it is kept. Only RUNNING and ERROR clusters are deleted; a PROVISIONING or UPDATING cluster is
 busy (the next reap looks at it again) and a STOPPING one is already being deleted. A RUNNING
 cluster with unfinished Slurm jobs is in use: it is kept with a new expiry (``cluster_in_use``).
