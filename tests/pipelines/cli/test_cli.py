@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
 
+from vsp.components.runtime.core import gcp_labels
 from vsp.pipelines.cli import main, run_local
 
 LOC = ["--project", "test-project", "--location", "us-central1"]
@@ -44,6 +46,28 @@ def test_clusters_list_get_delete(emulator, emulator_api, cluster_body):
     assert deleted.exit_code == 0 and deleted.output.startswith("deleted:")
     again = runner.invoke(main.main, ["clusters", "delete", *LOC, "demo"])
     assert again.exit_code == 0 and again.output.startswith("already absent:")
+
+
+def test_clusters_delete_leaves_a_cluster_a_run_uses_unless_forced(
+    emulator, emulator_api, cluster_body
+):
+    # Before, it deleted a cluster under a run's training job (the run died with a 404).
+    claim = gcp_labels.lease_key("run-1")
+    until = gcp_labels.format_label_time(time.time() + 600)
+    emulator_api.create_running("busy", {**cluster_body, "labels": {claim: until}})
+    runner = CliRunner()
+    kept = runner.invoke(main.main, ["clusters", "delete", *LOC, "busy"])
+    assert kept.exit_code == 2, kept.output
+    said = " ".join(kept.output.split())
+    assert (
+        "cluster projects/test-project/locations/us-central1/modelDevelopmentClusters/busy " in said
+    )
+    assert "is in use (the warning above names by what): not deleted" in said
+    assert "add --force to delete it under them" in said
+    got = json.loads(runner.invoke(main.main, ["clusters", "get", *LOC, "busy"]).output)
+    assert got["labels"]["vsp-teardown"] == "in-use" and got["labels"]["vsp-expires-at"]
+    forced = runner.invoke(main.main, ["clusters", "delete", *LOC, "busy", "--force"])
+    assert forced.exit_code == 0 and forced.output.startswith("deleted:"), forced.output
 
 
 def test_bad_param_is_a_user_error_with_exit_code_2():

@@ -71,7 +71,7 @@ def test_schedule_sends_the_exact_body_with_schedule_cron(emulator, cron_templat
         list_entry["query"],
     )
     assert (reaper_lookup["method"], reaper_lookup["query"]) == ("GET", {})
-    assert "no schedule of it exists in us-central1" in result.stderr
+    assert "no active schedule of it exists in us-central1" in result.stderr
     assert "--cron '*/10 * * * *'" in result.stderr  # cadence.REAPER_CRON
     assert (list_entry["method"], list_entry["query"]) == (
         "GET",
@@ -158,10 +158,19 @@ def test_schedule_of_a_keeping_pipeline_is_quiet_when_the_reaper_is_scheduled(
         ]
     )
     assert reaper.exit_code == 0, reaper.output
-    assert "no schedule of it exists" not in reaper.stderr  # the reaper itself keeps nothing
+    assert "no active schedule of it exists" not in reaper.stderr  # the reaper itself keeps nothing
     result = _run(_schedule_args(cron_template))
     assert result.exit_code == 0, result.output
     assert "reap-expired-clusters" not in result.stderr
+    # A paused reaper deletes nothing: the note comes back (before, any live one silenced it).
+    name = reaper.output.splitlines()[0].removeprefix("created: ")
+    paused = requests.post(f"http://{emulator.address}/v1/{name}:pause", json={}, timeout=10)
+    assert paused.ok, paused.text
+    again = _run(_schedule_args(cron_template, "--display-name", "nightly-2"))
+    assert again.exit_code == 0, again.output
+    assert "no active schedule of it exists in us-central1 (a paused one deletes nothing)" in (
+        " ".join(again.stderr.split())
+    )
 
 
 def test_schedule_with_a_pre_warm_names_the_reaper_that_must_read_its_folder(emulator, tmp_path):
@@ -219,10 +228,10 @@ def test_a_template_keeping_its_cluster_without_schedule_cron_gets_the_reaper_no
     plain.write_text(yaml.safe_dump(spec))
     quiet = _run(_schedule_args(str(plain)))
     assert quiet.exit_code == 0, quiet.output
-    assert "no schedule of it exists" not in quiet.stderr  # nothing in it keeps a cluster
+    assert "no active schedule of it exists" not in quiet.stderr  # nothing in it keeps a cluster
     spec["pipelineInfo"]["name"] = "mine-keeping"
     spec["components"] = {"comp-train": {}, "comp-keep-cluster-2": {}}
     path.write_text(yaml.safe_dump(spec))
     result = _run(_schedule_args(str(path)))
     assert result.exit_code == 0, result.output
-    assert "no schedule of it exists in us-central1" in result.stderr
+    assert "no active schedule of it exists in us-central1" in result.stderr

@@ -212,6 +212,24 @@ def test_the_empty_queues_note_is_not_logged_as_a_warning(fake, client, caplog):
     assert caplog.text == ""
 
 
+def test_a_cluster_deleted_under_the_step_is_a_user_error_that_says_so(fake, client):
+    # Vertex answers NOT_FOUND for the cluster itself (Slurm's own 404s come in the body).
+    # Before, it failed the training step as an internal error (exit 70) with the raw 404.
+    gone = errors.NotFoundError("cluster not found", http_status=404, status="NOT_FOUND")
+    fake.on("GET", "/slurm/v0.0.42/jobs", gone)
+    with pytest.raises(api.ClusterGoneError) as caught:
+        client.list_jobs()
+    assert caught.value.exit_code == errors.EXIT_USER_ERROR
+    assert isinstance(caught.value, errors.NotFoundError)  # a cancel still finds nothing to do
+    assert str(caught.value).startswith("-> 404 NOT_FOUND: cluster ")
+    assert caught.value.message.endswith(
+        "no longer exists (the Slurm Job API answered 'cluster not found'): it was deleted "
+        "while this step used it (another run's teardown, the reaper, or by hand). Fix: retry "
+        "the run: create_cluster creates the cluster again and training resumes from its last "
+        "checkpoint."
+    )
+
+
 def test_list_and_find_jobs_newest_first(fake, client):
     jobs = [
         record(1, ["COMPLETED"], submit=100),

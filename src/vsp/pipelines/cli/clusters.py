@@ -9,7 +9,7 @@ import click
 from vsp.components.runtime.cluster import resource as cluster_resource
 from vsp.components.runtime.core import errors, gcp_labels, readable_time
 from vsp.components.runtime.teardown import cost as teardown_cost
-from vsp.components.runtime.teardown import prewarm_intents, price_book, reaper
+from vsp.components.runtime.teardown import in_use, prewarm_intents, price_book, reaper
 from vsp.pipelines.cli import common
 
 # The labels `clusters list` shows, in column order.
@@ -124,14 +124,33 @@ def get_cluster(project: str, location: str, cluster_id: str) -> None:
 @clusters.command("delete")
 @_location_options
 @click.argument("cluster_id")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete it even while a run's jobs or claim use it (those runs fail).",
+)
 @common.handle_errors
-def delete_cluster(project: str, location: str, cluster_id: str) -> None:
-    """Delete a cluster and wait until it is gone (missing is fine)."""
+def delete_cluster(project: str, location: str, cluster_id: str, force: bool) -> None:
+    """Delete a cluster and wait until it is gone (missing is fine).
+
+    A cluster a pipeline run is using (an unfinished job, or a live claim between its steps) is
+    not deleted but labelled to expire, as every other delete path does, unless --force.
+    """
     client = common.client(location)
-    resource = cluster_resource.ClusterResource(
-        client, cluster_resource.ClusterRef(project, location, cluster_id)
-    )
-    deleted = resource.delete()
+    ref = cluster_resource.ClusterRef(project, location, cluster_id)
+    resource = cluster_resource.ClusterResource(client, ref)
+    if force:
+        deleted = resource.delete()
+    else:
+        outcome = in_use.delete_unless_in_use(client, ref, pipeline_run="", delete=resource.delete)
+        if outcome == in_use.IN_USE:
+            raise errors.UserError(
+                f"cluster {ref.name} is in use (the warning above names by what): not deleted, "
+                f"but labelled to expire in {in_use.DEFAULT_RECHECK_MINUTES:.0f} minutes, when "
+                "the reaper deletes it if nothing uses it then. Fix: wait for those runs, or "
+                "add --force to delete it under them (their jobs fail)."
+            )
+        deleted = outcome == in_use.DELETED
     click.echo(f"{'deleted' if deleted else 'already absent'}: {resource.ref.name}")
 
 

@@ -366,7 +366,8 @@ def _check_reaper(client: schedules.SchedulesClient, job: jobs.PipelineJobReques
         click.echo(
             f"note: this pipeline may keep its cluster warm until an expiry, and only "
             f"{schedules.REAPER_PIPELINE} deletes clusters whose expiry passed; no "
-            f"schedule of it exists in {job.location}. Create one: {command}{extra}",
+            f"active schedule of it exists in {job.location} (a paused one deletes nothing). "
+            f"Create one (or resume yours): {command}{extra}",
             err=True,
         )
     elif prewarm_dir and all(r.get("prewarm_dir") != prewarm_dir for r in reapers):

@@ -203,21 +203,22 @@ class SchedulesClient:
         ]
 
     def reaper_parameters(self, parent: str) -> list[dict[str, Any]]:
-        """The parameter values of every live schedule of ``reap-expired-clusters`` in
-        ``parent`` (``runtimeConfig.parameterValues``; empty dicts when none are set)."""
+        """The parameter values of every active schedule of ``reap-expired-clusters`` in
+        ``parent`` (``runtimeConfig.parameterValues``; empty dicts when none are set). A paused
+        one deletes nothing, so it does not count."""
         found = []
         for schedule in self.list(parent):
             job = (schedule.get("createPipelineJobRequest") or {}).get("pipelineJob") or {}
             name = ((job.get("pipelineSpec") or {}).get("pipelineInfo") or {}).get("name")
             uri = job.get("templateUri") or ""
-            if schedule.get("state") in LIVE_STATES and (
+            if schedule.get("state") == "ACTIVE" and (
                 name == REAPER_PIPELINE or f"/{REAPER_PIPELINE}/" in uri
             ):
                 found.append(dict((job.get("runtimeConfig") or {}).get("parameterValues") or {}))
         return found
 
     def reaper_scheduled(self, parent: str) -> bool:
-        """Whether a live schedule runs the ``reap-expired-clusters`` pipeline in ``parent``."""
+        """Whether an active schedule runs the ``reap-expired-clusters`` pipeline in ``parent``."""
         return bool(self.reaper_parameters(parent))
 
     def delete(self, name: str) -> None:

@@ -38,6 +38,12 @@ class ClusterBusyError(errors.TransientError):
     """The cluster refused the Slurm Job API while it is updating; the call was not proxied."""
 
 
+class ClusterGoneError(errors.NotFoundError, errors.UserError):
+    """The Slurm Job API answered NOT_FOUND for the cluster itself: it was deleted."""
+
+    exit_code = errors.EXIT_USER_ERROR
+
+
 def _busy(exc: errors.ApiError) -> bool:
     return exc.status == "FAILED_PRECONDITION" and bool(_BUSY.search(exc.message or ""))
 
@@ -123,6 +129,18 @@ class SlurmClient:
             on_change=lambda *_: None,  # an answer is not news; only the busy waits are logged
             heartbeat=None,
         ).value
+        if isinstance(failure, errors.NotFoundError):
+            gone = ClusterGoneError(
+                f"cluster {self.cluster_ref.name} no longer exists (the Slurm Job API answered "
+                f"{failure.message!r}): it was deleted while this step used it (another "
+                "run's teardown, the reaper, or by hand). Fix: retry the run: create_cluster "
+                "creates the cluster again and training resumes from its last checkpoint.",
+                http_status=failure.http_status,
+                status=failure.status,
+                method=failure.method,
+                url=failure.url,
+            )
+            raise gone from failure
         if failure is not None:
             raise failure
         return answer
