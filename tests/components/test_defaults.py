@@ -66,6 +66,8 @@ INTENTIONAL = {
     ("accelerator_count", "check-run-parameters.accelerator_count"),
     # Likewise the machine and its accelerators: compared only when the pipeline names them.
     ("accelerator_type", "check-run-parameters.accelerator_type"),
+    # The check alone has no cluster to name ('' = not checked); the pipeline passes its own.
+    ("cluster_id", "check-run-parameters.cluster_id"),
     # The CustomJob pipeline counts Vertex's in-place restarts and polls a slower API.
     ("max_preemptions", "check-run-parameters.max_preemptions"),
     ("poll_seconds", "check-run-parameters.poll_seconds"),

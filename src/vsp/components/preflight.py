@@ -27,6 +27,7 @@ def check_run_parameters(
     checkpoint_dir: str = "",
     price_file: str = "",
     location: str = "us-central1",
+    cluster_id: str = "",
     machine_type: str = "a3-highgpu-8g",
     spot_max_nodes: int = 2,
     ondemand_max_nodes: int = 0,
@@ -83,6 +84,8 @@ def check_run_parameters(
         price_file: The teardown's price file (JSON or YAML, USD per node-hour), checked
             when given ('' = none).
         location: Vertex AI region of the cluster (the price table's region).
+        cluster_id: The Slurm cluster's id, checked as create_cluster checks it ('' = not
+            checked).
         machine_type: GPU machine type of the cluster's Spot and on-demand pools.
         spot_max_nodes: Nodes of the Spot pool.
         ondemand_max_nodes: Nodes of the on-demand pool.

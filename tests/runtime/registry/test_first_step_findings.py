@@ -381,3 +381,14 @@ def test_a_group_setting_a_pipeline_parameter_again_is_refused_with_that_paramet
         "teardown_options.policy = 'keep': is set by the pipeline, not by this group. Fix: set "
         "the pipeline parameter teardown_policy.",
     ]
+
+
+def test_a_cluster_id_create_cluster_would_refuse_is_refused_first():
+    # Before, '001' passed the first step (and vsp submit --dry-run); create-cluster then
+    # failed three times, and the exit task three more.
+    assert [str(p) for p in refused(cluster_id="001").problems] == [
+        "cluster_id = '001': Cluster id must be 1-10 chars: a lowercase letter, then lowercase "
+        "letters/digits. Fix: Use an id like 'train01'."
+    ]
+    assert "cannot have '-' in its id" in str(refused(cluster_id="my-run"))
+    assert check(cluster_id="train01") is True and check(cluster_id="") is True

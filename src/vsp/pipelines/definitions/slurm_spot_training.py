@@ -185,6 +185,7 @@ def build(components: dict):
                 failure_keep_minutes=failure_keep_minutes,
                 check_checkpoint_dir=True,
                 location=location,
+                cluster_id=cluster_id,
                 machine_type=machine_type,
                 spot_max_nodes=spot_max_nodes,
                 check_training=True,

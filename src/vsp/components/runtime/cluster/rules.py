@@ -110,7 +110,7 @@ def validate_cluster(spec: cluster_spec.ClusterSpec, cluster_id: str | None) -> 
     problems = rules_base.Problems()
     has_slurm = spec.slurm is not None
     if cluster_id is not None:
-        _check_cluster_id(problems, cluster_id, has_slurm)
+        check_cluster_id(problems, cluster_id, has_slurm)
     _check_display_name(problems, spec.display_name)
     rules_base.check_labels(problems, "labels", spec.labels)
     rules_base.check_reserved_labels(problems, "labels", spec.labels)
@@ -161,7 +161,9 @@ def pool_size_warnings(spec: cluster_spec.ClusterSpec) -> list[str]:
     return warnings
 
 
-def _check_cluster_id(problems: rules_base.Problems, cluster_id: str, has_slurm: bool) -> None:
+def check_cluster_id(problems: rules_base.Problems, cluster_id: str, has_slurm: bool) -> None:
+    """Records a problem when ``cluster_id`` is not an id the service takes (with a Slurm spec:
+    no '-'); ``create_cluster`` and a pipeline's first step both call it."""
     pattern = rules_base.SLURM_CLUSTER_ID if has_slurm else rules_base.CLUSTER_ID
     if isinstance(cluster_id, str) and pattern.fullmatch(cluster_id):
         return

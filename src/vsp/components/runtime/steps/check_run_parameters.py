@@ -195,7 +195,11 @@ def check_component_params(params: Mapping[str, Any]) -> bool:
         lambda: _check_machine_gpus(p),
         ("machine_type", "accelerator_type", "accelerator_count", "gpus_per_node", "cluster_spec"),
     )
-    gather(lambda: _check_cluster_place(params, p), (*builder.PLACE_VALUES, "cluster_spec"))
+    gather(
+        lambda: run_checks.check_cluster_place(params, p["cluster_spec"]),
+        (*builder.PLACE_VALUES, "cluster_spec"),
+    )
+    gather(lambda: run_checks.check_cluster_id(p.get("cluster_id", "")), ("cluster_id",))
     cluster = None
     if p["check_teardown"] and 0 in (p["idle_price_per_hour"], p["provisioning_price_per_hour"]):
         cluster = gather(lambda: _cluster_body(p), CLUSTER_READS)
@@ -276,18 +280,6 @@ def _cluster_body(p: Mapping[str, Any]) -> dict[str, Any]:
             validate=False,  # create_cluster validates the spec itself
         ).to_request_body()
     )
-
-
-def _check_cluster_place(params: Mapping[str, Any], p: Mapping[str, Any]) -> None:
-    """A pipeline with ``cluster_options`` and no ``cluster_spec`` must give the network, zone
-    and home storage there: ``create_cluster`` has no default for them."""
-    if p["cluster_spec"] or "cluster_options" not in (params.get("option_names") or {}):
-        return
-    options = params.get("cluster_options") or {}
-    if not isinstance(options, Mapping):  # reported by with_groups
-        return
-    if problems := builder.place_problems(options, "cluster_options."):
-        raise errors.SpecValidationError("cluster_options", problems)
 
 
 def _prewarm_option(params: Mapping[str, Any], name: str, default: Any) -> Any:

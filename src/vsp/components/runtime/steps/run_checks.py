@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from vsp.components.runtime.cluster import builder, rules_base
+from vsp.components.runtime.cluster import rules as cluster_rules
 from vsp.components.runtime.core import errors, gcp_labels
 from vsp.components.runtime.registry import client
 from vsp.components.runtime.registry import gate as registry_gate
@@ -194,3 +196,30 @@ def check_run(
             )
     if problems:
         raise errors.SpecValidationError("the run's parameter set", problems)
+
+
+def check_cluster_id(cluster_id: str) -> None:
+    """The id create_cluster will refuse (a Slurm cluster's: no '-'), before anything runs
+    ('' = not checked)."""
+    if not cluster_id:
+        return
+    problems = rules_base.Problems()
+    cluster_rules.check_cluster_id(problems, cluster_id, has_slurm=True)
+    problems.raise_if_any("cluster_id")
+
+
+def check_cluster_place(params: Mapping[str, Any], cluster_spec: Any) -> None:
+    """A pipeline with ``cluster_options`` and no ``cluster_spec`` must give the network, zone
+    and home storage there: ``create_cluster`` has no default for them.
+
+    Args:
+        params: The first step's parameters as received (``option_names`` and the groups).
+        cluster_spec: The full cluster spec given, if any (then nothing is checked).
+    """
+    if cluster_spec or "cluster_options" not in (params.get("option_names") or {}):
+        return
+    options = params.get("cluster_options") or {}
+    if not isinstance(options, Mapping):  # reported by with_groups
+        return
+    if problems := builder.place_problems(options, "cluster_options."):
+        raise errors.SpecValidationError("cluster_options", problems)
