@@ -91,7 +91,7 @@ MUTANTS = [
     ),
     Mutant(
         "claim_keeps_expiry",
-        f"{RUNTIME}/cluster/labels.py",
+        f"{RUNTIME}/cluster/claims.py",
         "remove = [gcp_labels.EXPIRES_AT, gcp_labels.TEARDOWN]",
         "remove = [gcp_labels.TEARDOWN]",
         ("cluster_create",),

@@ -54,8 +54,9 @@ def _writes(result):
     ]
 
 
-# A created cluster is claimed by its run at once; a training step claims it again as it ends.
-CREATED = [("POST", "modelDevelopmentClusters"), ("PATCH", "vsplocal")]
+# A created cluster carries its run's claim from the create request (no update of its own);
+# a training step claims it again as it ends.
+CREATED = [("POST", "modelDevelopmentClusters")]
 TRAINED = [("PATCH", "vsplocal")]
 
 
@@ -144,7 +145,7 @@ def test_hourly_cron_at_table_prices_shrinks_and_the_next_run_scales_the_pools_b
         ("PATCH", "vsplocal"),
         ("PATCH", "vsplocal"),
     ]
-    patches = [e for e in first.journal if e["method"] == "PATCH"][2:]  # after the claims
+    patches = [e for e in first.journal if e["method"] == "PATCH"][1:]  # after the claim
     assert [p["query"]["updateMask"] for p in patches] == ["labels", "node_pools"]
     assert patches[0]["body"]["labels"]["vsp-teardown"] == "shrink"
     # The shrink ends the run's claim in its labels update: no update of its own.
@@ -197,9 +198,9 @@ def test_failed_training_keeps_the_cluster_for_a_retry_and_the_reaper_deletes_it
     failed = _run(tmp_path, monkeypatch, command=failing, failure_keep_minutes=0.02)
     assert not failed.succeeded and "train-on-cluster" in failed.error
     # Nothing registered, no decision; the exit task labelled the cluster for a short retry.
-    # No training step ended well, so no claim after the first.
+    # No training step ended well, so no claim after the create's.
     assert _writes(failed) == [*CREATED, ("PATCH", "vsplocal")]
-    _claim, labels = _patch_labels(failed)
+    [labels] = _patch_labels(failed)
     assert labels["vsp-teardown"] == "retry"
     assert failed.parameters["finalize-cluster"]["action"] == "kept"
     facts = dict(summary.facts(failed))

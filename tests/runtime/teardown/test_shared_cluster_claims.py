@@ -263,3 +263,15 @@ def _assert_b_holds_a_fresh_claim_that_keeps_it_from_a(caplog):
         )
     assert deleted is False
     assert f"in use by claim {lease} of another run until" in caplog.text
+
+
+def test_a_create_that_took_long_renews_the_claim_it_was_sent_with():
+    labels = create_cluster.managed_labels("run-b")
+    lease = gcp_labels.lease_key("run-b")
+    assert time.time() + 14 * 60 < gcp_labels.parse_label_time(labels[lease])
+    fresh = {"labels": labels}
+    short = {"labels": {lease: gcp_labels.format_label_time(time.time() + 5 * 60)}}
+    assert not create_cluster._claim_runs_short(fresh, "run-b")
+    assert create_cluster._claim_runs_short(short, "run-b")  # provisioning took 10 minutes
+    assert create_cluster._claim_runs_short({"labels": {}}, "run-b")  # re-attached, no claim
+    assert not create_cluster._claim_runs_short({"labels": {}}, "")  # no run: no claim

@@ -10,6 +10,7 @@ import datetime
 import functools
 import logging
 import math
+import time
 from typing import Any
 
 from vsp.components.runtime.cluster import builder, claims, ops, rules
@@ -95,13 +96,29 @@ def check_timeout(timeout_seconds: object) -> None:
 
 
 def managed_labels(pipeline_run: str, now: datetime.datetime | None = None) -> dict[str, str]:
-    """Labels this tool puts on a cluster it creates."""
+    """Labels this tool puts on a cluster it creates: with a run, its claim too (``claims``),
+    sent with the create, so that claiming a created cluster costs no call of its own."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     labels = {gcp_labels.MANAGED: "true", gcp_labels.CREATED_AT: gcp_labels.timestamp(now)}
     run = gcp_labels.run_value(pipeline_run)
     if run:
         labels[gcp_labels.PIPELINE_RUN] = run
+        expires = now.timestamp() + claims.LEASE_MINUTES * 60.0
+        labels[gcp_labels.lease_key(pipeline_run)] = gcp_labels.format_label_time(expires)
     return labels
+
+
+def _claim_runs_short(cluster: dict[str, Any], pipeline_run: str) -> bool:
+    """Whether the run's claim on a cluster it created (or re-attached to) is missing or has
+    less than half its time left: a create that took long (real provisioning takes minutes)."""
+    if not pipeline_run:
+        return False
+    lease = (cluster.get("labels") or {}).get(gcp_labels.lease_key(pipeline_run))
+    try:
+        left = gcp_labels.parse_label_time(lease) - time.time() if lease else -math.inf
+    except ValueError:
+        return True
+    return left < claims.LEASE_MINUTES * 30.0
 
 
 def create_cluster(
@@ -121,8 +138,8 @@ def create_cluster(
 
     The spec is validated before any request is sent. A reused cluster that an earlier run
     kept warm is claimed: its expiry labels are removed, so a reaper leaves it alone. A created
-    one is claimed too (``claims.renew_claim``), so that another run reusing it cannot
-    delete it before this run's first job.
+    one carries this run's claim from its create request (renewed when the create took long),
+    so that another run reusing it cannot delete it before this run's first job.
     """
     check_timeout(timeout_seconds)
     spec = resolve_spec(cluster_spec, spec_params)
@@ -143,7 +160,9 @@ def create_cluster(
         # A reaper deleted the kept cluster between the reuse and the claim.
         log.warning("cluster %s went away while being reused; creating it again", ref.name)
         result = manager.ensure(spec, managed_labels(pipeline_run))
-    if not result.reused:  # created (or this run's own, re-attached): claimed like a reuse
+    if not result.reused and _claim_runs_short(result.cluster, pipeline_run):
+        # Created with its claim, but the create took long (or the cluster is this run's own,
+        # re-attached): claimed again, to last until the run's first job.
         claims.renew_claim(client, ref, pipeline_run, why="until its first job", options=options)
     log.info("cluster %s: %s in %.1f s", result.name, result.action, result.seconds)
     return result
