@@ -250,6 +250,7 @@ def supervise(
     )
     failure: BaseException | None = None
     began = loop.clock.now()
+    ended: tuple[float, float] | None = None  # (clock, wall) before on_success
     try:
         if progress_feed is not None:
             progress_feed.open()
@@ -275,15 +276,16 @@ def supervise(
         elif unregistrable := model_check.unregistrable_problem(model_dir):
             log.warning("%s", unregistrable)  # this step's work is done; the next one refuses
         if on_success is not None and failure is None:
+            ended = (loop.clock.now(), time.time())  # the run's times end here, not after it
             on_success()
             result = dataclasses.replace(result, vertex_calls=loop.vertex_calls())
     finally:
         if progress_feed is not None:
             progress_feed.close()
-    supervised = loop.clock.now() - began
+    supervised = (ended[0] if ended else loop.clock.now()) - began
     visible = manifests.checkpoints_visible(checkpoint_dir)
     records = own_records(history.read(checkpoint_dir) if visible else None, result.events)
-    now = time.time()
+    now = ended[1] if ended else time.time()
     metrics = training_metrics.compute(
         result, prices=prices or training_metrics.Prices(), history=records, now=now
     )
