@@ -15,8 +15,8 @@ import time
 import pytest
 
 from tests.conftest import DATA, LOCATION, PROJECT
+from vsp.components.runtime.cluster import claims, resource, rules
 from vsp.components.runtime.cluster import labels as cluster_labels
-from vsp.components.runtime.cluster import resource, rules
 from vsp.components.runtime.core import gcp_labels, polling, rest
 from vsp.components.runtime.steps import (
     create_cluster,
@@ -271,7 +271,7 @@ def test_a_create_that_took_long_renews_the_claim_it_was_sent_with():
     assert time.time() + 14 * 60 < gcp_labels.parse_label_time(labels[lease])
     fresh = {"labels": labels}
     short = {"labels": {lease: gcp_labels.format_label_time(time.time() + 5 * 60)}}
-    assert not create_cluster._claim_runs_short(fresh, "run-b")
-    assert create_cluster._claim_runs_short(short, "run-b")  # provisioning took 10 minutes
-    assert create_cluster._claim_runs_short({"labels": {}}, "run-b")  # re-attached, no claim
-    assert not create_cluster._claim_runs_short({"labels": {}}, "")  # no run: no claim
+    assert not claims.claim_runs_short(fresh, "run-b")
+    assert claims.claim_runs_short(short, "run-b")  # provisioning took 10 minutes
+    assert claims.claim_runs_short({"labels": {}}, "run-b")  # re-attached, no claim
+    assert not claims.claim_runs_short({"labels": {}}, "")  # no run: no claim

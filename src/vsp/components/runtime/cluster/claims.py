@@ -13,6 +13,7 @@ dropped at the next label update (``labels.desired_labels``).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -23,26 +24,46 @@ from vsp.components.runtime.core import errors, gcp_labels, rest
 log = logging.getLogger(__name__)
 
 
-# How long a run's claim on a cluster it reuses lasts: enough to reach its first Slurm job,
-# which protects the cluster from then on (teardown.in_use). A run's teardown ends its claim
+# How long a run's claim lasts, from when it is taken (created or reused cluster) or renewed
+# (a training step's job ended): enough to reach the run's next Slurm job, which protects the
+# cluster from then on (teardown.in_use), or its teardown. A run's teardown ends its claim
 # (keep, shrink, or another run's use found at delete); one that ends otherwise leaves it to
 # expire, and until then another run's delete only keeps the cluster for the reaper.
 LEASE_MINUTES = 15.0
 
 
-def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
-    """The labels a run that reuses a cluster records on it: who, when, and its claim.
+def lease_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
+    """The run's claim: ``vsp-lease-<hex of the run>`` = its expiry, ``LEASE_MINUTES`` after
+    ``now`` (epoch seconds; default the current time). No run ('') has no claim: ``{}``."""
+    if not pipeline_run:
+        return {}
+    moment = time.time() if now is None else now
+    expires = gcp_labels.format_label_time(moment + LEASE_MINUTES * 60.0)
+    return {gcp_labels.lease_key(pipeline_run): expires}
 
-    The claim is ``vsp-lease-<hex of the run>`` = its expiry, ``LEASE_MINUTES`` ahead: no other
-    run's teardown deletes or shrinks the cluster before then (``teardown.in_use``).
-    """
+
+def claim_runs_short(cluster: dict[str, Any], pipeline_run: str) -> bool:
+    """Whether the run's claim on the cluster (as read) is missing or has less than half its
+    time left, e.g. after a create that took long (real provisioning takes minutes)."""
+    if not pipeline_run:
+        return False
+    lease = (cluster.get("labels") or {}).get(gcp_labels.lease_key(pipeline_run))
+    try:
+        left = gcp_labels.parse_label_time(lease) - time.time() if lease else -math.inf
+    except ValueError:
+        return True
+    return left < LEASE_MINUTES * 30.0
+
+
+def usage_labels(pipeline_run: str, now: float | None = None) -> dict[str, str]:
+    """The labels a run that reuses a cluster records on it: who, when, and its claim
+    (``lease_labels``): no other run's teardown deletes or shrinks the cluster before it
+    expires (``teardown.in_use``)."""
     moment = time.time() if now is None else now
     labels = {gcp_labels.LAST_USED_AT: gcp_labels.format_label_time(moment)}
     if pipeline_run:
         labels[gcp_labels.LAST_RUN] = gcp_labels.run_value(pipeline_run)
-        expires = gcp_labels.format_label_time(moment + LEASE_MINUTES * 60.0)
-        labels[gcp_labels.lease_key(pipeline_run)] = expires
-    return labels
+    return labels | lease_labels(pipeline_run, moment)
 
 
 def claim_for_run(
@@ -102,12 +123,11 @@ def renew_claim(
     """
     if not pipeline_run:
         return
-    expires = gcp_labels.format_label_time(time.time() + LEASE_MINUTES * 60.0)
     try:
         found = cluster_labels.update_managed_labels(
             client,
             ref,
-            set_labels={gcp_labels.lease_key(pipeline_run): expires},
+            set_labels=lease_labels(pipeline_run),
             options=options,
             settle=settle,
         )

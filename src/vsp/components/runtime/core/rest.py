@@ -131,6 +131,7 @@ class VertexRestClient:
         self.deadline_at = deadline_at
         self._session = session or self._default_session()
         self.requests_sent = 0  # each counts against the Vertex quota
+        self.answers_received = 0  # HTTP responses of any status (the API was reachable)
 
     def _default_session(self) -> requests.Session:
         if self.emulator:
@@ -290,6 +291,7 @@ class VertexRestClient:
             raise errors.UnavailableError(
                 f"no response ({type(exc).__name__})", status="UNAVAILABLE", method=method, url=url
             ) from exc
+        self.answers_received += 1
         try:
             payload = response.json() if response.content else {}
         except ValueError:

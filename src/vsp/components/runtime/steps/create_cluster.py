@@ -10,7 +10,6 @@ import datetime
 import functools
 import logging
 import math
-import time
 from typing import Any
 
 from vsp.components.runtime.cluster import builder, claims, ops, rules
@@ -103,22 +102,7 @@ def managed_labels(pipeline_run: str, now: datetime.datetime | None = None) -> d
     run = gcp_labels.run_value(pipeline_run)
     if run:
         labels[gcp_labels.PIPELINE_RUN] = run
-        expires = now.timestamp() + claims.LEASE_MINUTES * 60.0
-        labels[gcp_labels.lease_key(pipeline_run)] = gcp_labels.format_label_time(expires)
-    return labels
-
-
-def _claim_runs_short(cluster: dict[str, Any], pipeline_run: str) -> bool:
-    """Whether the run's claim on a cluster it created (or re-attached to) is missing or has
-    less than half its time left: a create that took long (real provisioning takes minutes)."""
-    if not pipeline_run:
-        return False
-    lease = (cluster.get("labels") or {}).get(gcp_labels.lease_key(pipeline_run))
-    try:
-        left = gcp_labels.parse_label_time(lease) - time.time() if lease else -math.inf
-    except ValueError:
-        return True
-    return left < claims.LEASE_MINUTES * 30.0
+    return labels | claims.lease_labels(pipeline_run, now.timestamp())
 
 
 def create_cluster(
@@ -160,7 +144,7 @@ def create_cluster(
         # A reaper deleted the kept cluster between the reuse and the claim.
         log.warning("cluster %s went away while being reused; creating it again", ref.name)
         result = manager.ensure(spec, managed_labels(pipeline_run))
-    if not result.reused and _claim_runs_short(result.cluster, pipeline_run):
+    if not result.reused and claims.claim_runs_short(result.cluster, pipeline_run):
         # Created with its claim, but the create took long (or the cluster is this run's own,
         # re-attached): claimed again, to last until the run's first job.
         claims.renew_claim(client, ref, pipeline_run, why="until its first job", options=options)

@@ -232,9 +232,12 @@ def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> str:
     return "labelled" if updated is not None else ""
 
 
-def _unknown_state(ref: resource.ClusterRef, last: Exception) -> str:
-    """What to say when neither the rule nor the last resort held: state unknown, how to look."""
-    reached = isinstance(last, errors.ApiError) and last.http_status > 0
+def _unknown_state(ref: resource.ClusterRef, reached: bool) -> str:
+    """What to say when neither the rule nor the last resort held: state unknown, how to look.
+
+    ``reached``: whether the API answered any request (with an error): the last one may have
+    been cut short by the deadline itself, which says nothing about the API.
+    """
     why = "the API kept failing" if reached else "the Vertex AI API could not be reached"
     where = f"--project {ref.project} --location {ref.location}"
     return (
@@ -290,6 +293,7 @@ def finalize(
     client.deadline_at = time.monotonic() + deadline_seconds
     delays = backoff.delays()
     attempt = 0
+    answers_before = client.answers_received
     while True:
         attempt += 1
         try:
@@ -320,5 +324,10 @@ def finalize(
     raise errors.TransientError(
         f"the exit task could not {'delete' if state == 'CANCELLED' else 'keep or delete'} "
         f"cluster {ref.name} within {deadline_seconds:g} s ({attempt} attempts; last error: "
-        f"{last}). " + (labelled if resort == "labelled" else _unknown_state(ref, last))
+        f"{last}). "
+        + (
+            labelled
+            if resort == "labelled"
+            else _unknown_state(ref, client.answers_received > answers_before)
+        )
     )

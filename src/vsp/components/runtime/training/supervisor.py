@@ -224,8 +224,7 @@ class TrainingSupervisor:
             self._observe(attempt, beacon, called)
             changed = attempt.outcome is not before or attempt.requeues > seen_requeues
             if changed or attempt.outcome.terminal or looks.log_due():
-                for line in self.backend.new_log_lines(attempt):
-                    log.info("[job %s] %s", attempt.job_id, line)
+                self._log_rest(attempt)
             if attempt.requeues > seen_requeues:
                 log.warning(
                     "job %s was preempted and %s (%d time(s) so far)",
