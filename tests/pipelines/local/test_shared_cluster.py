@@ -44,8 +44,20 @@ def _start(tmp_path, name: str, steps: int, environment: dict) -> subprocess.Pop
     )  # fmt: skip
 
 
+@pytest.fixture
+def runs():
+    """The ``run-local`` processes a test starts; any still running at its end is killed (a
+    failed assertion must not leave a run training on behind the suite)."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
 @pytest.mark.slow
-def test_run_b_keeps_the_cluster_run_a_is_training_on(slurm_emulator_factory, tmp_path):
+def test_run_b_keeps_the_cluster_run_a_is_training_on(slurm_emulator_factory, tmp_path, runs):
     server = slurm_emulator_factory(tmp_path / "emulator")
     environment = {
         **os.environ,
@@ -53,12 +65,14 @@ def test_run_b_keeps_the_cluster_run_a_is_training_on(slurm_emulator_factory, tm
         "VSP_GCS_FUSE_ROOT": str(tmp_path / "emulator" / "gcs"),
     }
     run_a = _start(tmp_path, "a", 250, environment)
+    runs.append(run_a)
     deadline = time.monotonic() + 120
     while "RUNNING" not in json.dumps(server.app.slurm.jobs(CLUSTER) if _exists(server) else []):
         assert run_a.poll() is None, (tmp_path / "a.log").read_text()[-3000:]
         assert time.monotonic() < deadline, "A never started training"
         time.sleep(0.2)
     run_b = _start(tmp_path, "b", 5, environment)
+    runs.append(run_b)
     assert run_b.wait(timeout=240) == 0, (tmp_path / "b.log").read_text()[-3000:]
     assert run_a.poll() is None, "A should still be training when B ends"
     deletes = [e for e in server.journal() if e["method"] == "DELETE"]

@@ -58,6 +58,11 @@ class Looks(abc.ABC):
     def log_due(self) -> bool:
         """Whether this poll reads the job's new log lines when nothing changed."""
 
+    def log_read(self) -> None:
+        """Records that this poll read the job's log (for whatever reason): ``log_due``
+        counts from here. (Nothing to record for looks that read it at every poll.)"""
+        return
+
     @abc.abstractmethod
     def delay_for(self) -> Callable[[Attempt], float] | None:
         """Seconds until the next poll, from the attempt (None: the poller's backoff)."""
@@ -126,11 +131,14 @@ class Planned(Looks):
         return self.plan.last_beacon
 
     def log_due(self) -> bool:
-        now, every = self.clock.now(), self.plan.settings.cap_seconds
-        if self._log_read_at is not None and now - self._log_read_at < every:
-            return False
-        self._log_read_at = now
-        return True
+        if self._log_read_at is None:
+            return True
+        return self.clock.now() - self._log_read_at >= self.plan.settings.cap_seconds
+
+    def log_read(self) -> None:
+        # A read for a state change counts too: the next one without a change comes a whole
+        # cap later (a read just after the first look's cost a call and showed nothing new).
+        self._log_read_at = self.clock.now()
 
     def delay_for(self) -> Callable[[Attempt], float] | None:
         return lambda _: self.plan.next_look()

@@ -224,6 +224,7 @@ class TrainingSupervisor:
             self._observe(attempt, beacon, called)
             changed = attempt.outcome is not before or attempt.requeues > seen_requeues
             if changed or attempt.outcome.terminal or looks.log_due():
+                looks.log_read()
                 self._log_rest(attempt)
             if attempt.requeues > seen_requeues:
                 log.warning(
