@@ -16,7 +16,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"`{results.get('name', 'polling')}.json`).",
         "",
         "Counted: every Vertex request of the training step (submit, lookups, each Slurm Job "
-        "API call through Vertex), every Pub/Sub request (the subscription's create and "
+        "API call through Vertex, and the read and update of the cluster's labels that renew "
+        "the run's claim as its job ends), every Pub/Sub request (the subscription's create and "
         "delete, each pull, each acknowledgement) and every Cloud Storage read (beacon, "
         "progress records, log) that the modelled FUSE cache did not serve (the mount's stat "
         "cache, gcsfuse's default `ttl-secs` 60 s and `negative-ttl-secs` 5 s: a read within "

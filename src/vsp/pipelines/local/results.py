@@ -68,9 +68,18 @@ def classify_call(entry: dict[str, Any]) -> str:
     return f"{method} {path}"
 
 
-def newest_run(root: pathlib.Path, pipeline: str) -> pathlib.Path | None:
-    """kfp.local's folder of the newest run of ``pipeline`` under the pipeline root."""
-    runs = sorted(root.glob(f"{pipeline}-*"), key=lambda p: p.stat().st_mtime)
+def run_dirs(root: pathlib.Path, pipeline: str) -> set[pathlib.Path]:
+    """kfp.local's folders of the runs of ``pipeline`` under the pipeline root."""
+    return set(root.glob(f"{pipeline}-*"))
+
+
+def newest_run(
+    root: pathlib.Path, pipeline: str, earlier: set[pathlib.Path] = frozenset()
+) -> pathlib.Path | None:
+    """kfp.local's folder of the newest run of ``pipeline`` under the pipeline root, leaving
+    out the ``earlier`` runs' folders (None: this run left none, e.g. it failed before any
+    step wrote an output; an earlier run's outputs are never shown as this run's)."""
+    runs = sorted(run_dirs(root, pipeline) - set(earlier), key=lambda p: p.stat().st_mtime)
     return runs[-1] if runs else None
 
 

@@ -301,6 +301,7 @@ class _LocalRun:
         cluster_id = str(arguments.get("cluster_id", ""))
         with emulator_session.emulator_for_run(state_dir, settings, cluster_id) as state:
             before = len(vertex_emulator.read_journal(state)) if state else 0
+            earlier_runs = results.run_dirs(pathlib.Path(pipeline_root), self.pipeline)
             local.init(
                 runner, pipeline_root=root, raise_on_error=True, enable_caching=not in_process
             )
@@ -322,7 +323,7 @@ class _LocalRun:
             seconds = time.monotonic() - start
             entries = vertex_emulator.read_journal(state)[before:] if state else []
         calls = collections.Counter(results.classify_call(e) for e in entries)
-        run_dir = results.newest_run(pathlib.Path(pipeline_root), self.pipeline)
+        run_dir = results.newest_run(pathlib.Path(pipeline_root), self.pipeline, earlier_runs)
         return results.LocalRunResult(
             self.pipeline,
             not error,

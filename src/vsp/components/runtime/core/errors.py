@@ -60,7 +60,14 @@ class InternalError(VspError):
 
 
 def shown(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters, for messages that quote what was given."""
+    """``repr(value)`` cut to ``limit`` characters, for messages that quote what was given.
+
+    A whole float shows as the integer it is (``2``, not ``2.0``): a pipeline's dict parameters
+    reach a step as JSON numbers, which kfp turns into floats, so ``2.0`` is usually a ``2``
+    as the user typed it.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 

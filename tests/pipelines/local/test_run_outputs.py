@@ -1,0 +1,38 @@
+"""A run's summary shows only its own outputs: a run that left no folder of kfp.local's (it
+failed before any step wrote one) is never given an earlier run's cluster, model version or
+report."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from vsp.pipelines.definitions import catalog
+from vsp.pipelines.local import run
+
+
+def test_a_run_failing_its_check_shows_no_outputs_of_an_earlier_run(tmp_path, monkeypatch):
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    outputs = tmp_path / "outputs"
+    earlier = outputs / "slurm-spot-training-2026-01-01-00-00-00-000000" / "register-model"
+    earlier.mkdir(parents=True)
+    (earlier / "executor_output.json").write_text(
+        json.dumps({"parameterValues": {"model_resource_name": "models/earlier@5"}})
+    )
+    (earlier / "model_resource_name").write_text("models/earlier@5")
+    later = time.time() + 3600  # newer than anything this run may write
+    os.utime(earlier.parent, (later, later))
+    arguments = catalog.local_arguments("slurm-spot-training", str(tmp_path / "shared"))
+    arguments["cluster_id"] = "001"
+    result = run.run_local(
+        "slurm-spot-training",
+        arguments,
+        state_dir=str(tmp_path / "emulator"),
+        pipeline_root=str(outputs),
+        settings=run.local_settings(0.3),
+        in_process=True,
+    )
+    assert not result.succeeded and "'check-run-parameters'" in result.error
+    assert result.journal == []  # refused before any request
+    assert (result.run_dir, result.outputs, result.parameters) == ("", {}, {})
