@@ -157,6 +157,26 @@ def test_submit_invalid_request_fails_before_sending(emulator, template):
     assert emulator.journal() == []
 
 
+def test_a_refused_request_lists_the_first_steps_problems_in_the_same_pass(emulator):
+    # Required parameters missing and a bad pipeline root, with a bad cluster id and a misspelt
+    # key the first step refuses: every problem in one message, each parameter once.
+    result = _run(
+        ["submit", *LOC, "--template", "slurm-spot-training", "--pipeline-root", "/tmp/out"]
+        + ["--param", "cluster_id=001", "--param", 'training_options={"poll_secnds": 2}']
+    )
+    assert result.exit_code == 2
+    for text in (
+        "pipeline_root = '/tmp/out'",
+        "parameter_values.command = <missing>",
+        "cluster_id = '001': Cluster id must be",
+        "training_options.poll_secnds = 2: is not known. Fix: did you mean 'poll_seconds'?",
+    ):
+        assert text in result.output
+    problems = [line for line in result.output.splitlines() if line.startswith("  - ")]
+    assert sum(line.startswith("  - command = ") for line in problems) == 0  # said once above
+    assert emulator.journal() == []
+
+
 def test_submit_registry_tag_is_resolved_to_sha256(emulator, registry):
     result = _run(
         ["submit", *LOC, "--template", f"{HOST}/cluster-lifecycle/latest"]

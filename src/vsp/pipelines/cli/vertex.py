@@ -214,18 +214,21 @@ def _job_request(
         values = with_code(values, definitions, *code)
     if cron is not None:
         values = schedules.with_schedule_cron(values, definitions, cron)
-    request = jobs.PipelineJobRequest(
-        project=options["project"],
-        location=options["location"],
-        template=template,
-        pipeline_root=options["pipeline_root"],
-        parameter_values=values,
-        service_account=options["service_account"],
-        labels=_pairs(options["labels"], "--label"),
-        display_name=options["display_name"],
-        enable_caching=options["enable_caching"],
-        **extra,
-    )
+    try:
+        request = jobs.PipelineJobRequest(
+            project=options["project"],
+            location=options["location"],
+            template=template,
+            pipeline_root=options["pipeline_root"],
+            parameter_values=values,
+            service_account=options["service_account"],
+            labels=_pairs(options["labels"], "--label"),
+            display_name=options["display_name"],
+            enable_caching=options["enable_caching"],
+            **extra,
+        )
+    except errors.SpecValidationError as refused:  # the first step's problems too, one pass
+        raise first_step_check.with_its_problems(refused, spec, values) from None
     resolved = request.resolved(resolve_tag)
     if resolved.template != request.template:
         click.echo(f"template: {request.template} -> {resolved.template}", err=True)

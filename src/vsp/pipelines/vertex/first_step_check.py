@@ -9,9 +9,11 @@ A run the step would refuse is refused here, before anything is sent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from vsp.components.runtime.core import errors
 from vsp.components.runtime.steps import check_run_parameters
 from vsp.pipelines.vertex import template_parameters
 
@@ -75,3 +77,37 @@ def check(spec: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
     if params is None:
         return False
     return check_run_parameters.check_component_params(params)
+
+
+def _top(field: str) -> str:
+    """The parameter a problem's field belongs to: ``cluster_options`` of
+    ``cluster_options.zone``, ``node_pools`` of ``node_pools[0].id``."""
+    return re.split(r"[.\[]", field, maxsplit=1)[0]
+
+
+def with_its_problems(
+    refused: errors.SpecValidationError,
+    spec: Mapping[str, Any] | None,
+    values: Mapping[str, Any],
+) -> errors.SpecValidationError:
+    """The request's problems with the first step's on the values given, in one list.
+
+    A request refused (a required parameter missing, a bad pipeline root) would otherwise show
+    the first step's problems (a bad cluster id, a misspelt key) only on the next try. A
+    parameter the request reports is not reported again; a check that cannot run on the
+    incomplete values adds nothing, as does a template not read here (``spec`` None: one
+    from a registry).
+    """
+    if spec is None:
+        return refused
+    try:
+        check(spec, values)
+    except errors.SpecValidationError as found:
+        said = {p.field.removeprefix("parameter_values.") for p in refused.problems}
+        extra = [p for p in found.problems if _top(p.field) not in said]
+        return errors.SpecValidationError(
+            refused.what, refused.problems + extra, [*refused.notes, *found.notes]
+        )
+    except Exception:  # noqa: BLE001 - best effort on incomplete values; the request's problems stand
+        return refused
+    return refused
