@@ -320,14 +320,12 @@ def finalize(
         why = f"its last delete, still running at the {deadline_seconds:g} s deadline, went through"
         log.warning("cluster %s: %s", ref.cluster_id, why)
         return FinalizeResult("deleted", why)
-    labelled = "It is labelled to expire now, so the next reap deletes it."
+    if resort == "labelled":
+        fate = "It is labelled to expire now, so the next reap deletes it."
+    else:
+        fate = _unknown_state(ref, reached=client.answers_received > answers_before)
     raise errors.TransientError(
         f"the exit task could not {'delete' if state == 'CANCELLED' else 'keep or delete'} "
         f"cluster {ref.name} within {deadline_seconds:g} s ({attempt} attempts; last error: "
-        f"{last}). "
-        + (
-            labelled
-            if resort == "labelled"
-            else _unknown_state(ref, client.answers_received > answers_before)
-        )
+        f"{last}). {fate}"
     )
