@@ -216,12 +216,8 @@ def run_plan(world: cw.World, plan: Plan) -> PlanResult:
     result.outcome = outcome if outcome != "error" else type(value).__name__
     ctx.result = value
     # An emulator restart longer than the client's retry deadline is an outage the call may
-    # report (as a transient error); a shorter one must be absorbed like any transient fault,
-    # except a wait that timed out on a write the restart cut in half (``World.restart``).
-    outage = plan.kind == "restart" and (
-        world.down_seconds > cw.RETRY.deadline / 2
-        or (world.cut_requests > 0 and isinstance(value, errors.TimeoutExceededError))
-    )
+    # report (as a transient error); a shorter one must be absorbed like any transient fault.
+    outage = plan.kind == "restart" and world.down_seconds > cw.RETRY.deadline / 2
     if plan.kind != "lro_error" and not outage and outcome not in ("ok", "hang"):
         result.violations.append(
             f"absorbs_transient_faults: {plan.kind} x{plan.times} ended {outcome}: "

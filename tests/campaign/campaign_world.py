@@ -135,7 +135,6 @@ class World:
         self._undo: list[Callable[[], None]] = []
         self.restarts = 0
         self.down_seconds = 0.0
-        self.cut_requests = 0
         self.seen: list[Seen] = []
         self._in_flight = 0
         self._seen_lock = threading.Lock()
@@ -277,13 +276,10 @@ class World:
         """Stops the emulator and starts a new one on the same state directory and port.
 
         ``down_seconds`` is how long the API was away (a longer outage than the client's retry
-        deadline may end a call in a transient error, as it would in production);
-        ``cut_requests`` how many requests the stop cut while they were being handled (the
-        emulator may then have kept half of a write, e.g. a cluster without its provisioning
-        operation, which no real service does).
+        deadline may end a call in a transient error, as it would in production). A request
+        the stop cut is applied whole before the new server opens the state, or not at all.
         """
         stopped = time.monotonic()
-        self.cut_requests = self.in_flight()
         self.server.stop()
         for _ in range(100):
             try:

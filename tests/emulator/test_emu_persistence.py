@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -80,6 +81,43 @@ def test_pending_operation_stays_pending_across_a_quick_restart(
     assert requests.get(api.url(created["name"])).json()["done"] is False
     second.app.clock = lambda: time.time() + 60
     assert api.wait_operation(created["name"])["response"]["clusterStatus"]["state"] == "RUNNING"
+
+
+def test_a_request_still_served_at_stop_writes_nothing_after_it(
+    emulator_factory, tmp_path, cluster_body, emulator_api_for
+):
+    """A create held in the stopped server must not land in the state the next server opened
+    (it landed later: the next server, having read the pending operations before, showed the
+    cluster PROVISIONING for ever)."""
+    first = emulator_factory(tmp_path / "state")
+    port = int(first.address.rsplit(":", 1)[1])
+    first.add_fault(action="delay", seconds=0.6, times=1, method="POST", when="before")
+    api = emulator_api_for(first)
+    answers: list[object] = []
+
+    def create() -> None:
+        try:
+            answers.append(api.create_cluster("c1", cluster_body).status_code)
+        except requests.ConnectionError as exc:
+            answers.append(type(exc).__name__)
+
+    sender = threading.Thread(target=create)
+    sender.start()
+    time.sleep(0.2)  # the create is held inside the first server
+    first.stop()
+    second = emulator_factory(tmp_path / "state", port=port)
+    sender.join(5)
+    time.sleep(0.6)  # past the hold: the first server's handler has run
+    assert answers == ["ConnectionError"]
+    api = emulator_api_for(second)
+    assert requests.get(api.clusters_url("c1")).status_code == 404
+    assert requests.get(api.clusters_url()).json() == {}
+    retried = api.create_cluster("c1", cluster_body)
+    assert retried.status_code == 200
+    assert api.wait_operation(retried.json()["name"])["response"]["clusterStatus"] == {
+        "state": "RUNNING",
+        "detail": "The cluster is running.",
+    }
 
 
 def test_settings_are_saved_and_reused(tmp_path):

@@ -151,6 +151,8 @@ class EmulatorApp:
                     try:
                         with self.store.transaction():
                             tick(self, now)
+                    except store_module.Stopped:
+                        return
                     except Exception:
                         log.exception("emulator tick %s failed", name)
             finally:
@@ -263,6 +265,8 @@ class EmulatorApp:
                 return handler(request)
         except errors.ApiException as exc:
             return _error_response(exc)
+        except store_module.Stopped:  # served after stop(): its connection is already gone
+            return _error_response(errors.ApiException("UNAVAILABLE", "The emulator stopped."))
         except Exception as exc:
             log.exception("emulator handler failed: %s %s", request.method, request.path)
             return _error_response(errors.ApiException("INTERNAL", f"Emulator bug: {exc!r}"))

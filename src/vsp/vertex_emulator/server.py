@@ -169,6 +169,7 @@ class EmulatorServer:
             self._unlock_state_dir()
             raise
         self._stopping.clear()
+        self.app.store.allow_writes()
         self._threads = [
             threading.Thread(
                 target=self._httpd.serve_forever,
@@ -198,6 +199,7 @@ class EmulatorServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._httpd.close_open_connections()
+        self.app.store.stop_writes()  # a request still being served commits now or never
         for thread in self._threads:
             thread.join(timeout=5)
         self._httpd = None

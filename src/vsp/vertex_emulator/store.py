@@ -50,6 +50,10 @@ _UPSERT = (
 _DELETED = object()
 
 
+class Stopped(RuntimeError):
+    """A write came after ``stop_writes``: its server has stopped and given up the state."""
+
+
 class StoreError(ValueError):
     """The state directory's store cannot be opened as it is (the message says how to fix it)."""
 
@@ -125,12 +129,29 @@ class StateStore:
         self._pending: dict[tuple[str, str], Any] = {}
         self._moved: set[tuple[str, str]] = set()  # deleted, then stored again: goes last
         self._depth = 0
+        self._stopped = False
         self._migrate_json_files()
 
     @property
     def lock(self) -> threading.RLock:
         """The store's re-entrant lock (held for the whole of a ``transaction``)."""
         return self._lock
+
+    def stop_writes(self) -> None:
+        """Refuses every transaction from now on, once the one in progress has committed.
+
+        A stopped server calls it before it gives up the state directory: a request its
+        threads were still serving must not commit after another server has opened the same
+        state (the other server would see half of it, e.g. a cluster whose provisioning
+        operation it had already read as absent).
+        """
+        with self._lock:
+            self._stopped = True
+
+    def allow_writes(self) -> None:
+        """Accepts transactions again (the server has started again)."""
+        with self._lock:
+            self._stopped = False
 
     def close(self) -> None:
         """Closes the database (the store must not be used afterwards)."""
@@ -141,6 +162,8 @@ class StateStore:
     def transaction(self) -> Iterator[StateStore]:
         """Holds the lock; commits on normal exit, rolls back touched collections on error."""
         with self._lock:
+            if self._stopped and self._depth == 0:
+                raise Stopped("the emulator has stopped: its state is no longer written")
             self._depth += 1
             completed = False
             try:
