@@ -230,6 +230,8 @@ def test_schedule_cron_set_by_the_user_or_unknown_is_kept(cron_template, templat
         ({"start_time": "2030-01-01"}, "start_time"),
         ({"end_time": "soon"}, "end_time"),
         ({"start_time": "2030-01-02T00:00:00Z", "end_time": "2030-01-01T00:00:00Z"}, "end_time"),
+        ({"end_time": "2020-01-01T00:00:00Z"}, "end_time"),
+        ({"start_time": "2030-01-01T00:00:00Z", "end_time": "2030-01-01T02:59:00Z"}, "end_time"),
     ],
 )
 def test_schedule_validation(template, changes, field):
@@ -240,6 +242,31 @@ def test_schedule_validation(template, changes, field):
     with pytest.raises(errors.SpecValidationError) as raised:
         schedules.ScheduleRequest(**fields)
     assert raised.value.fields == [field]
+
+
+def test_an_end_time_before_any_run_names_the_first_tick(template):
+    """A schedule that would start no run (its end passed, or before the cron's first tick
+    after its start) is refused before anything is created, naming that tick."""
+    job = _job(template)
+    with pytest.raises(errors.SpecValidationError) as raised:
+        schedules.ScheduleRequest(
+            job, "n", "TZ=Europe/Paris 0 3 * * *", 1,
+            start_time="2030-01-01T00:00:00Z", end_time="2030-01-01T01:59:59Z",
+        )  # fmt: skip
+    assert raised.value.problems[0].problem == (
+        "Comes before the cron's first tick (2030-01-01T02:00:00Z, cron 'TZ=Europe/Paris 0 3 * * "
+        "*' from 2030-01-01T00:00:00Z): the schedule would start no run."
+    )
+    assert raised.value.problems[0].fix == (
+        "Pass an --end-time after 2030-01-01T02:00:00Z, or another --cron."
+    )
+    with pytest.raises(errors.SpecValidationError, match="Has passed .*would start no run"):
+        schedules.ScheduleRequest(job, "n", "0 3 * * *", 1, end_time="2020-01-01T00:00:00Z")
+    fits = schedules.ScheduleRequest(
+        job, "n", "TZ=Europe/Paris 0 3 * * *", 1,
+        start_time="2030-01-01T00:00:00Z", end_time="2030-01-01T02:00:00Z",
+    )  # fmt: skip
+    assert fits.body()["endTime"] == "2030-01-01T02:00:00Z"
 
 
 def test_unknown_time_zone_message_keeps_its_case(template):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -75,6 +76,13 @@ def _parse_time(text: str) -> datetime.datetime | None:
     except ValueError:
         return None
     return moment if "T" in value.upper() and moment.tzinfo is not None else None
+
+
+def _stamp(moment: float) -> str:
+    """An epoch time as RFC 3339 in UTC, to the second."""
+    return datetime.datetime.fromtimestamp(moment, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,12 +151,40 @@ class ScheduleRequest:
                     "end_time", self.end_time, "Is not after start_time.",
                     "Pass an --end-time later than --start-time.",
                 )  # fmt: skip
+        timing = {"cron", "start_time", "end_time"}
+        if times.get("end_time") and not any(p.field in timing for p in problems.items):
+            self._check_a_run_fits(problems, times)
         problems.raise_if_any("schedule request")
         values = with_schedule_cron(
             self.job.parameter_values, self.job.pipeline_parameters, self.cron
         )
         if values != dict(self.job.parameter_values):
             object.__setattr__(self, "job", dataclasses.replace(self.job, parameter_values=values))
+
+    def _check_a_run_fits(
+        self, problems: Problems, times: dict[str, datetime.datetime | None]
+    ) -> None:
+        """Adds a problem when no tick of the cron comes before ``end_time`` (a schedule that
+        ends before its first run would be created and start nothing)."""
+        end = times["end_time"].timestamp()  # type: ignore[union-attr]
+        now = time.time()
+        start = times.get("start_time")
+        after = max(now, start.timestamp()) if start else now
+        if end <= now:
+            problems.add(
+                "end_time", self.end_time,
+                f"Has passed (it is {_stamp(now)} now): the schedule would start no run.",
+                "Pass a future --end-time, or leave it out (no end).",
+            )  # fmt: skip
+            return
+        first = cadence.ticks_between(self.cron, after, end, 1)[0]
+        if first > end:
+            problems.add(
+                "end_time", self.end_time,
+                f"Comes before the cron's first tick ({_stamp(first)}, cron {self.cron!r} "
+                f"from {_stamp(after)}): the schedule would start no run.",
+                f"Pass an --end-time after {_stamp(first)}, or another --cron.",
+            )  # fmt: skip
 
     def body(self) -> dict[str, Any]:
         """The Schedule JSON body."""
