@@ -16,6 +16,7 @@ import types
 from typing import NamedTuple
 
 import pytest
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HOOK = REPO / "docs" / "hooks" / "reference.py"
@@ -70,6 +71,23 @@ def test_the_readme_links_pages_that_exist_and_shows_valid_python():
     block = readme.split("```python\n", 1)[1].split("```", 1)[0]
     ast.parse(block)
     assert "from vsp.components import" in block
+
+
+def test_the_readmes_pipeline_compiles_and_wires_the_training_into_registration(
+    tmp_path, monkeypatch
+):
+    """The README's own pipeline, run as written: it compiles, and the registration gets the
+    training's jobs and preemptions (without them a version said 0 preemptions after 2)."""
+    block = (REPO / "README.md").read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec", dont_inherit=True), {"__name__": "readme"})  # noqa: S102
+    spec = yaml.safe_load((tmp_path / "my_spot_training.yaml").read_text())
+    tasks = spec["root"]["dag"]["tasks"]["exit-handler-1"]
+    register = spec["components"]["comp-exit-handler-1"]["dag"]["tasks"]["register-model"]
+    wired = register["inputs"]["parameters"]
+    for name in ("job_ids", "preemptions", "model_dir"):
+        assert wired[name]["taskOutputParameter"]["producerTask"] == "train-on-cluster", name
+    assert tasks["componentRef"]["name"] == "comp-exit-handler-1"
 
 
 def test_the_reference_names_every_component_parameter_and_output(generated):

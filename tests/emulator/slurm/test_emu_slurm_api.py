@@ -8,6 +8,7 @@ import pathlib
 import requests
 
 from tests.emulator.slurm.emu_slurm_calls import UNSET, num, start
+from vsp.vertex_emulator import cluster_home
 from vsp.vertex_emulator.slurm import api as slurm_api
 from vsp.vertex_emulator.slurm.testing import API
 
@@ -146,7 +147,7 @@ def test_google_level_errors(slurm_emulator_factory, cluster_body):
 
 
 def test_slurm_level_errors_and_warnings(slurm_emulator_factory, cluster_body):
-    _, client = start(slurm_emulator_factory, cluster_body)
+    server, client = start(slurm_emulator_factory, cluster_body)
     script = "#!/bin/bash\ntrue\n"
     bad_partition = client.call(
         "POST",
@@ -171,6 +172,26 @@ def test_slurm_level_errors_and_warnings(slurm_emulator_factory, cluster_body):
     assert as_object.status == 200 and as_object.payload["errors"] == []
     (warning,) = as_object.payload["warnings"]
     assert warning["source"] == "#/job/environment/"
+    # On Vertex /home is the cluster's Filestore; here it is this machine's: said, with the
+    # emulated home to use instead (a user's /home/run got the job's files on the host).
+    server_home = cluster_home(server.state_dir, "c1")
+    host_home = client.call(
+        "POST",
+        f"{API}/job/submit",
+        {
+            "job": {"environment": [], "current_working_directory": "/home/run",
+                    "standard_output": f"{server_home}/out.txt", "hold": True},
+            "script": script,
+        },
+    )  # fmt: skip
+    assert host_home.status == 200 and host_home.payload["errors"] == []
+    said = [w["description"] for w in host_home.payload["warnings"]]
+    assert [text for text in said if "/home/" in text] == [
+        f"/home/run is this machine's /home, not the emulated cluster's home ({server_home}): "
+        f"the job's files there land outside the emulator's folder. Locally, use "
+        f"{server_home}/run (vsp.vertex_emulator.cluster_home(state_dir, cluster_id)); on "
+        "Vertex /home is the cluster's Filestore"
+    ]
     # slurmrestd 24.11.7 answers a path (or method) it does not serve with a plain-text 404.
     for method, path in (
         ("GET", "/slurm/v0.0.40/jobs"),

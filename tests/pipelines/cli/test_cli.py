@@ -273,3 +273,33 @@ def test_cron_warns_of_a_given_model_dir_every_scheduled_run_would_share(monkeyp
         "its model over the folder of the versions registered before. Fix: "
         "gs://local-bucket/nightly/model/{run} gives every run its own folder."
     ) in " ".join(result.output.split())
+
+
+def test_every_missing_option_is_named_at_once():
+    """click names the first missing required option; a command line missing three took three
+    tries. A question ends its own sentence ("?." was printed)."""
+    result = CliRunner().invoke(
+        main.main, ["submit", "--template", "slurm-spot-training"], prog_name="vsp"
+    )
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: Missing options '--project', '--location', '--pipeline-root'. "
+        "Fix: see `vsp submit --help`.\n"
+    )
+    one = CliRunner().invoke(
+        main.main, ["schedule", "--project", "p", "--location", "l"], prog_name="vsp"
+    )
+    assert one.output == (
+        "error: Missing options '--template', '--pipeline-root', '--cron'. "
+        "Fix: see `vsp schedule --help`.\n"
+    )
+    single = CliRunner().invoke(
+        main.main,
+        ["submit", "--project", "p", "--template", "t", "--pipeline-root", "gs://b"],
+        prog_name="vsp",
+    )
+    assert single.output == "error: Missing option '--location'. Fix: see `vsp submit --help`.\n"
+    typo = CliRunner().invoke(main.main, ["schedule", "--cronn", "0 3 * * *"], prog_name="vsp")
+    assert typo.output == (
+        "error: No such option '--cronn'. Did you mean '--cron'? Fix: see `vsp schedule --help`.\n"
+    )

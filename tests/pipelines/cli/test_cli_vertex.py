@@ -177,6 +177,52 @@ def test_a_refused_request_lists_the_first_steps_problems_in_the_same_pass(emula
     assert emulator.journal() == []
 
 
+def test_a_schedule_lists_its_own_problems_with_the_runs_and_the_first_steps(emulator):
+    # Found by a new user's run: the cron, the end time and the run count came one try after
+    # the run's problems, and a missing model_id hid the first step's check of the cron.
+    result = _run(
+        ["schedule", *LOC, "--template", "slurm-spot-training", "--pipeline-root", "gs://b/r"]
+        + ["--cron", "0 0 3 * * *", "--end-time", "2020-01-01T00:00:00Z", "--max-runs", "0"]
+        + ["--param", "cluster_id=projects/p/locations/l/modelDevelopmentClusters/llmtrain"]
+    )
+    assert result.exit_code == 2
+    problems = [line for line in result.output.splitlines() if line.startswith("  - ")]
+    fields = [line[4:].split(" = ")[0] for line in problems]
+    assert fields == [
+        "pipeline_root",
+        *(f"parameter_values.{name}" for name in ("command", "model_dir", "model_id")),
+        *(f"parameter_values.{name}" for name in ("serving_image", "working_directory")),
+        "cron",
+        "max_run_count",
+        "end_time",
+        *(f"cluster_options.{n}" for n in ("network", "zone", "home_directory_storage")),
+        "cluster_id",
+    ]  # the cron once: the first step's schedule_cron is the same value
+    assert problems[-1].endswith("Fix: Pass the id alone, 'llmtrain' (the last part of the "
+                                 "cluster's name).")  # fmt: skip
+    assert "Has passed" in problems[fields.index("end_time")]
+    assert emulator.journal() == []
+
+
+def test_a_missing_required_parameter_does_not_hide_the_first_steps_later_checks(emulator):
+    # Without model_id the first step's registration check (which reads schedule_cron) broke,
+    # and its problems came only once model_id was given.
+    place = '{"network": "default", "zone": "us-central1-a", "home_directory_storage": "h"}'
+    result = _run(
+        ["submit", *LOC, "--template", "slurm-spot-training", "--pipeline-root", "gs://bkt/r"]
+        + ["--param", 'command=["python", "t.py"]', "--param", "model_dir=gs://bkt/m"]
+        + ["--param", "serving_image=img", "--param", "working_directory=/home/run"]
+        + ["--param", f"cluster_options={place}", "--param", "schedule_cron=0 0 3 * * *"]
+    )
+    assert result.exit_code == 2
+    problems = [line for line in result.output.splitlines() if line.startswith("  - ")]
+    assert [line[4:].split(" = ")[0] for line in problems] == [
+        "parameter_values.model_id",
+        "schedule_cron",
+    ]
+    assert emulator.journal() == []
+
+
 def test_submit_registry_tag_is_resolved_to_sha256(emulator, registry):
     result = _run(
         ["submit", *LOC, "--template", f"{HOST}/cluster-lifecycle/latest"]

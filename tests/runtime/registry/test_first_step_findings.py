@@ -391,4 +391,8 @@ def test_a_cluster_id_create_cluster_would_refuse_is_refused_first():
         "letters/digits. Fix: Use an id like 'train01'."
     ]
     assert "cannot have '-' in its id" in str(refused(cluster_id="my-run"))
+    full = "projects/my-project/locations/us-central1/modelDevelopmentClusters/llmtrain"
+    assert [p.fix for p in refused(cluster_id=full).problems] == [
+        "Pass the id alone, 'llmtrain' (the last part of the cluster's name)."
+    ]
     assert check(cluster_id="train01") is True and check(cluster_id="") is True

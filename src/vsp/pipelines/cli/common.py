@@ -25,6 +25,27 @@ def handle_errors(func):
     return wrapper
 
 
+class VspCommand(click.Command):
+    """A command that names every missing required option at once (click stops at the first,
+    so a command line missing three took three tries)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.MissingParameter:
+            opts, _, _ = self.make_parser(ctx).parse_args(args=given)
+            missing = [
+                param
+                for param in self.get_params(ctx)
+                if param.required and param.value_is_missing(param.consume_value(ctx, opts)[0])
+            ]
+            if len(missing) < 2:
+                raise
+            names = ", ".join(f"'{param.opts[-1]}'" for param in missing)
+            raise click.UsageError(f"Missing options {names}", ctx) from None
+
+
 class VspGroup(click.Group):
     """The ``vsp`` group: click's own errors (unknown option, bad value, missing argument) in
     the same style and exit code as the runtime's user errors."""
@@ -42,8 +63,9 @@ class VspGroup(click.Group):
             ctx = getattr(exc, "ctx", None)
             usage = ctx.command_path if ctx is not None else "vsp"
             what = exc.format_message().rstrip(".")
-            fix = "" if "Fix:" in what else f". Fix: see `{usage} --help`"
-            click.echo(f"error: {what}{fix}.", err=True)
+            what += "" if what.endswith(("?", "!")) else "."  # "Did you mean '--x'?" ends too
+            fix = "" if "Fix:" in what else f" Fix: see `{usage} --help`."
+            click.echo(f"error: {what}{fix}", err=True)
             sys.exit(errors.EXIT_USER_ERROR)
         sys.exit(code if isinstance(code, int) else 0)
 

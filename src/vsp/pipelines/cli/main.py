@@ -11,7 +11,7 @@ import logging
 
 import click
 
-from vsp.pipelines.cli import clusters, common, emulator, run_local, vertex
+from vsp.pipelines.cli import clusters, common, emulator, registry, run_local, vertex
 
 log = logging.getLogger("vsp")
 
@@ -60,5 +60,5 @@ def compile_command(out_dir: str, base_image: str | None) -> None:
 main.add_command(emulator.emulator)
 main.add_command(run_local.run_local_command)
 main.add_command(clusters.clusters)
-for _command in (vertex.submit, vertex.schedule, vertex.publish):
+for _command in (vertex.submit, vertex.schedule, registry.publish):
     main.add_command(_command)

@@ -21,7 +21,7 @@ from vsp.pipelines.cli import common
 from vsp.vertex_emulator.slurm import real as real_slurm_api
 
 
-@click.command("run-local")
+@click.command("run-local", cls=common.VspCommand)
 @click.argument("pipeline", default="slurm-spot-training")
 @click.option(
     "--param",

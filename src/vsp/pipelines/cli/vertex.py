@@ -1,82 +1,32 @@
-"""``vsp submit``, ``vsp schedule`` and ``vsp publish``: run templates on Vertex AI Pipelines.
+"""``vsp submit`` and ``vsp schedule``: run templates on Vertex AI Pipelines.
 
-``submit`` creates one pipeline run, ``schedule`` a cron schedule of runs, ``publish`` uploads a
-compiled template to an Artifact Registry KFP repository. Requests are validated before
-anything is sent (``pipelines/vertex/jobs.py``, ``pipeline_schedules.py``); a
-registry tag is resolved to its ``sha256:`` version first. With ``VERTEX_EMULATOR_HOST`` set, the
-Vertex requests go to the local emulator (which stores runs and schedules but never runs them);
-Artifact Registry calls always go to Google through kfp's ``RegistryClient``.
+``submit`` creates one pipeline run, ``schedule`` a cron schedule of runs. Requests are validated
+before anything is sent (``pipelines/vertex/jobs.py``, ``schedules.py``); a registry tag is
+resolved to its ``sha256:`` version first (``cli/registry.py``). With ``VERTEX_EMULATOR_HOST``
+set, the Vertex requests go to the local emulator (which stores runs and schedules but never runs
+them).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
 from typing import Any
 
 import click
-import requests
 
 from vsp.components.runtime.core import errors
 from vsp.components.runtime.teardown import cadence
-from vsp.pipelines.cli import code_pack, common
+from vsp.pipelines.cli import code_pack, common, registry
 from vsp.pipelines.vertex import (
     caching,
     first_step_check,
     jobs,
+    schedule_times,
     schedules,
     template_parameters,
     templates,
 )
-
-
-def _registry_call(what: str, call: Callable[[Any], Any], host: str) -> Any:
-    """Runs ``call(RegistryClient(host))`` with its failures mapped onto the error taxonomy."""
-    import google.auth.exceptions  # noqa: PLC0415
-    from kfp import registry  # noqa: PLC0415 - kfp import is slow
-
-    try:
-        return call(registry.RegistryClient(host=host))
-    except google.auth.exceptions.GoogleAuthError as exc:
-        raise errors.UserError(
-            f"{what}: no usable Google Cloud credentials ({type(exc).__name__}). Fix: run "
-            "`gcloud auth application-default login`."
-        ) from exc
-    except requests.RequestException as exc:
-        response = getattr(exc, "response", None)
-        status = response.status_code if response is not None else 0
-        if status == 404:
-            raise errors.UserError(
-                f"{what}: not found. Fix: check the name, or `vsp publish` it."
-            ) from exc
-        if status in (401, 403):
-            raise errors.UserError(
-                f"{what}: permission denied ({status}). Fix: grant roles/artifactregistry.reader "
-                "(resolve) or roles/artifactregistry.writer (publish) on the repository."
-            ) from exc
-        if status == 0 or status in errors.TRANSIENT_HTTP_STATUSES:
-            raise errors.TransientError(
-                f"{what}: {type(exc).__name__} ({status or 'no answer'})"
-            ) from exc
-        raise errors.UserError(f"{what}: Artifact Registry answered {status}.") from exc
-
-
-def resolve_tag(host: str, package: str, tag: str) -> str:
-    """The version a tag points to (``RegistryClient.get_tag``'s ``version`` name)."""
-    what = f"tag {tag!r} of {host}/{package}"
-    return _registry_call(what, lambda client: client.get_tag(package, tag)["version"], host)
-
-
-def _upload(host: str) -> templates.Uploader:
-    def upload(path: str, tags: list[str]) -> tuple[str, str]:
-        return _registry_call(
-            f"upload of {path} to {host}",
-            lambda client: client.upload_pipeline(path, tags=tags, extra_headers=None),
-            host,
-        )
-
-    return upload
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -172,6 +122,7 @@ def _job_request(
     options: dict[str, Any],
     cron: str | None = None,
     code: tuple[str, str] | None = None,
+    also: list[errors.SpecProblem] | None = None,
     **extra: Any,
 ) -> jobs.PipelineJobRequest:
     """The validated run request from the shared options, its registry tag resolved.
@@ -180,6 +131,8 @@ def _job_request(
         options: The ``_job_options`` values.
         cron: The schedule's cron (``schedule`` only): fills ``schedule_cron`` when declared.
         code: ``(code_uri, code_sha256)`` of code staged by ``--code`` (None = none).
+        also: Problems found in the command's own options (a schedule's cron and times),
+            reported in the same list as the run's.
         **extra: More ``PipelineJobRequest`` fields (``job_id``).
     """
     template = templates.template_path(options["template"])
@@ -213,7 +166,7 @@ def _job_request(
     if code is not None:
         values = with_code(values, definitions, *code)
     if cron is not None:
-        values = schedules.with_schedule_cron(values, definitions, cron)
+        values = schedules.with_schedule_cron(values, definitions, cron, warn=False)
     try:
         request = jobs.PipelineJobRequest(
             project=options["project"],
@@ -228,8 +181,15 @@ def _job_request(
             **extra,
         )
     except errors.SpecValidationError as refused:  # the first step's problems too, one pass
+        if also:
+            refused = errors.SpecValidationError(
+                refused.what, refused.problems + also, refused.notes
+            )
         raise first_step_check.with_its_problems(refused, spec, values) from None
-    resolved = request.resolved(resolve_tag)
+    if also:
+        refused = errors.SpecValidationError("schedule request", also)
+        raise first_step_check.with_its_problems(refused, spec, values) from None
+    resolved = request.resolved(registry.resolve_tag)
     if resolved.template != request.template:
         click.echo(f"template: {request.template} -> {resolved.template}", err=True)
     if spec is not None and first_step_check.check(spec, values):
@@ -255,7 +215,7 @@ def _dry_run(method: str, path: str, body: dict[str, Any]) -> None:
     click.echo(json.dumps(body, indent=2))
 
 
-@click.command("submit")
+@click.command("submit", cls=common.VspCommand)
 @_job_options
 @click.option(
     "--job-id", default=None, help="pipelineJobId; default: <pipeline>-<UTC time>-<4 random hex>."
@@ -299,7 +259,7 @@ def submit(job_id: str | None, code_dir: str | None, **options: Any) -> None:
     click.echo(f"console: {url}")
 
 
-@click.command("schedule")
+@click.command("schedule", cls=common.VspCommand)
 @_job_options
 @click.option("--cron", required=True, help="5-field cron, optionally 'TZ=Zone ' first.")
 @click.option("--max-concurrent-runs", default=1, show_default=True, type=int)
@@ -324,7 +284,8 @@ def schedule(
     **options: Any,
 ) -> None:
     """Create a cron schedule of runs (refused when a live one has the same display name)."""
-    job = _job_request(options, cron=cron)
+    own = schedule_times.problems(cron, max_concurrent_runs, max_runs, start_time, end_time)
+    job = _job_request(options, cron=cron, also=own)
     _warn_caching(job.enable_caching)
     for warning in schedules.shared_folder_warnings(job.parameter_values):
         click.echo(f"warning: {warning}", err=True)
@@ -381,18 +342,3 @@ def _check_reaper(client: schedules.SchedulesClient, job: jobs.PipelineJobReques
             f"{command} --param prewarm_dir={shlex.quote(prewarm_dir)} --replace",
             err=True,
         )
-
-
-@click.command("publish")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--host", required=True, help="https://REGION-kfp.pkg.dev/PROJECT/REPO")
-@click.option("--tag", "tags", multiple=True, help="Tag to attach (repeat); moves if taken.")
-@common.handle_errors
-def publish(file: str, host: str, tags: tuple[str, ...]) -> None:
-    """Upload a compiled pipeline YAML to an Artifact Registry KFP repository."""
-    published = templates.publish(file, host, list(tags), _upload(host.rstrip("/")))
-    click.echo(f"package: {published.package}")
-    click.echo(f"version: {published.version}")
-    click.echo(f"templateUri: {published.template_uri}")
-    for uri in published.tag_uris:
-        click.echo(f"tag: {uri}")

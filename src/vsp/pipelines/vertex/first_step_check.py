@@ -94,16 +94,19 @@ def with_its_problems(
 
     A request refused (a required parameter missing, a bad pipeline root) would otherwise show
     the first step's problems (a bad cluster id, a misspelt key) only on the next try. A
-    parameter the request reports is not reported again; a check that cannot run on the
-    incomplete values adds nothing, as does a template not read here (``spec`` None: one
-    from a registry).
+    parameter the request reports is not reported again; a required one it reports missing is
+    given a stand-in of its type, so that the checks reading it (registration, which reads the
+    schedule's cron too) still look at the rest. A check that cannot run on the incomplete
+    values adds nothing, as does a template not read here (``spec`` None: one from a registry).
     """
     if spec is None:
         return refused
+    said = {p.field.removeprefix("parameter_values.") for p in refused.problems}
+    if "cron" in said:  # the schedule's --cron, which fills schedule_cron
+        said.add("schedule_cron")
     try:
-        check(spec, values)
+        check(spec, {**values, **_stand_ins(spec, values, said)})
     except errors.SpecValidationError as found:
-        said = {p.field.removeprefix("parameter_values.") for p in refused.problems}
         extra = [p for p in found.problems if _top(p.field) not in said]
         return errors.SpecValidationError(
             refused.what, refused.problems + extra, [*refused.notes, *found.notes]
@@ -111,3 +114,29 @@ def with_its_problems(
     except Exception:  # noqa: BLE001 - best effort on incomplete values; the request's problems stand
         return refused
     return refused
+
+
+# A value of each type that the check takes, for a required parameter the user did not give
+# (reported as missing already): the check can then look at everything else.
+_STAND_IN = {
+    "STRING": "x",
+    "LIST": ["x"],
+    "STRUCT": {},
+    "NUMBER_INTEGER": 1,
+    "NUMBER_DOUBLE": 1.0,
+    "BOOLEAN": False,
+}
+
+
+def _stand_ins(spec: Mapping[str, Any], values: Mapping[str, Any], said: set[str]) -> dict:
+    """Stand-ins for the required parameters missing from ``values`` that the request reported."""
+    definitions = template_parameters.root_parameters(spec)
+    return {
+        name: _STAND_IN[definition.get("parameterType", "STRING")]
+        for name, definition in definitions.items()
+        if name in said
+        and name not in values
+        and "defaultValue" not in definition
+        and not definition.get("isOptional")
+        and definition.get("parameterType", "STRING") in _STAND_IN
+    }

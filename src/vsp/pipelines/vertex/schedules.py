@@ -26,16 +26,13 @@ emulator in ``tests/emulator/test_emu_google_sdk.py``.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vsp.components.runtime.cluster.rules_base import Problems
 from vsp.components.runtime.core import errors, operations, polling, rest, run_identity
-from vsp.components.runtime.teardown import cadence
-from vsp.pipelines.vertex import jobs
+from vsp.pipelines.vertex import jobs, schedule_times
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +43,18 @@ LIVE_STATES = ("ACTIVE", "PAUSED")
 
 
 def with_schedule_cron(
-    values: Mapping[str, Any], definitions: Mapping[str, Any] | None, cron: str
+    values: Mapping[str, Any],
+    definitions: Mapping[str, Any] | None,
+    cron: str,
+    *,
+    warn: bool = True,
 ) -> dict[str, Any]:
-    """``values`` plus ``schedule_cron = cron`` when the pipeline declares it and it is unset."""
+    """``values`` plus ``schedule_cron = cron`` when the pipeline declares it and it is unset;
+    a warning (unless ``warn`` is False) when it is set to another cron."""
     out = dict(values)
     if definitions and SCHEDULE_CRON in definitions and SCHEDULE_CRON not in out:
         out[SCHEDULE_CRON] = cron
-    elif SCHEDULE_CRON in out and out[SCHEDULE_CRON] != cron:
+    elif warn and SCHEDULE_CRON in out and out[SCHEDULE_CRON] != cron:
         log.warning(
             "parameter schedule_cron=%r differs from the schedule's cron %r: the teardown "
             "expects runs at the parameter's times. Fix: drop --param schedule_cron (the "
@@ -61,28 +63,6 @@ def with_schedule_cron(
             cron,
         )
     return out
-
-
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _parse_time(text: str) -> datetime.datetime | None:
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    try:
-        moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if "T" in value.upper() and moment.tzinfo is not None else None
-
-
-def _stamp(moment: float) -> str:
-    """An epoch time as RFC 3339 in UTC, to the second."""
-    return datetime.datetime.fromtimestamp(moment, datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,71 +100,19 @@ class ScheduleRequest:
                 "display_name", name or None, "Must be 1-128 characters.",
                 "Pass --display-name NAME.",
             )  # fmt: skip
-        try:
-            cadence.parse_cron(self.cron)
-        except errors.SpecValidationError as exc:
-            problems.add(
-                "cron", self.cron, _sentence(exc.problems[0].problem),
-                "Use 'minute hour day-of-month month day-of-week', e.g. '0 3 * * *', "
-                "optionally prefixed 'TZ=Zone ' (e.g. 'TZ=Europe/Paris 0 3 * * *').",
-            )  # fmt: skip
-        for field in ("max_concurrent_run_count", "max_run_count"):
-            value = getattr(self, field)
-            if (value is not None or field == "max_concurrent_run_count") and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 1
-            ):
-                flag = "--max-concurrent-runs" if field.startswith("max_c") else "--max-runs"
-                problems.add(field, value, "Must be an integer >= 1.", f"Pass {flag} N (N >= 1).")
-        times = {}
-        for field in ("start_time", "end_time"):
-            value = getattr(self, field)
-            if value is not None:
-                times[field] = _parse_time(value) if isinstance(value, str) else None
-                if times[field] is None:
-                    problems.add(
-                        field, value, "Is not an RFC 3339 timestamp with a time zone.",
-                        "Use e.g. 2025-01-31T03:00:00Z.",
-                    )  # fmt: skip
-        if times.get("start_time") and times.get("end_time"):
-            if times["end_time"] <= times["start_time"]:
-                problems.add(
-                    "end_time", self.end_time, "Is not after start_time.",
-                    "Pass an --end-time later than --start-time.",
-                )  # fmt: skip
-        timing = {"cron", "start_time", "end_time"}
-        if times.get("end_time") and not any(p.field in timing for p in problems.items):
-            self._check_a_run_fits(problems, times)
+        problems.items += schedule_times.problems(
+            self.cron,
+            self.max_concurrent_run_count,
+            self.max_run_count,
+            self.start_time,
+            self.end_time,
+        )
         problems.raise_if_any("schedule request")
         values = with_schedule_cron(
             self.job.parameter_values, self.job.pipeline_parameters, self.cron
         )
         if values != dict(self.job.parameter_values):
             object.__setattr__(self, "job", dataclasses.replace(self.job, parameter_values=values))
-
-    def _check_a_run_fits(
-        self, problems: Problems, times: dict[str, datetime.datetime | None]
-    ) -> None:
-        """Adds a problem when no tick of the cron comes before ``end_time`` (a schedule that
-        ends before its first run would be created and start nothing)."""
-        end = times["end_time"].timestamp()  # type: ignore[union-attr]
-        now = time.time()
-        start = times.get("start_time")
-        after = max(now, start.timestamp()) if start else now
-        if end <= now:
-            problems.add(
-                "end_time", self.end_time,
-                f"Has passed (it is {_stamp(now)} now): the schedule would start no run.",
-                "Pass a future --end-time, or leave it out (no end).",
-            )  # fmt: skip
-            return
-        first = cadence.ticks_between(self.cron, after, end, 1)[0]
-        if first > end:
-            problems.add(
-                "end_time", self.end_time,
-                f"Comes before the cron's first tick ({_stamp(first)}, cron {self.cron!r} "
-                f"from {_stamp(after)}): the schedule would start no run.",
-                f"Pass an --end-time after {_stamp(first)}, or another --cron.",
-            )  # fmt: skip
 
     def body(self) -> dict[str, Any]:
         """The Schedule JSON body."""

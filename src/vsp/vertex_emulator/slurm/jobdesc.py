@@ -226,6 +226,8 @@ def parse_submit(
             "Requested time limit is invalid (missing or exceeds some limit)",
         )
     cwd = str(job.get("current_working_directory") or home)
+    paths = [cwd, str(job.get("standard_output") or ""), str(job.get("standard_error") or "")]
+    warnings += host_home_warnings(paths, home)
     signum, delay, batch_only = warn_signal(job)
     tasks = number(job.get("tasks"), "tasks")[0]
     per_node = number(job.get("tasks_per_node"), "tasks_per_node")[0]
@@ -259,6 +261,27 @@ def parse_submit(
         "begin_time": number(job.get("begin_time"), "begin_time")[0],
     }
     return fields, warnings
+
+
+def host_home_warnings(paths: list[str], home: str) -> list[dict[str, str]]:
+    """A warning for each absolute path under ``/home`` that is not the emulated cluster's
+    home: on Vertex ``/home`` is the cluster's Filestore, but here it is this machine's own, so
+    the job's files would land outside the emulator's folder (a user's ``/home/run`` did)."""
+    out = []
+    for path in dict.fromkeys(p for p in paths if p):
+        under = posixpath.normpath(path)
+        if under.startswith("/home/") and not under.startswith(home.rstrip("/") + "/"):
+            local = posixpath.join(home, under.removeprefix("/home/"))
+            out.append(
+                slurm_shapes.warning(
+                    f"{path} is this machine's /home, not the emulated cluster's home ({home}): "
+                    f"the job's files there land outside the emulator's folder. Locally, use "
+                    f"{local} (vsp.vertex_emulator.cluster_home(state_dir, cluster_id)); on "
+                    "Vertex /home is the cluster's Filestore",
+                    "#/job/current_working_directory/",
+                )
+            )
+    return out
 
 
 def appends_output(open_mode: Any) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,8 +25,6 @@ PROVISIONING, RUNNING, UPDATING, STOPPING, ERROR = (
     "ERROR",
 )
 UPDATE_POLICIES = ("apply", "report")
-# A full cluster name where an id was expected: its id is the part after the last "/".
-CLUSTER_NAME_TAIL = re.compile(r"/modelDevelopmentClusters/([^/]+)\Z")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +52,9 @@ class ClusterRef:
             isinstance(cluster_id, str) and rules_base.CLUSTER_ID.match(cluster_id)
         ):
             return
-        named = CLUSTER_NAME_TAIL.search(cluster_id) if isinstance(cluster_id, str) else None
+        named = (
+            rules_base.CLUSTER_NAME_TAIL.search(cluster_id) if isinstance(cluster_id, str) else None
+        )
         fix = (
             f"pass the id alone, {named[1]!r} (the last part of the cluster's name)"
             if named

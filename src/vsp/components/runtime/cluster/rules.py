@@ -173,10 +173,14 @@ def check_cluster_id(problems: rules_base.Problems, cluster_id: str, has_slurm: 
         problem = (
             "Cluster id must be 1-10 chars: a lowercase letter, then lowercase letters/digits."
         )
-    suggestion = "".join(c for c in str(cluster_id).lower() if c.isalnum())[:10]
-    fix = "Use an id like 'train01'" + (
-        f" (e.g. '{suggestion}')." if suggestion[:1].isalpha() else "."
-    )
+    named = rules_base.CLUSTER_NAME_TAIL.search(cluster_id) if isinstance(cluster_id, str) else None
+    if named:  # a full cluster name: its id is its last part
+        fix = f"Pass the id alone, {named[1]!r} (the last part of the cluster's name)."
+    else:
+        suggestion = "".join(c for c in str(cluster_id).lower() if c.isalnum())[:10]
+        fix = "Use an id like 'train01'" + (
+            f" (e.g. '{suggestion}')." if suggestion[:1].isalpha() else "."
+        )
     problems.add("cluster_id", cluster_id, problem, fix)
 
 

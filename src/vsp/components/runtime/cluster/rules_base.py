@@ -15,6 +15,8 @@ from vsp.components.runtime.core import errors, gcp_labels
 # Cluster id [R MM]; with a slurm_spec no hyphen is allowed.
 CLUSTER_ID = re.compile(r"^[a-z]([a-z0-9-]{0,8}[a-z0-9])?\Z")
 SLURM_CLUSTER_ID = re.compile(r"^[a-z][a-z0-9]{0,9}\Z")
+# A full cluster name where an id was expected: its id is the part after the last "/".
+CLUSTER_NAME_TAIL = re.compile(r"/modelDevelopmentClusters/([^/]+)\Z")
 # display_name: MM allows 128 UTF-8 chars, CREATE says lowercase alphanumeric and <= 10 chars.
 # We enforce the strict reading, plus a leading letter (same shape as a Slurm cluster id).
 DISPLAY_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}\Z")
