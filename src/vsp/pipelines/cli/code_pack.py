@@ -24,6 +24,7 @@ import pathlib
 import tarfile
 
 from vsp.components.runtime.core import errors, gcs_paths, rest
+from vsp.pipelines.cli import common
 
 MTIME = 315532800  # 1980-01-01, the earliest time zip-based tools also keep
 SKIPPED_DIRS = frozenset({".git", "__pycache__"})
@@ -140,10 +141,7 @@ def _upload_to_gcs(package: Package, uri: str) -> bool:
     except api_exceptions.PreconditionFailed:
         return False  # already there: the name is the digest
     except google.auth.exceptions.GoogleAuthError as exc:
-        raise errors.UserError(
-            f"upload of the code to {uri}: no usable Google Cloud credentials. Fix: run "
-            "`gcloud auth application-default login`."
-        ) from exc
+        raise common.credentials_error(f"upload of the code to {uri}", exc) from exc
     except api_exceptions.Forbidden as exc:
         raise errors.UserError(
             f"upload of the code to {uri}: permission denied. Fix: grant "

@@ -100,3 +100,11 @@ def parse_params(values: tuple[str, ...], *, raw: bool = False) -> dict:
         except yaml.YAMLError:
             params[key] = text
     return params
+
+
+def credentials_error(what: str, exc: Exception) -> errors.UserError:
+    """The user error for a Google call that found no usable credentials, with the fix."""
+    return errors.UserError(
+        f"{what}: no usable Google Cloud credentials ({type(exc).__name__}). Fix: run "
+        "`gcloud auth application-default login`."
+    )

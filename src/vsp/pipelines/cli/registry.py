@@ -27,10 +27,7 @@ def _registry_call(what: str, call: Callable[[Any], Any], host: str) -> Any:
     try:
         return call(registry.RegistryClient(host=host))
     except google.auth.exceptions.GoogleAuthError as exc:
-        raise errors.UserError(
-            f"{what}: no usable Google Cloud credentials ({type(exc).__name__}). Fix: run "
-            "`gcloud auth application-default login`."
-        ) from exc
+        raise common.credentials_error(what, exc) from exc
     except requests.RequestException as exc:
         response = getattr(exc, "response", None)
         status = response.status_code if response is not None else 0
