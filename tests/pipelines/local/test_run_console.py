@@ -104,6 +104,48 @@ def test_a_retry_that_succeeds_clears_the_failure():
     assert out.getvalue().splitlines()[-1] == "train-on-cluster: succeeded in 1 s"
 
 
+CANCELLED_RETRIES = """\
+03:43:32.540 - INFO - Executing task 'create-cluster'
+    2026-12-07 03:43:32,540 ERROR vsp.step: create_cluster failed (exit 143): cancelled
+03:43:32.541 - ERROR - Task 'create-cluster' finished with status FAILURE
+2026-12-07 03:43:32,542 INFO root: Task create-cluster failed (attempt 1/3). Retrying in 1.0s...
+03:43:33.544 - INFO - Executing task 'create-cluster'
+03:43:33.544 - INFO - Streamed logs:
+
+    not started: create_cluster (the run was cancelled)
+03:43:33.544 - ERROR - Task 'create-cluster' finished with status FAILURE
+2026-12-07 03:43:33,544 INFO root: Task create-cluster failed (attempt 2/3). Retrying in 3.0s...
+03:43:36.547 - INFO - Executing task 'create-cluster'
+03:43:36.547 - INFO - Streamed logs:
+    not started: create_cluster (the run was cancelled)
+03:43:36.547 - ERROR - Task 'create-cluster' finished with status FAILURE
+2026-12-07 03:43:36,548 INFO root: Task register-model failed (attempt 1/3). Retrying in 1.0s...
+03:43:37.550 - INFO - Executing task 'register-model'
+    2026-12-07 03:43:37,551 INFO vsp.progress: upload of model m: running (0 s)
+"""
+
+
+def test_a_cancelled_runs_retries_that_are_not_started_are_said_once():
+    # They showed as "retrying", "started" and "FAILED after 0 s" twice after the cancel.
+    console, out, _ = _console()
+    first, rest = CANCELLED_RETRIES.split("2026-12-07 03:43:32,542", 1)
+    with console:
+        console.write(first)
+        console.cancelled = lambda: True  # the run's signal
+        console.write("2026-12-07 03:43:32,542" + rest)
+    assert out.getvalue().splitlines() == [
+        "create-cluster: started",
+        "  create-cluster: error: create_cluster failed (exit 143): cancelled",
+        "create-cluster: FAILED after 1 s",
+        "create-cluster: not started again (the run was cancelled)",
+        # A retry that runs is shown once it does.
+        "register-model: retrying (attempt 1 of 3 failed)",
+        "register-model: started",
+        "  register-model: upload of model m: running (0 s)",
+    ]
+    assert console.failure == step_console.Failure("create-cluster", "cancelled", 143)
+
+
 def test_an_internal_error_keeps_its_message_not_its_traceback():
     console, _, _ = _console()
     with console:

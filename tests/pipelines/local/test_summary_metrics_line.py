@@ -76,3 +76,24 @@ def test_a_shrink_kept_whole_is_not_reported_shrunk(tmp_path):
     rows = dict(summary.facts(kept))
     assert rows["shrunk until"] == "2099-12-31 00:00:00 UTC, then reaped"
     assert rows["gpu pools"] == "shrunk"
+
+
+def test_interruptions_without_any_notice_save_point_to_the_trainer_contract(tmp_path):
+    # A trainer that ignored SIGTERM was told only "no notice, or a notice save that did not land".
+    def notice_row(landed: float) -> str:
+        result = _result(str(tmp_path), {})
+        path = tmp_path / f"metrics-{landed:g}.json"
+        path.write_text(
+            json.dumps(
+                {"preemptions": 3.0, "notice_saves_landed": landed,
+                 "interruptions_without_notice_save": 3.0 - landed}
+            )
+        )  # fmt: skip
+        result.outputs["train-on-cluster/metrics"] = str(path)
+        return dict(summary.facts(result))["notice saves"]
+
+    assert notice_row(0.0).endswith(
+        "; with none landed, check that the trainer saves when told (SIGTERM): "
+        "docs/trainer-contract.md, 'Saving on the notice'"
+    )
+    assert notice_row(1.0).endswith("the work since the last save was lost)")

@@ -70,3 +70,49 @@ def test_mismatches_name_the_field_and_the_machine_type_that_fits(
     if gpu_machines.built_in(machine):
         model, gpus = gpu_machines.built_in(machine)
         assert f"accelerator_type {model} and accelerator_count {gpus}" in found.fix
+
+
+@pytest.mark.parametrize(
+    ("machine", "problem", "fix"),
+    [
+        (
+            "a3-higpu-8g",
+            "a3-higpu-8g is not a Compute Engine machine type",
+            "did you mean a3-highgpu-8g?",
+        ),
+        ("a3-ultra-8g", "(a3-ultragpu comes as a3-ultragpu-8g)", "did you mean a3-ultragpu-8g?"),
+        ("g2-standrd-24", "not a Compute Engine machine type", "did you mean g2-standard-24?"),
+        ("a3-highgpu-8", "not a3-highgpu-8.", "did you mean a3-highgpu-8g?"),
+        ("a3-highgpu-3g", "a3-highgpu comes as a3-highgpu-1g, a3-highgpu-2g", "pick one of those."),
+        ("a2-megagpu-8g", "a2-megagpu comes as a2-megagpu-16g;", "did you mean a2-megagpu-16g?"),
+        (
+            "g2-standard-7",
+            "g2-standard comes as g2-standard-4, g2-standard-8,",
+            "pick one of those.",
+        ),
+    ],
+)
+def test_a_misspelt_or_missized_gpu_machine_type_is_named_with_the_one_meant(machine, problem, fix):
+    found = gpu_machines.unknown_type(machine)
+    assert found is not None
+    assert (found.field, found.value) == ("machine_type", machine)
+    assert problem in found.problem
+    assert found.fix == fix
+
+
+@pytest.mark.parametrize(
+    "machine",
+    [
+        "a3-highgpu-8g",
+        "a3-highgpu-8g-nolssd",  # a suffix after a known size is not judged
+        "a4x-highgpu-4g",
+        "g4-standard-384",
+        "a4x-maxgpu-4g",  # a family of a known series not close to a known one: a newer type
+        "a9-hypergpu-8g",  # a series this version does not know
+        "n1-standard-8",  # close to g2-standard by spelling, but another series
+        "n2-standard-8",
+        "e2-medium",
+    ],
+)
+def test_known_and_unjudged_machine_types_pass(machine):
+    assert gpu_machines.unknown_type(machine) is None

@@ -183,6 +183,9 @@ def test_staged_code_options_are_checked_by_the_first_step(options, refusal):
         ("a3-highgpu-8g", "NVIDIA_H100_80GB", 4, {}, "accelerator_count"),
         ("n2-standard-8", "NVIDIA_TESLA_T4", 1, {}, "accelerator_type"),
         ("g2-standard-8", "", 8, {}, None),  # the pipeline passes no accelerator: not checked
+        ("a3-higpu-8g", "NVIDIA_H100_80GB", 8, {}, "machine_type"),  # a typo, not "no price"
+        ("a3-highgpu-9g", "", 0, {}, "machine_type"),  # judged without an accelerator too
+        ("a3-highgpu-3g", "NVIDIA_H100_80GB", 3, {}, "machine_type"),  # not gpus_per_node too
         ("g2-standard-8", "NVIDIA_H100_80GB", 8, {"nodePools": []}, None),  # the spec rules
     ],
 )

@@ -100,3 +100,22 @@ def test_api_answering_500_to_every_call(emulator, errors_logged):
     emulator.add_fault(action="status", http_status=500, times=None)
     code, seconds = run_exit_task()
     check(code, seconds, errors_logged, "the API kept failing")
+
+
+def test_an_id_no_cluster_can_have_ends_the_exit_task_with_nothing_to_do(monkeypatch):
+    # It exited 2 and was retried twice, to the same answer: create_cluster refuses the id too,
+    # so no step of the run made or used a cluster by it.
+    monkeypatch.setenv("VERTEX_EMULATOR_HOST", "127.0.0.1:9")  # any request would fail
+    action, summary = finalize_cluster.main(
+        project=PROJECT,
+        location=LOCATION,
+        cluster_id="My_Cluster!",
+        status=types.SimpleNamespace(state="FAILED"),
+        failure_keep_minutes=60.0,
+        timeout_seconds=DEADLINE,
+        pipeline_run="run-1",
+    )
+    assert (action, summary) == (
+        "none",
+        "none: no cluster can have the id 'My_Cluster!', so none is ended",
+    )

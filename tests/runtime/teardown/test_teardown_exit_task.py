@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 
 import pytest
 import requests
@@ -35,7 +36,7 @@ def make_cluster(emulator_api, cluster_body) -> dict:
     return emulator_api.create_running(CLUSTER, body)
 
 
-def finalize(client, state: str, minutes: float = 30.0, deadline: float = 60.0):
+def finalize(client, state: str, minutes: float = 30.0, deadline: float = 60.0, run: str = ""):
     return exit_task.finalize(
         client,
         REF,
@@ -44,6 +45,7 @@ def finalize(client, state: str, minutes: float = 30.0, deadline: float = 60.0):
         delete=resource(client).delete,
         deadline_seconds=deadline,
         backoff=FAST,
+        pipeline_run=run,
     )
 
 
@@ -146,20 +148,26 @@ def test_a_delete_cut_by_the_deadline_that_then_succeeds_ends_the_task_deleted(
 def test_the_last_resort_is_an_expiry_now_and_a_transient_error(
     emulator, emulator_api, cluster_body, client, caplog
 ):
-    make_cluster(emulator_api, cluster_body)
+    # It left the run's own claim, which the reaper took for another run's use: kept 30 min.
+    body = copy.deepcopy(cluster_body)
+    mine, theirs = gcp_labels.lease_key("run-a"), gcp_labels.lease_key("run-b")
+    later = gcp_labels.format_label_time(time.time() + 600)
+    body["labels"] = {**body["labels"], mine: later, theirs: later}
+    make_cluster(emulator_api, body)
     emulator.add_fault(
         action="lro_error", method="DELETE", path=f"{PATH}$", code=13, cluster_state="RUNNING",
         times=None,
     )  # fmt: skip
     caplog.set_level(logging.WARNING, "vsp.components.runtime.teardown.exit_task")
     with pytest.raises(errors.TransientError) as caught:
-        finalize(client, "CANCELLED", deadline=0.5)
+        finalize(client, "CANCELLED", deadline=0.5, run="run-a")
     message = str(caught.value)
     assert message.startswith(f"the exit task could not delete cluster {REF.name} within 0.5 s")
     assert message.endswith("It is labelled to expire now, so the next reap deletes it.")
     labels = requests.get(emulator_api.clusters_url(CLUSTER)).json()["labels"]
     assert labels["vsp-teardown"] == "teardown-failed"
     assert gcp_labels.expired(labels, gcp_labels.parse_label_time(labels["vsp-expires-at"]) + 1)
+    assert mine not in labels and labels[theirs] == later  # another run's claim stands
     assert any("retrying in" in r.getMessage() for r in caplog.records)
 
 

@@ -68,6 +68,14 @@ def test_visibility_and_the_notes(tmp_path):
         early = driver.unknown_goodput_note(absent, cancelled=True)
         assert "cancelled before the trainer saved its first checkpoint" in early
         assert "Fix" not in early
+        # Failed before the first save (the trainer crashed): the failure names the fix.
+        crashed = driver.unknown_goodput_note(absent, failed=True)
+        assert crashed == (
+            "unknown: the run failed before the trainer saved its first checkpoint, so there "
+            "is no checkpoint history to read."
+        )
+    # On the cluster's own storage, a failed run's checkpoints may exist: the fix stands.
+    assert "gs://BUCKET/PATH" in driver.unknown_goodput_note("/home/run/ckpt", failed=True)
     # Cancelled after saves that lack the history: the trainer's fix still stands.
     assert "checkpoint.resume()" in driver.unknown_goodput_note(
         "/gcs/b/ckpt", visible=True, cancelled=True

@@ -57,6 +57,9 @@ def test_good_parameters_pass():
         ("command", ["python", "t.py", "--steps", 30.0], "command[3]", 'quote it, e.g. "30".'),
         ("command", ["python", "t.py", "--lr", 0.5], "command[3]", 'quote it, e.g. "0.5".'),
         ("command", ["python", "a\0b"], "command[1]", "NUL character"),
+        # Found by a user: the job's own check refused it only after the cluster was created.
+        ("command", [""], "command[0]", "is blank: the first item is the program"),
+        ("command", ["  ", "train.py"], "command[0]", "is blank"),
         ("working_directory", "run", "working_directory", "absolute path"),
         ("working_directory", 3, "working_directory", "absolute path"),
         ("working_directory", "/home/x\nEOF", "working_directory", "on one line"),

@@ -309,10 +309,12 @@ class _LocalRun:
             error = ""
             shown = step_console.capture(console) if console else contextlib.nullcontext()
             steps = contextlib.nullcontext() if in_process else step_envs.patched()
-            on_stop = stopped_at_once.labelled_on_stop(arguments)
+            on_stop = stopped_at_once.labelled_on_stop(arguments, own_emulator=state is not None)
             # The steps stop if this process is killed outright (core.step.watch_local_run).
             watched = _environment({step.LOCAL_RUN_PID_ENV: str(os.getpid())})
             with on_stop, watched, interrupts.forwarded() as interruption:
+                if console:
+                    console.cancelled = lambda: bool(interruption.signum)
                 try:
                     with shown, steps, parameter_values.kept_as_given():
                         self.launch(arguments)

@@ -29,7 +29,7 @@ import textwrap
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from vsp.components.runtime.core import polling
@@ -40,6 +40,8 @@ _TASK_START = re.compile(r"Executing task '(?P<task>[^']+)'")
 _TASK_END = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>[A-Z]+)")
 _CACHED = re.compile(r"Task (?P<task>\S+) cache hit")
 _RETRY = re.compile(r"Task (?P<task>\S+) failed \(attempt (?P<n>\d+)/(?P<of>\d+)\)\. Retrying")
+# A task the cancelled run does not start again (``interrupts.forwarded``), printed in its place.
+_NOT_STARTED = re.compile(r"^not started: (?P<step>\w+) \(the run was cancelled\)$")
 _SKIPPED = re.compile(r"Skipping task (?P<task>\S+): upstream task\(s\) (?P<why>.*) failed")
 _RUNTIME = re.compile(
     r"^\d{4}-\d\d-\d\d [\d:,.]+ (?P<level>[A-Z]+) (?P<logger>vsp[\w.]*): (?P<message>.*)$"
@@ -95,6 +97,12 @@ class StepConsole(io.TextIOBase):
         self._quoting = False  # inside a job's log tail (``supervisor.LOG_TAIL_HEADING``)
         self._tail_lines = 0
         self._progress: tuple[str, float] | None = None
+        # Once the run is cancelled (``cancelled``, set by the run), a task's start and retry
+        # lines are held until the attempt shows it runs: a step that creates or trains is not
+        # started then (_NOT_STARTED), which is said once for the task instead.
+        self.cancelled: Callable[[], bool] = lambda: False
+        self._held: list[str] = []
+        self._refused: set[str] = set()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -150,16 +158,26 @@ class StepConsole(io.TextIOBase):
         line = _ANSI.sub("", raw).strip()
         continues, self._continues = self._continues, False
         quoting, self._quoting = self._quoting, False
+        if self._held and not self._holds(line):
+            for text in self._held:
+                self._show(text)
+            self._held = []
         if match := _TASK_START.search(line):
             self._task = match["task"]
             self._started[self._task] = self.clock()
-            self._show(f"{self._task}: started")
+            (self._held.append if self.cancelled() else self._show)(f"{self._task}: started")
+        elif _NOT_STARTED.match(line):
+            self._held = []
+            if self._task not in self._refused:
+                self._refused.add(self._task)
+                self._show(f"{self._task}: not started again (the run was cancelled)")
         elif match := _TASK_END.search(line):
             self._task_ended(match["task"], match["status"])
         elif match := _CACHED.search(line):
             self._show(f"{match['task']}: taken from the cache")
         elif match := _RETRY.search(line):
-            self._show(f"{match['task']}: retrying (attempt {match['n']} of {match['of']} failed)")
+            text = f"{match['task']}: retrying (attempt {match['n']} of {match['of']} failed)"
+            (self._held.append if self.cancelled() else self._show)(text)
         elif match := _SKIPPED.search(line):
             self._show(f"{match['task']}: skipped ({match['why']} failed)")
         elif match := _RUNTIME.match(line):
@@ -178,7 +196,15 @@ class StepConsole(io.TextIOBase):
                 self._continues = self._quoting = True
                 self._tail_lines = 0
 
+    def _holds(self, line: str) -> bool:
+        """Whether ``line`` leaves a held start undecided: kfp.local's lines between a task's
+        start and its step's first output."""
+        held = _TASK_START.search(line) or _NOT_STARTED.match(line)
+        return not line or line.endswith("Streamed logs:") or bool(held)
+
     def _task_ended(self, task: str, status: str) -> None:
+        if status != "SUCCESS" and task in self._refused:
+            return  # an attempt not started: the failure before it stands
         now = self.clock()
         self.durations[task] = now - self._started.get(task, now)
         took = polling.duration(self.durations[task])

@@ -54,13 +54,20 @@ def facts(result: results.LocalRunResult) -> list[tuple[str, str]]:
             )
         )
         if train.get("interruptions_without_notice_save"):
+            landed = train.get("notice_saves_landed", 0)
             rows.append(
                 (
                     "notice saves",
-                    f"{train.get('notice_saves_landed', 0):g} landed; "
+                    f"{landed:g} landed; "
                     f"{train['interruptions_without_notice_save']:g} interruption(s) resumed "
                     "from an older checkpoint (no notice, or a notice save that did not land "
-                    "in time: the work since the last save was lost)",
+                    "in time: the work since the last save was lost)"
+                    + (
+                        "; with none landed, check that the trainer saves when told (SIGTERM): "
+                        "docs/trainer-contract.md, 'Saving on the notice'"
+                        if not landed
+                        else ""
+                    ),
                 )
             )
         if "final_loss" in train:

@@ -145,14 +145,18 @@ def _check_machine(problems: rules_base.Problems, field: str, pool: cluster_spec
         problems.missing(
             f"{field}.machine_type", "Set a machine type, e.g. n2-standard-8 or a3-highgpu-8g."
         )
-    else:
-        rules_base.check_pattern(
-            problems,
-            f"{field}.machine_type",
-            machine.machine_type,
-            rules_base.MACHINE_TYPE,
-            "like a3-highgpu-8g",
-        )
+    elif rules_base.check_pattern(
+        problems,
+        f"{field}.machine_type",
+        machine.machine_type,
+        rules_base.MACHINE_TYPE,
+        "like a3-highgpu-8g",
+    ):
+        unknown = gpu_machines.unknown_type(machine.machine_type)
+        if unknown is not None:
+            fix = unknown.fix[0].upper() + unknown.fix[1:]
+            problems.add(f"{field}.machine_type", unknown.value, unknown.problem, fix)
+            return  # the accelerators are judged against the machine type it is fixed to
     kind, count = machine.accelerator_type, machine.accelerator_count
     if kind and count is None:
         problems.missing(

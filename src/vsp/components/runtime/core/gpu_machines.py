@@ -14,6 +14,7 @@ g2-standard-24 with 2, then 4 and 8); G4 RTX PRO 6000 (1, 2, 4, 8 for 48, 96, 19
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from typing import Any
 
@@ -38,6 +39,22 @@ N1_GPUS = frozenset(
     {"NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_P4",
      "NVIDIA_TESLA_K80"}
 )  # fmt: skip
+# The series whose every family is listed in _SIZES (judged by ``unknown_type``).
+_SERIES = frozenset(family.split("-")[0] for family in _FIXED_MODEL)
+# The sizes each fixed-GPU family comes in (the name's part after the family, read 2026-12).
+_SIZES = {
+    "a2-highgpu": ("1g", "2g", "4g", "8g"),
+    "a2-megagpu": ("16g",),
+    "a2-ultragpu": ("1g", "2g", "4g", "8g"),
+    "a3-highgpu": ("1g", "2g", "4g", "8g"),
+    "a3-edgegpu": ("8g",),
+    "a3-megagpu": ("8g",),
+    "a3-ultragpu": ("8g",),
+    "a4-highgpu": ("8g",),
+    "a4x-highgpu": ("4g",),
+    "g2-standard": tuple(str(size) for size in _G2_COUNTS),
+    "g4-standard": tuple(str(size) for size in _G4_COUNTS),
+}
 _NO_GPU_FAMILIES = frozenset(
     {"e2", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "h3", "m1", "m2",
      "m3", "t2a", "t2d"}
@@ -72,6 +89,47 @@ def built_in(machine_type: str) -> tuple[str, int] | None:
     else:
         count = size if match["g"] else None
     return (model, count) if count else None
+
+
+def unknown_type(machine_type: str) -> GpuMismatch | None:
+    """Why ``machine_type`` is no machine type of a fixed-GPU series, or ``None``.
+
+    Judged only for the series this module knows (A2, A3, A4, A4X, G2, G4): a size the family
+    does not come in (``a3-highgpu-3g``, ``g2-standard-7``), or a family one typo away from a
+    known one (``a3-higpu-8g``). A family of those series that is not close to a known one (one
+    Compute Engine added since) is not judged, nor are the other series.
+
+    Args:
+        machine_type: e.g. ``a3-highgpu-8g``.
+    """
+    parts = machine_type.split("-")
+    family, size = "-".join(parts[:2]), (parts[2] if len(parts) > 2 else "")
+    if family in _SIZES:
+        if size in _SIZES[family]:
+            return None
+        problem = f"{family} comes as {_names(family)}; not {machine_type}."
+    elif parts[0] in _SERIES:
+        known = [name for name in _SIZES if name.startswith(f"{parts[0]}-")]
+        near = difflib.get_close_matches(family, known, n=1, cutoff=0.75)
+        if not near:
+            return None
+        family = near[0]
+        problem = (
+            f"{machine_type} is not a Compute Engine machine type ({family} comes as "
+            f"{_names(family)})."
+        )
+    else:
+        return None
+    if size in _SIZES[family] or len(_SIZES[family]) == 1:
+        guess = [size] if size in _SIZES[family] else list(_SIZES[family])
+    else:
+        guess = difflib.get_close_matches(size, _SIZES[family], n=1, cutoff=0.6)
+    fix = f"did you mean {family}-{guess[0]}?" if guess else "pick one of those."
+    return GpuMismatch("machine_type", machine_type, problem, fix)
+
+
+def _names(family: str) -> str:
+    return ", ".join(f"{family}-{size}" for size in _SIZES[family])
 
 
 def mismatch(

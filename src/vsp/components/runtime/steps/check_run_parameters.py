@@ -319,19 +319,24 @@ def _check_launch(options: Mapping[str, Any]) -> None:
 
 
 def _check_machine_gpus(p: Mapping[str, Any]) -> None:
-    """The flat parameters' machine type must come with (or take) their accelerators
+    """The flat parameters' machine type must be one Compute Engine has
+    (``gpu_machines.unknown_type``) and come with (or take) their accelerators
     (``gpu_machines.mismatch``), as ``create_cluster`` will check; skipped when
-    ``cluster_spec`` gives the cluster or the pipeline passes no ``accelerator_type``."""
-    kind, count = p["accelerator_type"], p["accelerator_count"]
-    if p["cluster_spec"] or not kind or not isinstance(count, int) or count < 0:
+    ``cluster_spec`` gives the cluster (the accelerators also when the pipeline passes no
+    ``accelerator_type``)."""
+    kind, count, machine = p["accelerator_type"], p["accelerator_count"], p["machine_type"]
+    if p["cluster_spec"] or not isinstance(machine, str):
         return
-    machine = str(p["machine_type"])
-    wrong = gpu_machines.mismatch(machine, str(kind), count)
+    wrong = gpu_machines.unknown_type(machine)
+    if wrong is None and (not kind or not isinstance(count, int) or count < 0):
+        return
+    wrong = wrong or gpu_machines.mismatch(machine, str(kind), count)
     if wrong is None:
         return
     problems = [errors.SpecProblem(wrong.field, wrong.value, wrong.problem, wrong.fix)]
     fixed, gpus = gpu_machines.built_in(machine), p["gpus_per_node"]
-    if fixed is not None and isinstance(gpus, int) and gpus > fixed[1]:
+    known = wrong.field != "machine_type"
+    if known and fixed is not None and isinstance(gpus, int) and gpus > fixed[1]:
         # Said now, so that the accelerator's fix is not followed by this refusal next run.
         problems.append(
             errors.SpecProblem(

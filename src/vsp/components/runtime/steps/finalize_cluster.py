@@ -37,7 +37,16 @@ def main(
     """
 
     def run() -> tuple[str, str]:
-        ref = resource.ClusterRef(project, location, cluster_id)  # its check: a user error
+        try:
+            ref = resource.ClusterRef(project, location, cluster_id)
+        except errors.UserError:
+            # create_cluster refuses the same id, so no step of the run made or used a cluster
+            # by it: nothing to end (a failure here would only be retried, to the same answer).
+            said = (
+                f"none: no cluster can have the id {errors.shown(cluster_id, 80)}, so none is ended"
+            )
+            log.warning("finalize: %s", said)
+            return ("none", said)
         client = rest.VertexRestClient(location)
 
         def delete() -> bool:

@@ -208,8 +208,9 @@ def _delete(
     )
 
 
-def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> str:
-    """The last resort: an expiry in the past, so the reaper deletes the cluster next time.
+def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef, pipeline_run: str) -> str:
+    """The last resort: an expiry in the past, so the reaper deletes the cluster next time, and
+    the run's claim ended (the reaper would take it for another run's use and keep the cluster).
 
     A delete still in flight (the cluster STOPPING: the deadline cut the wait for the last
     one) is waited for first, within ``LAST_RESORT_SECONDS``. Returns ``labelled``, ``deleted``
@@ -223,8 +224,9 @@ def _expire_now(client: rest.VertexRestClient, ref: resource.ClusterRef) -> str:
     try:
         if resource.ClusterResource(client, ref, options=options).wait_not_stopping() is None:
             return "deleted"
+        own = [gcp_labels.lease_key(pipeline_run)] if pipeline_run else []
         updated = cluster_labels.update_managed_labels(
-            client, ref, set_labels=labels, options=options
+            client, ref, set_labels=labels, remove=own, options=options
         )
     except (errors.VspError, OSError) as exc:
         log.error("could not label cluster %s to expire either: %s", ref.cluster_id, exc)
@@ -315,7 +317,7 @@ def finalize(
             )
             clock.sleep(delay)
     client.deadline_at = time.monotonic() + LAST_RESORT_SECONDS
-    resort = _expire_now(client, ref)
+    resort = _expire_now(client, ref, pipeline_run)
     if resort == "deleted":  # nothing is left running: the task is done
         why = f"its last delete, still running at the {deadline_seconds:g} s deadline, went through"
         log.warning("cluster %s: %s", ref.cluster_id, why)

@@ -136,7 +136,7 @@ def own_records(
 
 
 def unknown_goodput_note(
-    checkpoint_dir: str, visible: bool = False, cancelled: bool = False
+    checkpoint_dir: str, visible: bool = False, cancelled: bool = False, failed: bool = False
 ) -> str:
     """Why goodput and its overheads are missing, and how to get them.
 
@@ -145,11 +145,13 @@ def unknown_goodput_note(
         visible: Whether this step sees that directory (and it exists).
         cancelled: The run was cancelled: with no checkpoint saved yet, nothing is wrong
             with the trainer, and no fix is named.
+        failed: The run failed: with no checkpoint saved yet, the failure is the thing to fix
+            (its own message says how), and no other fix is named.
     """
-    if cancelled and not visible:
+    if (cancelled or failed) and not visible and gcs_paths.to_gcs_uri(checkpoint_dir) is not None:
         return (
-            "unknown: the run was cancelled before the trainer saved its first checkpoint, "
-            "so there is no checkpoint history to read."
+            f"unknown: the run {'was cancelled' if cancelled else 'failed'} before the trainer "
+            "saved its first checkpoint, so there is no checkpoint history to read."
         )
     if visible:
         return (
@@ -271,8 +273,7 @@ def supervise(
             model_check.foreign_model_problem(model_dir, run_key)
         )
         if problem:  # nothing to register: fail before the registration step runs
-            log.error("%s", problem)
-            failure = errors.UserError(problem)
+            failure = errors.UserError(problem)  # raised, and so logged, once the report is out
         elif unregistrable := model_check.unregistrable_problem(model_dir):
             log.warning("%s", unregistrable)  # this step's work is done; the next one refuses
         if on_success is not None and failure is None:
@@ -300,8 +301,12 @@ def supervise(
     notes = [(heading, html.escape(text)) for heading, text in report_notes]
     if "goodput" not in metrics and result.events:
         cancelled = isinstance(failure, errors.StepCancelled)
-        note = unknown_goodput_note(checkpoint_dir, visible, cancelled=cancelled)
-        log.warning("goodput %s", note)  # "goodput unknown: ..."
+        note = unknown_goodput_note(
+            checkpoint_dir, visible, cancelled=cancelled, failed=failure is not None
+        )
+        # Before a first checkpoint, the run's failure is the news, not the goodput.
+        level = logging.INFO if "before the trainer saved its first" in note else logging.WARNING
+        log.log(level, "goodput %s", note)  # "goodput unknown: ..."
         notes.append(("Goodput", html.escape(note)))
     elif "goodput" not in metrics:  # nothing ran: the failure says why
         notes.append(("Goodput", "unknown: no job of this run started."))

@@ -132,6 +132,15 @@ def _command_problems(command: Any) -> list[errors.SpecProblem]:
                     else "give each argument as a string.",
                 )
             )
+        elif index == 0 and not part.strip():
+            found.append(
+                errors.SpecProblem(
+                    "command[0]",
+                    part,
+                    "is blank: the first item is the program the job runs.",
+                    'name the program first, e.g. ["python", "/home/me/train.py"].',
+                )
+            )
         elif "\0" in part:
             found.append(
                 errors.SpecProblem(
