@@ -134,6 +134,7 @@ def test_the_contract_variables_win_over_the_users_env():
         ({"accelerator_count": 4}, "accelerator_count"),
         ({"machine_type": "n2-standard-8"}, "accelerator_type"),
         ({"accelerator_type": "", "accelerator_count": 0}, "accelerator_type"),
+        ({"machine_type": "a3-higpu-8g"}, "machine_type"),  # alone: not also the accelerators
     ],
 )
 def test_invalid_specs_are_rejected_naming_the_field(changes, field):
@@ -141,6 +142,8 @@ def test_invalid_specs_are_rejected_naming_the_field(changes, field):
     with pytest.raises(errors.SpecValidationError) as info:
         spec.validate()
     assert field in info.value.fields
+    if field == "machine_type":
+        assert info.value.fields == ["machine_type"]
 
 
 def test_unknown_strategy_is_a_user_error():

@@ -87,8 +87,11 @@ class CustomJobTraining:
                 "use a bucket path such as gs://BUCKET/runs/NAME; the trainer's checkpoints "
                 "and model go under it.",
             )
+        unknown = gpu_machines.unknown_type(self.machine_type) if self.machine_type else None
         if not self.machine_type:
             bad("machine_type", None, "is required.", "set e.g. a3-highgpu-8g or n1-standard-8.")
+        elif unknown is not None:
+            bad(unknown.field, unknown.value, unknown.problem, unknown.fix)
         if self.accelerator_count < 0:
             bad(
                 "accelerator_count",
@@ -103,7 +106,7 @@ class CustomJobTraining:
                 "must be positive exactly when accelerator_type is set.",
                 "set both (e.g. NVIDIA_H100_80GB and 8) or neither.",
             )
-        elif self.machine_type:
+        elif self.machine_type and unknown is None:
             wrong = gpu_machines.mismatch(
                 self.machine_type, self.accelerator_type, self.accelerator_count
             )
