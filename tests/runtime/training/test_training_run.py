@@ -212,13 +212,26 @@ def test_sigterm_cancels_the_running_job_before_the_step_exits():
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is restored
 
 
-def test_ctrl_c_cancels_the_running_job_too_and_a_second_one_waits_for_the_cleanup():
+@pytest.fixture
+def ctrl_c_delivered():
+    """SIGINT raises KeyboardInterrupt, as in a terminal: a job a script started in the
+    background inherits it ignored, and the supervisor leaves an ignored SIGINT ignored (the
+    test then polled on for ever)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_cancels_the_running_job_too_and_a_second_one_waits_for_the_cleanup(
+    ctrl_c_delivered,
+):
     backend = ScriptedBackend([[(R, 0)]])
     before = signal.getsignal(signal.SIGINT)
     calls = {"n": 0}
 
     def interrupt_after_two_polls(attempt):
         calls["n"] += 1
+        assert calls["n"] <= 3, "the Ctrl-C did not stop the run"
         if calls["n"] == 2:
             os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C (kfp.local's steps)
         if calls["n"] == 3:  # the cleanup's refresh: a second Ctrl-C is ignored meanwhile
