@@ -229,7 +229,7 @@ def test_emulated_preemption_options_with_a_real_slurm_are_warned_about(tmp_path
     result = CliRunner().invoke(main.main, args)
     assert result.exit_code == 2 and "stopped before the run" in result.output
     assert (
-        "warning: --notice-seconds, --unannounced-share set(s) the emulated Slurm's preemptions; "
+        "warning: --notice-seconds and --unannounced-share set the emulated Slurm's preemptions; "
         "a real Slurm preempts as --preemption-mechanism says" in result.output
     )
     quiet = CliRunner().invoke(main.main, ["run-local", "--real-slurm"])

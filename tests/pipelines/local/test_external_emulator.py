@@ -37,9 +37,10 @@ def test_a_run_on_an_emulator_started_apart_keeps_its_files_in_that_emulators_fo
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "warning: --preemptions set(s) the emulator run-local starts; the emulator" in (
-        result.output
-    )
+    assert (
+        "warning: --preemptions set the emulator that run-local starts itself, and none is "
+        "started: the emulator VERTEX_EMULATOR_HOST names keeps its own settings"
+    ) in result.output
     models = list((apart.state_dir / "gcs").rglob("model.npz"))
     assert len(models) == 1, result.output
     assert f"  model files: {models[0].parent}\n" in result.output

@@ -33,8 +33,23 @@ def test_missing_credentials_is_a_user_error_naming_the_fix(monkeypatch):
         raise google.auth.exceptions.DefaultCredentialsError("none")
 
     monkeypatch.setattr(google.auth, "default", no_credentials)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     with pytest.raises(errors.UserError, match="application-default login"):
         rest.VertexRestClient("us-central1")
+
+
+def test_a_key_file_that_is_not_there_is_named_not_called_no_credentials(monkeypatch, tmp_path):
+    # It said "no Google Cloud credentials found" and sent the user to gcloud login.
+    monkeypatch.delenv("VERTEX_EMULATOR_HOST", raising=False)
+    missing = tmp_path / "nope.json"
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(missing))
+    with pytest.raises(errors.UserError) as caught:
+        rest.VertexRestClient("us-central1")  # google-auth's own reading of the variable
+    assert str(caught.value) == (
+        f"no usable Google Cloud credentials (File {missing} was not found). Fix: check the key "
+        f"file GOOGLE_APPLICATION_CREDENTIALS names ({missing}), or unset it and run `gcloud "
+        "auth application-default login`, or set VERTEX_EMULATOR_HOST to use the local emulator."
+    )
 
 
 def test_get_is_retried_through_503_and_reset(emulator):

@@ -3,6 +3,8 @@ delete, a margin without a folder refused, an older request withdrawn."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from tests import cron_times
@@ -15,7 +17,11 @@ from tests.runtime.teardown.prewarm_cases import (
     name,
 )
 from vsp.components.runtime.core import errors, gcp_labels
-from vsp.components.runtime.steps import check_run_parameters, decide_teardown
+from vsp.components.runtime.steps import (
+    check_run_parameters,
+    decide_teardown,
+    reap_expired_clusters,
+)
 from vsp.components.runtime.teardown import prewarm_intents
 
 # ----- the first step ------------------------------------------------------------------------
@@ -90,7 +96,7 @@ def run_step(tmp_path, cluster_id: str, metrics=None, **changes):
 
 
 def test_the_step_deletes_and_records_the_request_the_reaper_acts_on(
-    emulator, emulator_api, cluster_body, tmp_path
+    emulator, emulator_api, cluster_body, tmp_path, caplog
 ):
     emulator_api.create_running("warm9", live_body(cluster_body))
     metrics = Artifact(tmp_path / "metrics")
@@ -105,6 +111,19 @@ def test_the_step_deletes_and_records_the_request_the_reaper_acts_on(
     [(_, intent)] = prewarm_intents.read_all(str(folder))
     assert intent.cluster == name("warm9") and intent.decided_by == "run-3"
     assert intent.create_at == metrics.logged["teardown_prewarm_at"]
+    # The reaper says the request waits as progress, which `vsp run-local` shows (its summary
+    # said only "none expired").
+    progress = logging.getLogger("vsp.progress")
+    progress.addHandler(caplog.handler)  # the runtime's loggers do not propagate to the root
+    try:
+        reaped = reap_expired_clusters.main(
+            project=PROJECT, location=LOCATION, dry_run=False, prewarm_dir=str(folder)
+        )
+    finally:
+        progress.removeHandler(caplog.handler)
+    assert reaped == []
+    [said] = [r.getMessage() for r in caplog.records if r.name == "vsp.progress"]
+    assert said.startswith(f"pre-warm of {name('warm9')}: waiting: ")
 
 
 def test_the_step_refuses_a_margin_without_a_folder_before_any_request(emulator, tmp_path):

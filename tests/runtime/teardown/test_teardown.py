@@ -224,6 +224,27 @@ def test_unparsable_cron_names_field(cron):
 def test_unknown_zone_names_field():
     with pytest.raises(UserError, match="schedule_cron.*time zone.*Fix:"):
         decide(_inputs(schedule_cron="TZ=Mars/Olympus 0 * * * *"))
+    # A typo is answered with the zone meant.
+    with pytest.raises(UserError, match="Fix: did you mean 'Europe/Paris'\\? Use an IANA zone"):
+        decide(_inputs(schedule_cron="TZ=Europe/Pariss 0 3 * * *"))
+
+
+@pytest.mark.parametrize(
+    ("cron", "said"),
+    [
+        ("0 25 * * *", "has 25 in its hour field, which takes 0-23."),
+        ("0 9-25 * * *", "has 25 in its hour field, which takes 0-23."),
+        ("61 * * * *", "has 61 in its minute field, which takes 0-59."),
+        ("0 0 0 * *", "has 0 in its day-of-month field, which takes 1-31."),
+        ("0 0 * 13 *", "has 13 in its month field, which takes 1-12."),
+        ("0 3 * * 1,8", "has 8 in its day-of-week field, which takes 0-7."),
+    ],
+)
+def test_a_number_out_of_its_fields_range_is_named_with_the_field(cron, said):
+    # It was "is not a valid 5-field cron expression" for a cron of five fields.
+    with pytest.raises(UserError) as err:
+        decide(_inputs(schedule_cron=cron))
+    assert f"schedule_cron = {cron!r}: {said} Fix:" in str(err.value)
 
 
 @pytest.mark.parametrize(

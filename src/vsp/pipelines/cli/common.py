@@ -104,7 +104,4 @@ def parse_params(values: tuple[str, ...], *, raw: bool = False) -> dict:
 
 def credentials_error(what: str, exc: Exception) -> errors.UserError:
     """The user error for a Google call that found no usable credentials, with the fix."""
-    return errors.UserError(
-        f"{what}: no usable Google Cloud credentials ({type(exc).__name__}). Fix: run "
-        "`gcloud auth application-default login`."
-    )
+    return errors.UserError(f"{what}: {rest.credentials_problem(exc)}.")

@@ -282,7 +282,7 @@ def _warn_emulated_slurm_options(ctx: click.Context) -> None:
     given = _given_on_command_line(ctx, ("notice_seconds", "unannounced_share"))
     if given:
         click.echo(
-            f"warning: {', '.join(given)} set(s) the emulated Slurm's preemptions; a real Slurm "
+            f"warning: {_options(given)} set the emulated Slurm's preemptions; a real Slurm "
             "preempts as --preemption-mechanism says, with the notice its slurm.conf gives "
             "(KillWait), so they are not used.",
             err=True,
@@ -293,11 +293,17 @@ def _warn_unused_emulator_options(ctx: click.Context) -> None:
     given = _given_on_command_line(ctx, _OWN_EMULATOR_OPTIONS)
     if given:
         click.echo(
-            f"warning: {', '.join(given)} set(s) the emulator run-local starts; the emulator "
-            f"{rest.EMULATOR_ENV} names keeps its own settings and plans (set them through its "
-            "control API: docs/emulator.md)",
+            f"warning: {_options(given)} set the emulator that run-local starts itself, and "
+            f"none is started: the emulator {rest.EMULATOR_ENV} names keeps its own settings "
+            "and plans (set them through its control API: docs/emulator.md), so they are not "
+            "used.",
             err=True,
         )
+
+
+def _options(names: list[str]) -> str:
+    """``--a`` / ``--a and --b`` / ``--a, --b and --c``, as the subject of a sentence."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _refuse_nulls(pipeline: str, given: dict) -> None:

@@ -87,6 +87,31 @@ def service_root(location: str, emulator: str | None) -> str:
     return f"https://{location}-aiplatform.googleapis.com"
 
 
+KEY_FILE_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
+
+
+def credentials_problem(exc: Exception) -> str:
+    """Why google-auth found no usable credentials, in its words (a key file's path, never its
+    contents), and the fix, as one sentence without its final period.
+
+    Args:
+        exc: What google-auth raised (``DefaultCredentialsError`` or a refresh error).
+    """
+    said = str(exc).strip().rstrip(".") or type(exc).__name__
+    key_file = os.environ.get(KEY_FILE_ENV)
+    if key_file:
+        fix = (
+            f"check the key file {KEY_FILE_ENV} names ({key_file}), or unset it and run "
+            "`gcloud auth application-default login`"
+        )
+    else:
+        fix = (
+            "run `gcloud auth application-default login`, run on Google Cloud with a service "
+            "account"
+        )
+    return f"no usable Google Cloud credentials ({said}). Fix: {fix}"
+
+
 class VertexRestClient:
     """JSON-over-HTTP client for Vertex AI REST paths.
 
@@ -144,9 +169,7 @@ class VertexRestClient:
                 credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
             except google.auth.exceptions.DefaultCredentialsError as exc:
                 raise errors.UserError(
-                    "no Google Cloud credentials found. Fix: run `gcloud auth application-default "
-                    f"login`, run on Google Cloud with a service account, or set {EMULATOR_ENV} "
-                    "to use the local emulator."
+                    f"{credentials_problem(exc)}, or set {EMULATOR_ENV} to use the local emulator."
                 ) from exc
             session = AuthorizedSession(credentials)
         session.headers["User-Agent"] = USER_AGENT

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from vsp.components.runtime.cluster import resource
-from vsp.components.runtime.core import errors, rest, step
+from vsp.components.runtime.core import errors, polling, rest, step
 from vsp.components.runtime.teardown import reaper
 
 log = logging.getLogger(__name__)
@@ -24,8 +24,10 @@ def main(*, project: str, location: str, dry_run: bool, prewarm_dir: str = "") -
         )
         for entry in report.entries:
             log.info("%s: %s: %s", entry.name, entry.action, entry.reason)
-        for warm in report.prewarm:
-            log.info("%s: %s: %s", warm.cluster, warm.action, warm.reason)
+        for warm in report.prewarm:  # shown as progress: a waiting request is the news here
+            polling.progress_log.info(
+                "pre-warm of %s: %s: %s", warm.cluster, warm.action, warm.reason
+            )
         if report.failed:
             raise errors.TransientError(f"could not delete {sorted(report.failed)}; run again")
         return list(report.would_delete if dry_run else report.deleted)

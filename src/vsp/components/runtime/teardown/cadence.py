@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import bisect
 import datetime
+import difflib
 import functools
 import math
+import re
 import statistics
 import zoneinfo
 from collections.abc import Sequence
@@ -57,18 +59,20 @@ def parse_cron(schedule_cron: str) -> tuple[str, datetime.tzinfo]:
         try:
             zone = zoneinfo.ZoneInfo(name)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            near = difflib.get_close_matches(name, zoneinfo.available_timezones(), n=2, cutoff=0.8)
             raise _problem(
                 "schedule_cron",
                 schedule_cron,
                 f"unknown time zone {name!r}.",
-                "use an IANA zone, e.g. 'TZ=America/New_York 0 9 * * *'.",
+                (f"did you mean {' or '.join(repr(z) for z in near)}? " if near else "")
+                + "Use an IANA zone, e.g. 'TZ=America/New_York 0 9 * * *'.",
             ) from exc
         text = text.strip()
     if len(text.split()) != 5 or not croniter.is_valid(text):
         raise _problem(
             "schedule_cron",
             schedule_cron,
-            "is not a valid 5-field cron expression.",
+            _out_of_range(text) or "is not a valid 5-field cron expression.",
             "use 'minute hour day-of-month month day-of-week', e.g. '0 * * * *', "
             "optionally prefixed 'TZ=Zone '.",
         )
@@ -82,6 +86,25 @@ def parse_cron(schedule_cron: str) -> tuple[str, datetime.tzinfo]:
             "use a day of month that the month has, e.g. '0 0 28 2 *' or '0 0 30 4 *'.",
         ) from exc
     return text, zone
+
+
+# Each field's name and the numbers it takes (day of week: 0 and 7 are Sunday).
+_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12),
+           ("day-of-week", 0, 7))  # fmt: skip
+
+
+def _out_of_range(text: str) -> str:
+    """Which field of a 5-field cron holds a number it cannot take ('' when none does); a step
+    (``*/90``) is not judged."""
+    fields = text.split()
+    if len(fields) != 5:
+        return ""
+    for field, (name, low, high) in zip(fields, _FIELDS, strict=True):
+        for part in field.split(","):
+            for number in re.findall(r"\d+", part.split("/", 1)[0]):
+                if not low <= int(number) <= high:
+                    return f"has {number} in its {name} field, which takes {low}-{high}."
+    return ""
 
 
 def predict(
