@@ -135,6 +135,12 @@ def own_records(
     return mine
 
 
+def saved_nothing(checkpoint_dir: str, visible: bool) -> bool:
+    """Whether the trainer is known to have saved no checkpoint: the directory is on Cloud
+    Storage, which this step sees, and is not there (on the cluster's own storage it may be)."""
+    return not visible and gcs_paths.to_gcs_uri(checkpoint_dir) is not None
+
+
 def unknown_goodput_note(
     checkpoint_dir: str, visible: bool = False, cancelled: bool = False, failed: bool = False
 ) -> str:
@@ -148,7 +154,7 @@ def unknown_goodput_note(
         failed: The run failed: with no checkpoint saved yet, the failure is the thing to fix
             (its own message says how), and no other fix is named.
     """
-    if (cancelled or failed) and not visible and gcs_paths.to_gcs_uri(checkpoint_dir) is not None:
+    if (cancelled or failed) and saved_nothing(checkpoint_dir, visible):
         return (
             f"unknown: the run {'was cancelled' if cancelled else 'failed'} before the trainer "
             "saved its first checkpoint, so there is no checkpoint history to read."
@@ -159,7 +165,7 @@ def unknown_goodput_note(
             "trainer's start lines. Fix: load with checkpoint.resume() and save with "
             "checkpoint.save(..., reason=...) (vsp.components.runtime.trainer)."
         )
-    if gcs_paths.to_gcs_uri(checkpoint_dir) is not None:
+    if saved_nothing(checkpoint_dir, visible):
         return (
             f"unknown: the checkpoint directory {checkpoint_dir} does not exist: the trainer "
             "saved no checkpoint there (it ended before its first save, or saves elsewhere), "
@@ -305,7 +311,8 @@ def supervise(
             checkpoint_dir, visible, cancelled=cancelled, failed=failure is not None
         )
         # Before a first checkpoint, the run's failure is the news, not the goodput.
-        level = logging.INFO if "before the trainer saved its first" in note else logging.WARNING
+        quiet = failure is not None and saved_nothing(checkpoint_dir, visible)
+        level = logging.INFO if quiet else logging.WARNING
         log.log(level, "goodput %s", note)  # "goodput unknown: ..."
         notes.append(("Goodput", html.escape(note)))
     elif "goodput" not in metrics:  # nothing ran: the failure says why
